@@ -1,0 +1,96 @@
+// kiln::Cpu: the CPU backend, the default and the embedded one. Declarations only:
+// the kernels are compiled once in the kiln_cpu library (oneDNN for GEMM, convolution
+// and pooling; Eigen-vectorized elementwise loops; OpenMP threads).
+#pragma once
+
+#include "kiln/backend/backend.hpp"
+#include "kiln/cpu/tensor.hpp"
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace kiln {
+
+struct Cpu {
+  using Device = CpuDevice;
+  using Primitive = cpu::CpuTensor;
+  using FloatTensor = Primitive;
+  using IntTensor = Primitive;
+  using BoolTensor = Primitive;
+  static constexpr std::string_view name = "cpu";
+
+  // creation and host transfer (backends/cpu/src/creation.cpp)
+  static Primitive from_data(const TensorData& data, const Device& device);
+  static TensorData into_data(const Primitive& p);
+  static Primitive full(const Shape& shape, double value, DType dtype, const Device& device);
+  static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                          const Device& device);
+  static Shape shape(const Primitive& p) { return p.shape; }
+  static DType dtype(const Primitive& p) { return p.dtype; }
+  static Device device(const Primitive&) { return {}; }
+  static Primitive to_device(const Primitive& p, const Device&) { return p; }
+  static Primitive cast(const Primitive& p, DType dtype);
+
+  // elementwise (backends/cpu/src/elementwise.cpp), instantiated for every op of the catalogue
+  template <class Op> static Primitive unary(const Primitive& x);
+  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
+  template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+
+  // reductions, scans, sorting (backends/cpu/src/reduce.cpp, sort.cpp)
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
+  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op);
+  static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim);
+  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim);
+  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending);
+
+  // linear algebra (backends/cpu/src/matmul.cpp)
+  static Primitive matmul(const Primitive& a, const Primitive& b);
+
+  // layout (backends/cpu/src/layout.cpp, indexing.cpp)
+  static Primitive reshape(const Primitive& x, const Shape& shape);
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive expand(const Primitive& x, const Shape& shape);
+  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges);
+  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value);
+  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim);
+  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index);
+  static Primitive scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+                           ops::ScatterMode mode);
+  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
+  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
+
+  // neural-network ops (backends/cpu/src/conv.cpp, pool.cpp, interpolate.cpp)
+  static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          const ops::Conv2dOptions& options);
+  static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
+                                         const ops::Conv2dOptions& options);
+  static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
+                                          const ops::Conv2dOptions& options);
+  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
+  static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+                                       const ops::Pool2dOptions& options);
+  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
+  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& options);
+  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size);
+  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy);
+  static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+                               const ops::InterpolateOptions& options);
+  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy,
+                                        const ops::InterpolateOptions& options);
+};
+
+static_assert(Backend<Cpu>, "kiln::Cpu must satisfy the Backend concept");
+
+// The kernels are instantiated once, in the library, for every op of the catalogue.
+#define KILN_CPU_EXTERN_UNARY(Op) extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);
+#define KILN_CPU_EXTERN_BINARY(Op)                                                                \
+  extern template Cpu::Primitive Cpu::binary<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&); \
+  extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);
+KILN_UNARY_OPS(KILN_CPU_EXTERN_UNARY)
+KILN_BINARY_OPS(KILN_CPU_EXTERN_BINARY)
+
+}  // namespace kiln

@@ -1,0 +1,97 @@
+// The caching allocator behind every CPU tensor. Freed buffers are kept in size classes
+// and handed out again: on this kind of machine the first touch of fresh pages costs
+// more than the arithmetic of most ops (about 3 ms per MiB).
+#include "internal.hpp"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+
+namespace kiln::cpu {
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;
+
+// Rounds up to a size class: multiples of 64 B below 4 KiB, then four classes per power of two.
+std::size_t size_class(std::size_t bytes) {
+  if (bytes <= 4096) return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  std::size_t power = 4096;
+  while (power * 2 < bytes) power *= 2;
+  const std::size_t step = power / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+struct Pool {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free_blocks;
+  AllocatorStats stats;
+
+  void* take(std::size_t bytes) {
+    {
+      std::lock_guard lock(mutex);
+      auto it = free_blocks.find(bytes);
+      if (it != free_blocks.end()) {
+        void* p = it->second;
+        free_blocks.erase(it);
+        stats.cached_bytes -= bytes;
+        stats.live_bytes += bytes;
+        ++stats.live_buffers;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (p == nullptr) {
+      release();
+      p = std::aligned_alloc(kAlignment, bytes);
+    }
+    KILN_CHECK(p != nullptr, "cpu allocator: out of memory allocating {} bytes", bytes);
+    std::lock_guard lock(mutex);
+    stats.live_bytes += bytes;
+    ++stats.live_buffers;
+    return p;
+  }
+
+  void give(void* p, std::size_t bytes) {
+    std::lock_guard lock(mutex);
+    stats.live_bytes -= bytes;
+    --stats.live_buffers;
+    if (stats.cached_bytes + bytes > kMaxCachedBytes) {
+      std::free(p);
+      return;
+    }
+    free_blocks.emplace(bytes, p);
+    stats.cached_bytes += bytes;
+  }
+
+  void release() {
+    std::lock_guard lock(mutex);
+    for (auto& [bytes, p] : free_blocks) std::free(p);
+    free_blocks.clear();
+    stats.cached_bytes = 0;
+  }
+};
+
+Pool& pool() {
+  static Pool* instance = new Pool();  // never destroyed: tensors may outlive static destruction order
+  return *instance;
+}
+
+}  // namespace
+
+Storage::Storage(std::size_t requested) : bytes(size_class(requested)) {
+  ptr = static_cast<std::byte*>(pool().take(bytes));
+}
+Storage::~Storage() { pool().give(ptr, bytes); }
+
+AllocatorStats allocator_stats() {
+  std::lock_guard lock(pool().mutex);
+  return pool().stats;
+}
+void release_cached_memory() { pool().release(); }
+
+void set_num_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs()); }
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace kiln::cpu

@@ -1,0 +1,111 @@
+// Shared machinery of the CPU kernels: allocation, threading, strided walks and
+// dtype dispatch. Private to backends/cpu/src.
+#pragma once
+
+#include "kiln/core/error.hpp"
+#include "kiln/cpu/backend.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace kiln::cpu {
+
+// A fresh contiguous tensor (uninitialized memory from the caching allocator).
+CpuTensor empty(const Shape& shape, DType dtype);
+// `x` itself when it is contiguous, else a contiguous copy.
+CpuTensor contiguous(const CpuTensor& x);
+// A view of `x` broadcast to `shape` (stride 0 on broadcast dims); `shape` must be a valid broadcast target.
+CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape);
+// Copies the elements of `src` (any strides) into `dst` (same shape and dtype, any strides).
+void copy_into(const CpuTensor& src, const CpuTensor& dst);
+
+// Splits [0, n) into blocks of at least `grain` and runs fn(begin, end) on the OpenMP threads.
+template <class F> void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
+  if (n <= 0) return;
+  const std::int64_t blocks = std::min<std::int64_t>((n + grain - 1) / grain, omp_get_max_threads());
+  if (blocks <= 1 || omp_in_parallel()) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) fn(n * b / blocks, n * (b + 1) / blocks);
+}
+
+// Element-offset walk over `shape` for N operands with their own strides. Adjacent dims
+// are merged where every operand allows it, so the inner rows are as long as possible;
+// fn(offsets, inner_strides, count) is called for runs of at most `chunk` elements along the
+// innermost dim, from the OpenMP threads.
+template <std::size_t N, class F>
+void strided_walk(const Shape& shape, const std::array<const std::vector<std::int64_t>*, N>& strides,
+                  std::int64_t chunk, F&& fn) {
+  const std::int64_t total = shape.numel();
+  if (total == 0) return;
+  // Coalesce: drop size-1 dims, merge dim i into i+1 when stride[i] == stride[i+1] * size[i+1] for all.
+  std::vector<std::int64_t> dims;
+  std::array<std::vector<std::int64_t>, N> st;
+  for (std::size_t d = 0; d < shape.rank(); ++d) {
+    if (shape[d] == 1) continue;
+    dims.push_back(shape[d]);
+    for (std::size_t k = 0; k < N; ++k) st[k].push_back((*strides[k])[d]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (std::size_t k = 0; k < N; ++k) st[k].push_back(0);
+  }
+  for (std::size_t d = dims.size() - 1; d-- > 0;) {
+    bool mergeable = true;
+    for (std::size_t k = 0; k < N; ++k) mergeable = mergeable && st[k][d] == st[k][d + 1] * dims[d + 1];
+    if (!mergeable) continue;
+    dims[d] *= dims[d + 1];
+    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    for (std::size_t k = 0; k < N; ++k) {
+      st[k][d] = st[k][d + 1];
+      st[k].erase(st[k].begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    }
+  }
+  const std::size_t rank = dims.size();
+  const std::int64_t inner = dims[rank - 1];
+  const std::int64_t chunks_per_row = (inner + chunk - 1) / chunk;
+  const std::int64_t rows = total / inner;
+  std::array<std::int64_t, N> inner_strides;
+  for (std::size_t k = 0; k < N; ++k) inner_strides[k] = st[k][rank - 1];
+  parallel_for(rows * chunks_per_row, std::max<std::int64_t>(1, 32768 / std::min(chunk, inner)),
+               [&](std::int64_t begin, std::int64_t end) {
+                 for (std::int64_t item = begin; item < end; ++item) {
+                   std::int64_t row = item / chunks_per_row;
+                   const std::int64_t c = item % chunks_per_row;
+                   std::array<std::int64_t, N> offsets{};
+                   for (std::size_t d = rank - 1; d-- > 0;) {
+                     const std::int64_t i = row % dims[d];
+                     row /= dims[d];
+                     for (std::size_t k = 0; k < N; ++k) offsets[k] += i * st[k][d];
+                   }
+                   for (std::size_t k = 0; k < N; ++k) offsets[k] += c * chunk * inner_strides[k];
+                   fn(offsets, inner_strides, std::min(chunk, inner - c * chunk));
+                 }
+               });
+}
+
+// Calls fn.template operator()<T>() for a floating dtype computed in place (f32, f64).
+template <class F> decltype(auto) dispatch_float(std::string_view op, DType dtype, F&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn.template operator()<float>();
+    case DType::f64: return fn.template operator()<double>();
+    default: KILN_FAIL("{}: the CPU backend computes this op on f32 and f64 tensors, got {}", op, dtype);
+  }
+}
+
+// Floating dtypes with native kernels; f16/bf16 compute through f32.
+inline bool is_native_float(DType d) { return d == DType::f32 || d == DType::f64; }
+
+// Reads an integer index tensor (i32 or i64) as i64 values, checking each against [0, limit)
+// (negative indices count from the end); names `op` in the error.
+std::vector<std::int64_t> read_indices(std::string_view op, const CpuTensor& index, std::int64_t limit);
+
+}  // namespace kiln::cpu

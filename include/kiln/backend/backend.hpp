@@ -1,0 +1,101 @@
+// The Backend concept: what a type must provide to run Kiln tensors. Read it as the
+// contract's documentation; `static_assert(kiln::Backend<MyBackend>)` next to a backend
+// proves it complete.
+//
+// A backend has one cheap-to-copy, reference-counted handle type, `B::Primitive`, which
+// carries its own shape and dtype. Float, Int and Bool tensors share it (the aliases
+// FloatTensor/IntTensor/BoolTensor name the roles); the tensor layer enforces kinds at
+// compile time, the backend checks dtypes at run time. Ops take and return handles and
+// never modify their inputs: "assign" ops return a new handle.
+#pragma once
+
+#include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/rng.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor_data.hpp"
+#include "kiln/ops/elementwise.hpp"
+#include "kiln/ops/layout.hpp"
+#include "kiln/ops/module.hpp"
+#include "kiln/ops/reduce.hpp"
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+template <class B>
+concept Backend = requires(const typename B::Primitive& p, std::span<const typename B::Primitive> many,
+                           const std::optional<typename B::Primitive>& maybe, const TensorData& data,
+                           const typename B::Device& device, const Shape& shape, DType dtype, double scalar,
+                           std::span<const std::int64_t> dims, std::span<const ops::SliceRange> ranges,
+                           std::int64_t dim, bool flag, Distribution distribution, RandomStream stream,
+                           const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool,
+                           const ops::InterpolateOptions& interpolate) {
+  typename B::Device;
+  typename B::Primitive;
+  { B::name } -> std::convertible_to<std::string_view>;
+  requires std::copyable<typename B::Primitive>;
+
+  // --- creation and host transfer
+  { B::from_data(data, device) } -> std::same_as<typename B::Primitive>;
+  { B::into_data(p) } -> std::same_as<TensorData>;
+  { B::full(shape, scalar, dtype, device) } -> std::same_as<typename B::Primitive>;
+  // element i draws distribution.sample(stream.seed, stream.offset + i): the same numbers on every backend.
+  { B::random(shape, distribution, stream, dtype, device) } -> std::same_as<typename B::Primitive>;
+  { B::shape(p) } -> std::same_as<Shape>;
+  { B::dtype(p) } -> std::same_as<DType>;
+  { B::device(p) } -> std::same_as<typename B::Device>;
+  { B::to_device(p, device) } -> std::same_as<typename B::Primitive>;
+  { B::cast(p, dtype) } -> std::same_as<typename B::Primitive>;
+
+  // --- elementwise, from the op catalogue (kiln/ops/elementwise.hpp), NumPy broadcasting
+  { B::template unary<ops::Exp>(p) } -> std::same_as<typename B::Primitive>;
+  { B::template binary<ops::Add>(p, p) } -> std::same_as<typename B::Primitive>;
+  { B::template binary_scalar<ops::Add>(p, scalar) } -> std::same_as<typename B::Primitive>;  // p op scalar
+  { B::where(p, p, p) } -> std::same_as<typename B::Primitive>;  // cond ? a : b
+
+  // --- reductions (the reduced dim is kept with size 1), scans, sorting
+  { B::reduce(p, ops::ReduceOp::sum, dim) } -> std::same_as<typename B::Primitive>;
+  { B::reduce_all(p, ops::ReduceOp::sum) } -> std::same_as<typename B::Primitive>;  // shape [1]
+  { B::arg_reduce(p, ops::ArgReduceOp::argmax, dim) } -> std::same_as<typename B::Primitive>;  // i64
+  { B::cumulative(p, ops::CumulativeOp::sum, dim) } -> std::same_as<typename B::Primitive>;
+  // stable sort along dim: {values, i64 indices}
+  { B::sort(p, dim, flag) } -> std::same_as<std::pair<typename B::Primitive, typename B::Primitive>>;
+
+  // --- linear algebra: [..., m, k] @ [..., k, n] with broadcast batch dims
+  { B::matmul(p, p) } -> std::same_as<typename B::Primitive>;
+
+  // --- layout (dims and ranges arrive validated and normalized)
+  { B::reshape(p, shape) } -> std::same_as<typename B::Primitive>;
+  { B::permute(p, dims) } -> std::same_as<typename B::Primitive>;
+  { B::expand(p, shape) } -> std::same_as<typename B::Primitive>;
+  { B::slice(p, ranges) } -> std::same_as<typename B::Primitive>;
+  { B::slice_assign(p, ranges, p) } -> std::same_as<typename B::Primitive>;
+  { B::flip(p, dims) } -> std::same_as<typename B::Primitive>;
+  { B::cat(many, dim) } -> std::same_as<typename B::Primitive>;
+  { B::gather(p, dim, p) } -> std::same_as<typename B::Primitive>;
+  { B::scatter(p, dim, p, p, ops::ScatterMode::add) } -> std::same_as<typename B::Primitive>;
+  { B::index_select(p, dim, p) } -> std::same_as<typename B::Primitive>;
+  { B::index_add(p, dim, p, p) } -> std::same_as<typename B::Primitive>;  // out = p; out[index[i]] += values[i]
+
+  // --- neural-network ops, in 2-d NCHW form
+  { B::conv2d(p, p, maybe, conv) } -> std::same_as<typename B::Primitive>;
+  { B::conv2d_backward_input(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;   // (dy, weight, x shape)
+  { B::conv2d_backward_weight(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;  // (x, dy, weight shape)
+  { B::max_pool2d(p, pool) } -> std::same_as<std::pair<typename B::Primitive, typename B::Primitive>>;  // {out, i64 flat hw index}
+  { B::max_pool2d_backward(p, p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy, indices)
+  { B::avg_pool2d(p, pool) } -> std::same_as<typename B::Primitive>;
+  { B::avg_pool2d_backward(p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy)
+  { B::adaptive_avg_pool2d(p, dims) } -> std::same_as<typename B::Primitive>;
+  { B::adaptive_avg_pool2d_backward(p, p) } -> std::same_as<typename B::Primitive>;  // (x, dy)
+  { B::interpolate(p, dims, interpolate) } -> std::same_as<typename B::Primitive>;
+  { B::interpolate_backward(p, p, interpolate) } -> std::same_as<typename B::Primitive>;  // (x, dy)
+};
+
+}  // namespace kiln

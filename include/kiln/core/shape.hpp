@@ -1,0 +1,88 @@
+// Shape: the runtime extents of a tensor, with NumPy broadcasting and dim
+// normalization (negative dims count from the end, as in PyTorch).
+#pragma once
+
+#include "kiln/core/error.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+  explicit Shape(std::span<const std::int64_t> dims) : dims_(dims.begin(), dims.end()) {}
+
+  std::size_t rank() const { return dims_.size(); }
+  std::int64_t operator[](std::size_t i) const { return dims_[i]; }
+  std::int64_t& operator[](std::size_t i) { return dims_[i]; }
+  const std::vector<std::int64_t>& dims() const { return dims_; }
+  std::vector<std::int64_t>& dims() { return dims_; }
+  auto begin() const { return dims_.begin(); }
+  auto end() const { return dims_.end(); }
+
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : dims_) n *= d;
+    return n;
+  }
+
+  // Row-major strides, in elements.
+  std::vector<std::int64_t> contiguous_strides() const {
+    std::vector<std::int64_t> strides(dims_.size());
+    std::int64_t s = 1;
+    for (std::size_t i = dims_.size(); i-- > 0;) {
+      strides[i] = s;
+      s *= dims_[i];
+    }
+    return strides;
+  }
+
+  friend bool operator==(const Shape&, const Shape&) = default;
+
+  std::string str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+
+ private:
+  std::vector<std::int64_t> dims_;
+};
+
+// Normalizes a possibly negative dim into [0, rank); `op` names the caller in the error.
+inline std::size_t normalize_dim(std::string_view op, std::int64_t dim, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  KILN_CHECK(dim >= -r && dim < r, "{}: dim {} is out of range for a tensor of rank {} (expected {}..{})", op, dim,
+             rank, -r, r - 1);
+  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+}
+
+// The NumPy broadcast of two shapes; throws naming `op` and both shapes when they do not broadcast.
+inline Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  const std::size_t rank = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::int64_t da = i < rank - a.rank() ? 1 : a[i - (rank - a.rank())];
+    const std::int64_t db = i < rank - b.rank() ? 1 : b[i - (rank - b.rank())];
+    KILN_CHECK(da == db || da == 1 || db == 1, "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", op,
+               a.str(), b.str(), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return Shape(std::move(out));
+}
+
+}  // namespace kiln
+
+template <> struct fmt::formatter<kiln::Shape> : fmt::formatter<std::string_view> {
+  auto format(const kiln::Shape& s, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.str(), ctx);
+  }
+};

@@ -1,0 +1,353 @@
+// The elementwise op catalogue: every elementwise op of Kiln, defined once.
+//
+// Each op is a struct with
+//   name                      the op's name in errors and generated code;
+//   apply(x) / apply(a, b)    the forward formula, written with kiln::fn so that it
+//                             instantiates for numbers, Eigen arrays and symbolic values;
+//   grad(x, y, dy)            (unary) dL/dx from the input x, the output y and dL/dy;
+//   grad_lhs / grad_rhs       (binary) the same for each operand;
+//   domain                    which kinds of tensor it accepts (see Domain);
+//   predicate                 true when the result is Bool (comparisons, isnan...).
+// Backends instantiate apply; Autodiff<B> instantiates grad, so a new op is one struct
+// here plus its entry in the lists at the bottom, and it runs and differentiates on
+// every backend.
+#pragma once
+
+#include "kiln/ops/math.hpp"
+
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+namespace kiln::ops {
+
+// Which tensor kinds an op accepts.
+enum class Domain : std::uint8_t { float_only, numeric, boolean };
+
+#define KILN_OP_HEADER(Name, text, dom)           \
+  static constexpr std::string_view name = text;  \
+  static constexpr Domain domain = Domain::dom;
+
+template <class T> using S = fn::scalar_t<T>;
+
+// ---------------------------------------------------------------- unary, float
+struct Exp {
+  KILN_OP_HEADER(Exp, "exp", float_only)
+  template <class T> static T apply(const T& x) { return fn::exp(x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * y; }
+};
+struct Log {
+  KILN_OP_HEADER(Log, "log", float_only)
+  template <class T> static T apply(const T& x) { return fn::log(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / x; }
+};
+struct Log1p {
+  KILN_OP_HEADER(Log1p, "log1p", float_only)
+  template <class T> static T apply(const T& x) { return fn::log1p(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / (x + S<T>(1)); }
+};
+struct Sqrt {
+  KILN_OP_HEADER(Sqrt, "sqrt", float_only)
+  template <class T> static T apply(const T& x) { return fn::sqrt(x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy / (y * S<T>(2)); }
+};
+struct Rsqrt {
+  KILN_OP_HEADER(Rsqrt, "rsqrt", float_only)
+  template <class T> static T apply(const T& x) { return T(S<T>(1) / fn::sqrt(x)); }
+  template <class T> static T grad(const T& x, const T& y, const T& dy) { return dy * y / x * S<T>(-0.5); }
+};
+struct Recip {
+  KILN_OP_HEADER(Recip, "recip", float_only)
+  template <class T> static T apply(const T& x) { return T(S<T>(1) / x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return -dy * y * y; }
+};
+struct Sin {
+  KILN_OP_HEADER(Sin, "sin", float_only)
+  template <class T> static T apply(const T& x) { return fn::sin(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * fn::cos(x); }
+};
+struct Cos {
+  KILN_OP_HEADER(Cos, "cos", float_only)
+  template <class T> static T apply(const T& x) { return fn::cos(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return -dy * fn::sin(x); }
+};
+struct Tan {
+  KILN_OP_HEADER(Tan, "tan", float_only)
+  template <class T> static T apply(const T& x) { return fn::tan(x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * (y * y + S<T>(1)); }
+};
+struct Tanh {
+  KILN_OP_HEADER(Tanh, "tanh", float_only)
+  template <class T> static T apply(const T& x) { return fn::tanh(x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * (S<T>(1) - y * y); }
+};
+struct Erf {
+  KILN_OP_HEADER(Erf, "erf", float_only)
+  template <class T> static T apply(const T& x) { return fn::erf(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return dy * fn::exp(T(-x * x)) * S<T>(1.1283791670955126);  // 2/sqrt(pi)
+  }
+};
+struct Floor {
+  KILN_OP_HEADER(Floor, "floor", float_only)
+  template <class T> static T apply(const T& x) { return fn::floor(x); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+};
+struct Ceil {
+  KILN_OP_HEADER(Ceil, "ceil", float_only)
+  template <class T> static T apply(const T& x) { return fn::ceil(x); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+};
+struct Round {
+  KILN_OP_HEADER(Round, "round", float_only)
+  template <class T> static T apply(const T& x) { return fn::round(x); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+};
+struct Sigmoid {
+  KILN_OP_HEADER(Sigmoid, "sigmoid", float_only)
+  template <class T> static T apply(const T& x) { return T(S<T>(1) / (fn::exp(T(-x)) + S<T>(1))); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * y * (S<T>(1) - y); }
+};
+struct Silu {
+  KILN_OP_HEADER(Silu, "silu", float_only)
+  template <class T> static T apply(const T& x) { return T(x / (fn::exp(T(-x)) + S<T>(1))); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    const T s = Sigmoid::apply(x);
+    return dy * s * (S<T>(1) + x * (S<T>(1) - s));
+  }
+};
+// softplus(x) = log(1 + e^x), returning x itself above 20 like torch.nn.functional.softplus.
+struct Softplus {
+  KILN_OP_HEADER(Softplus, "softplus", float_only)
+  template <class T> static T apply(const T& x) {
+    return fn::select(x > S<T>(20), x, fn::log1p(fn::exp(fn::min(x, fn::constant(x, 20)))));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * Sigmoid::apply(x); }
+};
+// hard_sigmoid(x) = clamp(x / 6 + 1/2, 0, 1), as torch.nn.functional.hardsigmoid.
+struct HardSigmoid {
+  KILN_OP_HEADER(HardSigmoid, "hard_sigmoid", float_only)
+  template <class T> static T apply(const T& x) {
+    return fn::min(fn::max(T(x * S<T>(1.0 / 6.0) + S<T>(0.5)), fn::constant(x, 0)), fn::constant(x, 1));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return fn::select((x > S<T>(-3)) && (x < S<T>(3)), T(dy * S<T>(1.0 / 6.0)), fn::constant(x, 0));
+  }
+};
+// gelu(x) = x/2 (1 + erf(x / sqrt 2)).
+struct GeluErf {
+  KILN_OP_HEADER(GeluErf, "gelu", float_only)
+  template <class T> static T apply(const T& x) {
+    return x * S<T>(0.5) * (fn::erf(T(x * S<T>(0.70710678118654752))) + S<T>(1));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    const T cdf = (fn::erf(T(x * S<T>(0.70710678118654752))) + S<T>(1)) * S<T>(0.5);
+    const T pdf = fn::exp(T(x * x * S<T>(-0.5))) * S<T>(0.39894228040143268);  // 1/sqrt(2 pi)
+    return dy * (cdf + x * pdf);
+  }
+};
+// The tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  KILN_OP_HEADER(GeluTanh, "gelu_tanh", float_only)
+  template <class T> static T apply(const T& x) {
+    const T inner = (x + x * x * x * S<T>(0.044715)) * S<T>(0.79788456080286536);
+    return x * S<T>(0.5) * (fn::tanh(inner) + S<T>(1));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    const T inner = (x + x * x * x * S<T>(0.044715)) * S<T>(0.79788456080286536);
+    const T t = fn::tanh(inner);
+    const T dinner = (x * x * S<T>(3 * 0.044715) + S<T>(1)) * S<T>(0.79788456080286536);
+    return dy * ((t + S<T>(1)) * S<T>(0.5) + x * S<T>(0.5) * (S<T>(1) - t * t) * dinner);
+  }
+};
+
+// ---------------------------------------------------------------- unary, numeric
+struct Neg {
+  KILN_OP_HEADER(Neg, "neg", numeric)
+  template <class T> static T apply(const T& x) { return T(-x); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return -dy; }
+};
+struct Sign {
+  KILN_OP_HEADER(Sign, "sign", numeric)
+  template <class T> static T apply(const T& x) {
+    const T zero = fn::constant(x, 0);
+    return fn::select(x > S<T>(0), fn::constant(x, 1), fn::select(x < S<T>(0), fn::constant(x, -1), zero));
+  }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+};
+struct Abs {
+  KILN_OP_HEADER(Abs, "abs", numeric)
+  template <class T> static T apply(const T& x) { return fn::abs(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * Sign::apply(x); }
+};
+struct Relu {
+  KILN_OP_HEADER(Relu, "relu", numeric)
+  template <class T> static T apply(const T& x) { return fn::select(x > S<T>(0), x, fn::constant(x, 0)); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) {
+    return fn::select(y > S<T>(0), dy, fn::constant(dy, 0));
+  }
+};
+
+// ---------------------------------------------------------------- unary predicates (→ Bool)
+struct IsNan {
+  KILN_OP_HEADER(IsNan, "isnan", float_only)
+  static constexpr bool predicate = true;
+  template <class T> static auto apply(const T& x) { return fn::isnan(x); }
+};
+struct IsInf {
+  KILN_OP_HEADER(IsInf, "isinf", float_only)
+  static constexpr bool predicate = true;
+  template <class T> static auto apply(const T& x) { return fn::isinf(x); }
+};
+struct LogicalNot {
+  KILN_OP_HEADER(LogicalNot, "not", boolean)
+  static constexpr bool predicate = true;
+  template <class T> static auto apply(const T& x) { return !x; }
+};
+
+// ---------------------------------------------------------------- binary, numeric
+struct Add {
+  KILN_OP_HEADER(Add, "add", numeric)
+  template <class T> static T apply(const T& a, const T& b) { return T(a + b); }
+  template <class T> static T grad_lhs(const T&, const T&, const T&, const T& dy) { return dy; }
+  template <class T> static T grad_rhs(const T&, const T&, const T&, const T& dy) { return dy; }
+};
+struct Sub {
+  KILN_OP_HEADER(Sub, "sub", numeric)
+  template <class T> static T apply(const T& a, const T& b) { return T(a - b); }
+  template <class T> static T grad_lhs(const T&, const T&, const T&, const T& dy) { return dy; }
+  template <class T> static T grad_rhs(const T&, const T&, const T&, const T& dy) { return -dy; }
+};
+struct Mul {
+  KILN_OP_HEADER(Mul, "mul", numeric)
+  template <class T> static T apply(const T& a, const T& b) { return T(a * b); }
+  template <class T> static T grad_lhs(const T&, const T& b, const T&, const T& dy) { return dy * b; }
+  template <class T> static T grad_rhs(const T& a, const T&, const T&, const T& dy) { return dy * a; }
+};
+// Float division is true division; integer division floors, like Python's // and torch.div(rounding_mode="floor").
+struct Div {
+  KILN_OP_HEADER(Div, "div", numeric)
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;  // defined result instead of a trap; torch raises, Kiln documents 0
+      const T q = a / b;
+      return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+    } else {
+      return T(a / b);
+    }
+  }
+  template <class T> static T grad_lhs(const T&, const T& b, const T&, const T& dy) { return dy / b; }
+  template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) { return -dy * a / (b * b); }
+};
+// Remainder with the sign of the divisor, like Python's % and torch.remainder.
+struct Rem {
+  KILN_OP_HEADER(Rem, "rem", numeric)
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      const T r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    } else {
+      return T(a - fn::floor(T(a / b)) * b);
+    }
+  }
+  template <class T> static T grad_lhs(const T&, const T&, const T&, const T& dy) { return dy; }
+  template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) {
+    return -dy * fn::floor(T(a / b));
+  }
+};
+struct Pow {
+  KILN_OP_HEADER(Pow, "pow", numeric)
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b % 2) ? -1 : 1) : 0);
+      T result = 1, base = a;
+      for (T e = b; e > 0; e >>= 1, base *= base)
+        if (e & 1) result *= base;
+      return result;
+    } else {
+      return fn::pow(a, b);
+    }
+  }
+  template <class T> static T grad_lhs(const T& a, const T& b, const T&, const T& dy) {
+    return dy * b * fn::pow(a, T(b - S<T>(1)));
+  }
+  template <class T> static T grad_rhs(const T& a, const T&, const T& y, const T& dy) {
+    // d(a^b)/db = a^b log a; zero where a == 0 (the limit PyTorch uses).
+    return fn::select(a == S<T>(0), fn::constant(a, 0), T(dy * y * fn::log(a)));
+  }
+};
+// Pairwise maximum / minimum; NaN propagates. Ties send the gradient half to each side, like PyTorch.
+struct Maximum {
+  KILN_OP_HEADER(Maximum, "maximum", numeric)
+  template <class T> static T apply(const T& a, const T& b) { return fn::max(a, b); }
+  template <class T> static T grad_lhs(const T& a, const T& b, const T&, const T& dy) {
+    return fn::select(a > b, dy, fn::select(a == b, T(dy * S<T>(0.5)), fn::constant(dy, 0)));
+  }
+  template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) {
+    return fn::select(b > a, dy, fn::select(a == b, T(dy * S<T>(0.5)), fn::constant(dy, 0)));
+  }
+};
+struct Minimum {
+  KILN_OP_HEADER(Minimum, "minimum", numeric)
+  template <class T> static T apply(const T& a, const T& b) { return fn::min(a, b); }
+  template <class T> static T grad_lhs(const T& a, const T& b, const T&, const T& dy) {
+    return fn::select(a < b, dy, fn::select(a == b, T(dy * S<T>(0.5)), fn::constant(dy, 0)));
+  }
+  template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) {
+    return fn::select(b < a, dy, fn::select(a == b, T(dy * S<T>(0.5)), fn::constant(dy, 0)));
+  }
+};
+
+// ---------------------------------------------------------------- comparisons (→ Bool)
+#define KILN_COMPARE_OP(Name, text, expr)                                      \
+  struct Name {                                                                \
+    KILN_OP_HEADER(Name, text, numeric)                                        \
+    static constexpr bool predicate = true;                                    \
+    template <class T> static auto apply(const T& a, const T& b) { return expr; } \
+  };
+KILN_COMPARE_OP(Equal, "eq", a == b)
+KILN_COMPARE_OP(NotEqual, "ne", a != b)
+KILN_COMPARE_OP(Less, "lt", a < b)
+KILN_COMPARE_OP(LessEqual, "le", a <= b)
+KILN_COMPARE_OP(Greater, "gt", a > b)
+KILN_COMPARE_OP(GreaterEqual, "ge", a >= b)
+#undef KILN_COMPARE_OP
+
+// ---------------------------------------------------------------- Bool logic
+#define KILN_LOGIC_OP(Name, text, expr)                                        \
+  struct Name {                                                                \
+    KILN_OP_HEADER(Name, text, boolean)                                        \
+    static constexpr bool predicate = true;                                    \
+    template <class T> static auto apply(const T& a, const T& b) { return expr; } \
+  };
+KILN_LOGIC_OP(LogicalAnd, "and", a && b)
+KILN_LOGIC_OP(LogicalOr, "or", a || b)
+KILN_LOGIC_OP(LogicalXor, "xor", a != b)
+#undef KILN_LOGIC_OP
+#undef KILN_OP_HEADER
+
+// ---------------------------------------------------------------- the lists
+// X-macro lists of the catalogue: backends instantiate their kernels over them, and the
+// counts are tripwires for a table somewhere that forgot an op.
+#define KILN_UNARY_OPS(X)                                                                                      \
+  X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) X(Round) \
+  X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu) X(IsNan)   \
+  X(IsInf) X(LogicalNot)
+#define KILN_BINARY_OPS(X)                                                                                     \
+  X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Maximum) X(Minimum) X(Equal) X(NotEqual) X(Less) X(LessEqual)     \
+  X(Greater) X(GreaterEqual) X(LogicalAnd) X(LogicalOr) X(LogicalXor)
+
+#define KILN_COUNT_OP(Op) +1
+inline constexpr int unary_op_count = 0 KILN_UNARY_OPS(KILN_COUNT_OP);
+inline constexpr int binary_op_count = 0 KILN_BINARY_OPS(KILN_COUNT_OP);
+#undef KILN_COUNT_OP
+static_assert(unary_op_count == 27, "a unary op was added or removed: update the tests and every backend's table");
+static_assert(binary_op_count == 17, "a binary op was added or removed: update the tests and every backend's table");
+
+template <class Op, class = void> struct IsPredicate : std::false_type {};
+template <class Op> struct IsPredicate<Op, std::void_t<decltype(Op::predicate)>> : std::bool_constant<Op::predicate> {};
+template <class Op> inline constexpr bool is_predicate = IsPredicate<Op>::value;
+
+}  // namespace kiln::ops

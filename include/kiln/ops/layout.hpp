@@ -1,0 +1,67 @@
+// Parameters of the layout ops (slicing, scatter, padding) and their shape rules.
+#pragma once
+
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace kiln::ops {
+
+// A Python-style range along one dim: start, stop (exclusive) and step; negative
+// start/stop count from the end; missing ends mean "from the start" / "to the end".
+struct Slice {
+  std::optional<std::int64_t> start;
+  std::optional<std::int64_t> stop;
+  std::int64_t step = 1;
+
+  Slice() = default;                                      // the whole dim
+  Slice(std::int64_t index) : start(index), stop(index == -1 ? std::nullopt : std::optional(index + 1)) {}  // one index, dim kept
+  Slice(std::optional<std::int64_t> start_, std::optional<std::int64_t> stop_, std::int64_t step_ = 1)
+      : start(start_), stop(stop_), step(step_) {}
+};
+
+// A slice resolved against a dim's size: 0 <= start, step >= 1, `size` elements taken.
+struct SliceRange {
+  std::int64_t start = 0;
+  std::int64_t size = 0;
+  std::int64_t step = 1;
+};
+
+inline SliceRange resolve_slice(std::string_view op, const Slice& s, std::int64_t dim_size, std::size_t dim) {
+  KILN_CHECK(s.step >= 1, "{}: slice step must be positive, got {} on dim {} (use flip for reversed order)", op,
+             s.step, dim);
+  auto clamp = [&](std::int64_t v) {
+    if (v < 0) v += dim_size;
+    return v < 0 ? std::int64_t{0} : (v > dim_size ? dim_size : v);
+  };
+  const std::int64_t start = s.start ? clamp(*s.start) : 0;
+  const std::int64_t stop = s.stop ? clamp(*s.stop) : dim_size;
+  const std::int64_t size = stop > start ? (stop - start + s.step - 1) / s.step : 0;
+  return {start, size, s.step};
+}
+
+// Resolves one Slice per leading dim (missing trailing dims are taken whole).
+inline std::vector<SliceRange> resolve_slices(std::string_view op, const Shape& shape, std::span<const Slice> slices) {
+  KILN_CHECK(slices.size() <= shape.rank(), "{}: {} slices given for a tensor of shape {}", op, slices.size(), shape);
+  std::vector<SliceRange> ranges(shape.rank());
+  for (std::size_t d = 0; d < shape.rank(); ++d)
+    ranges[d] = d < slices.size() ? resolve_slice(op, slices[d], shape[d], d) : SliceRange{0, shape[d], 1};
+  return ranges;
+}
+
+inline Shape sliced_shape(std::span<const SliceRange> ranges) {
+  std::vector<std::int64_t> dims;
+  for (const auto& r : ranges) dims.push_back(r.size);
+  return Shape(std::move(dims));
+}
+
+enum class ScatterMode : std::uint8_t { assign, add };
+enum class PadMode : std::uint8_t { constant, reflect, replicate };
+
+}  // namespace kiln::ops
