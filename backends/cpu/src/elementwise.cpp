@@ -1,166 +1,139 @@
-// Elementwise kernels for every op of the catalogue. Floating types run the op's
-// formula on Eigen arrays of up to kChunk elements (Eigen vectorizes exp, erf, tanh...);
-// integer and Bool types run the scalar formula. Broadcasting and strides are handled by
-// strided_walk, which hands each chunk its operands' offsets and inner strides.
-#include "internal.hpp"
+// The shared driver of the CPU elementwise kernels (contiguous fast path, strided walk,
+// threads, streaming-store policy) and Cpu::where. The per-op kernels are compiled in
+// elementwise_unary.cpp and elementwise_binary.cpp, so the two build in parallel.
+#include "elementwise_kernels.hpp"
 
-#include <Eigen/Core>
-#include <unsupported/Eigen/SpecialFunctions>
+#include <unistd.h>
 
 namespace kiln::cpu {
 namespace {
 
-constexpr std::int64_t kChunk = 1024;
-template <class T> using Vec = Eigen::Array<T, Eigen::Dynamic, 1, Eigen::ColMajor, kChunk, 1>;
-template <class T> using MapOut = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+// Elements per task: below this a second thread costs more than it saves.
+constexpr std::int64_t kParallelGrain = std::int64_t{1} << 15;
+// Elements per run that the strided walk hands to a kernel.
+constexpr std::int64_t kWalkChunk = std::int64_t{1} << 13;
 
-template <class T> void load(Vec<T>& v, const T* p, std::int64_t stride, std::int64_t n) {
-  v.resize(n);
-  if (stride == 1) {
-    v = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(p, n);
-  } else if (stride == 0) {
-    v.setConstant(p[0]);
+// How the flat loop over `shape` reads operand `t`: stride 1 when it is contiguous with
+// that shape, stride 0 when it is a single element, -1 when it needs the strided walk.
+std::int64_t flat_stride(const CpuTensor& t, const Shape& shape) {
+  if (t.numel() == 1) return 0;
+  return t.shape == shape && t.is_contiguous() ? 1 : -1;
+}
+
+// Splits [0, n) among the threads at multiples of 64 output bytes, so that no cache line
+// of the output is written by two threads.
+template <class F> void parallel_runs(std::int64_t n, std::int64_t element_size, F&& fn) {
+  const std::int64_t line = std::max<std::int64_t>(1, 64 / element_size);
+  const std::int64_t lines = (n + line - 1) / line;
+  parallel_for(lines, std::max<std::int64_t>(1, kParallelGrain / line), [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t b = begin * line, e = std::min(n, end * line);
+    if (b < e) fn(b, e);
+  });
+}
+
+// The condition is read as bytes (bool loads do not vectorize in GCC) and both branches
+// unconditionally, so that the choice becomes a vector blend instead of a branch, which a
+// random mask would mispredict half the time.
+template <class T>
+void where_run(const std::uint8_t* c, std::int64_t sc, const T* a, std::int64_t sa, const T* b, std::int64_t sb,
+               T* y, std::int64_t n) {
+  if (sc == 1 && sa == 1 && sb == 1) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T x = a[i], z = b[i];
+      y[i] = c[i] != 0 ? x : z;
+    }
+  } else if (sc == 1 && sa == 0 && sb == 1) {  // mask_fill
+    const T value = *a;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T z = b[i];
+      y[i] = c[i] != 0 ? value : z;
+    }
   } else {
-    for (std::int64_t i = 0; i < n; ++i) v[i] = p[i * stride];
+    for (std::int64_t i = 0; i < n; ++i) y[i] = c[i * sc] != 0 ? a[i * sa] : b[i * sb];
   }
 }
 
-template <class Op> void check_domain(DType dtype) {
-  using ops::Domain;
-  if constexpr (Op::domain == Domain::float_only)
-    KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", Op::name, dtype);
-  else if constexpr (Op::domain == Domain::numeric)
-    KILN_CHECK(!is_bool(dtype), "{}: expected a float or int tensor, got {}", Op::name, dtype);
-  else
-    KILN_CHECK(is_bool(dtype), "{}: expected a bool tensor, got {}", Op::name, dtype);
+template <class T>
+void where_kernel(const void*, const std::byte* const* in, const std::int64_t* s, std::byte* out, std::int64_t n,
+                  bool) {
+  where_run(reinterpret_cast<const std::uint8_t*>(in[0]), s[0], reinterpret_cast<const T*>(in[1]), s[1],
+            reinterpret_cast<const T*>(in[2]), s[2], reinterpret_cast<T*>(out), n);
 }
-
-// Runs fn.template operator()<T>() for the dtypes an op's domain admits (f16/bf16 excluded: they compute via f32).
-template <class Op, class F> void dispatch_domain(DType dtype, F&& fn) {
-  using ops::Domain;
-  if constexpr (Op::domain == Domain::boolean) {
-    fn.template operator()<bool>();
-  } else {
-    switch (dtype) {
-      case DType::f32: fn.template operator()<float>(); return;
-      case DType::f64: fn.template operator()<double>(); return;
-      default: break;
-    }
-    if constexpr (Op::domain == Domain::numeric) {
-      switch (dtype) {
-        case DType::i32: fn.template operator()<std::int32_t>(); return;
-        case DType::i64: fn.template operator()<std::int64_t>(); return;
-        case DType::u8: fn.template operator()<std::uint8_t>(); return;
-        default: break;
-      }
-    }
-    KILN_FAIL("{}: the CPU backend has no kernel for {}", Op::name, dtype);
-  }
-}
-
-bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
 }  // namespace
+
+bool use_streaming_stores(std::int64_t bytes_touched) {
+  static const std::int64_t last_level_cache = [] {
+    const long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return bytes > 0 ? static_cast<std::int64_t>(bytes) : std::int64_t{32} << 20;
+  }();
+  return bytes_touched > last_level_cache;
+}
+
+void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
+                     const void* context) {
+  constexpr std::size_t kMaxInputs = 3;
+  const std::size_t k = inputs.size();
+  KILN_CHECK(k >= 1 && k <= kMaxInputs, "cpu elementwise: {} inputs, expected 1 to {}", k, kMaxInputs);
+  const Shape& shape = out.shape;
+  const std::int64_t n = shape.numel();
+  if (n == 0) return;
+  const auto out_size = static_cast<std::int64_t>(dtype_size(out.dtype));
+  std::byte* const out_base = out.bytes();
+  std::array<std::int64_t, kMaxInputs> size{}, flat{};
+  std::int64_t bytes = n * out_size;
+  bool all_flat = true;
+  for (std::size_t i = 0; i < k; ++i) {
+    size[i] = static_cast<std::int64_t>(dtype_size(inputs[i]->dtype));
+    flat[i] = flat_stride(*inputs[i], shape);
+    all_flat = all_flat && flat[i] >= 0;
+    if (flat[i] != 0) bytes += n * size[i];
+  }
+  const bool stream = use_streaming_stores(bytes);
+
+  if (all_flat) {
+    parallel_runs(n, out_size, [&](std::int64_t begin, std::int64_t end) {
+      std::array<const std::byte*, kMaxInputs> ptr{};
+      for (std::size_t i = 0; i < k; ++i) ptr[i] = inputs[i]->bytes() + begin * flat[i] * size[i];
+      kernel(context, ptr.data(), flat.data(), out_base + begin * out_size, end - begin, stream);
+    });
+    return;
+  }
+  std::array<CpuTensor, kMaxInputs> views;
+  for (std::size_t i = 0; i < k; ++i) views[i] = broadcast_view(*inputs[i], shape);
+  // The walk's last operand is the output; its inner stride is 1 (it is contiguous).
+  auto run = [&](const auto& offsets, const auto& inner, std::int64_t count) {
+    std::array<const std::byte*, kMaxInputs> ptr{};
+    std::array<std::int64_t, kMaxInputs> strides{};
+    for (std::size_t i = 0; i < k; ++i) {
+      ptr[i] = views[i].bytes() + offsets[i] * size[i];
+      strides[i] = inner[i];
+    }
+    kernel(context, ptr.data(), strides.data(), out_base + offsets[k] * out_size, count, stream);
+  };
+  switch (k) {
+    case 1: strided_walk<2>(shape, {&views[0].strides, &out.strides}, kWalkChunk, run); break;
+    case 2: strided_walk<3>(shape, {&views[0].strides, &views[1].strides, &out.strides}, kWalkChunk, run); break;
+    default:
+      strided_walk<4>(shape, {&views[0].strides, &views[1].strides, &views[2].strides, &out.strides}, kWalkChunk,
+                      run);
+      break;
+  }
+}
+
 }  // namespace kiln::cpu
 
 namespace kiln {
 
-using cpu::CpuTensor;
-using cpu::kChunk;
-using cpu::Vec;
-
-template <class Op> Cpu::Primitive Cpu::unary(const Primitive& x) {
-  cpu::check_domain<Op>(x.dtype);
-  constexpr bool predicate = ops::is_predicate<Op>;
-  if (cpu::is_half(x.dtype)) {
-    Primitive r = unary<Op>(cast(x, DType::f32));
-    return predicate ? r : cast(r, x.dtype);
-  }
-  CpuTensor out = cpu::empty(x.shape, predicate ? DType::boolean : x.dtype);
-  cpu::dispatch_domain<Op>(x.dtype, [&]<class T>() {
-    using R = std::conditional_t<predicate, bool, T>;
-    const T* src = x.data<T>();
-    R* dst = out.data<R>();
-    cpu::strided_walk<2>(x.shape, {&x.strides, &out.strides}, kChunk, [&](const auto& off, const auto& inner,
-                                                                          std::int64_t n) {
-      if constexpr (std::is_floating_point_v<T>) {
-        Vec<T> v;
-        cpu::load(v, src + off[0], inner[0], n);
-        cpu::MapOut<R>(dst + off[1], n) = Op::apply(v);
-      } else {
-        for (std::int64_t i = 0; i < n; ++i) dst[off[1] + i] = static_cast<R>(Op::apply(src[off[0] + i * inner[0]]));
-      }
-    });
-  });
-  return out;
-}
-
-template <class Op> Cpu::Primitive Cpu::binary(const Primitive& a, const Primitive& b) {
-  KILN_CHECK(a.dtype == b.dtype, "{}: both operands must have the same dtype, got {} {} and {} {}", Op::name,
-             a.shape, a.dtype, b.shape, b.dtype);
-  cpu::check_domain<Op>(a.dtype);
-  constexpr bool predicate = ops::is_predicate<Op>;
-  if (cpu::is_half(a.dtype)) {
-    Primitive r = binary<Op>(cast(a, DType::f32), cast(b, DType::f32));
-    return predicate ? r : cast(r, a.dtype);
-  }
-  const Shape shape = broadcast_shapes(Op::name, a.shape, b.shape);
-  const CpuTensor av = cpu::broadcast_view(a, shape), bv = cpu::broadcast_view(b, shape);
-  CpuTensor out = cpu::empty(shape, predicate ? DType::boolean : a.dtype);
-  cpu::dispatch_domain<Op>(a.dtype, [&]<class T>() {
-    using R = std::conditional_t<predicate, bool, T>;
-    const T* pa = av.data<T>();
-    const T* pb = bv.data<T>();
-    R* dst = out.data<R>();
-    cpu::strided_walk<3>(shape, {&av.strides, &bv.strides, &out.strides}, kChunk,
-                         [&](const auto& off, const auto& inner, std::int64_t n) {
-                           if constexpr (std::is_floating_point_v<T>) {
-                             Vec<T> va, vb;
-                             cpu::load(va, pa + off[0], inner[0], n);
-                             cpu::load(vb, pb + off[1], inner[1], n);
-                             cpu::MapOut<R>(dst + off[2], n) = Op::apply(va, vb);
-                           } else {
-                             for (std::int64_t i = 0; i < n; ++i)
-                               dst[off[2] + i] =
-                                   static_cast<R>(Op::apply(pa[off[0] + i * inner[0]], pb[off[1] + i * inner[1]]));
-                           }
-                         });
-  });
-  return out;
-}
-
-template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double b) {
-  return binary<Op>(a, full(Shape{}, b, a.dtype, Device{}));
-}
-
 Cpu::Primitive Cpu::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
-  KILN_CHECK(cond.dtype == DType::boolean, "where: the condition must be bool, got {}", cond.dtype);
+  KILN_CHECK(cond.dtype == DType::boolean, "where: the condition must be bool, got {} {}", cond.shape, cond.dtype);
   KILN_CHECK(a.dtype == b.dtype, "where: both branches must have the same dtype, got {} {} and {} {}", a.shape,
              a.dtype, b.shape, b.dtype);
   const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape, a.shape), b.shape);
-  const CpuTensor cv = cpu::broadcast_view(cond, shape), av = cpu::broadcast_view(a, shape),
-                  bv = cpu::broadcast_view(b, shape);
-  CpuTensor out = cpu::empty(shape, a.dtype);
-  visit_dtype(a.dtype, [&]<class T>() {
-    const bool* pc = cv.data<bool>();
-    const T* pa = av.data<T>();
-    const T* pb = bv.data<T>();
-    T* dst = out.data<T>();
-    cpu::strided_walk<4>(shape, {&cv.strides, &av.strides, &bv.strides, &out.strides}, kChunk,
-                         [&](const auto& off, const auto& inner, std::int64_t n) {
-                           for (std::int64_t i = 0; i < n; ++i)
-                             dst[off[3] + i] = pc[off[0] + i * inner[0]] ? pa[off[1] + i * inner[1]]
-                                                                         : pb[off[2] + i * inner[2]];
-                         });
-  });
+  cpu::CpuTensor out = cpu::empty(shape, a.dtype);
+  const std::array<const cpu::CpuTensor*, 3> inputs{&cond, &a, &b};
+  visit_dtype(a.dtype, [&]<class T>() { cpu::run_elementwise(inputs, out, cpu::where_kernel<T>); });
   return out;
 }
-
-#define KILN_CPU_INSTANTIATE_UNARY(Op) template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);
-#define KILN_CPU_INSTANTIATE_BINARY(Op)                                                     \
-  template Cpu::Primitive Cpu::binary<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&); \
-  template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);
-KILN_UNARY_OPS(KILN_CPU_INSTANTIATE_UNARY)
-KILN_BINARY_OPS(KILN_CPU_INSTANTIATE_BINARY)
 
 }  // namespace kiln

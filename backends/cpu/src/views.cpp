@@ -2,13 +2,57 @@
 // reshape, permute, expand, slice.
 #include "internal.hpp"
 
+#include <optional>
+
 namespace kiln {
 
 using cpu::CpuTensor;
 
+namespace {
+
+// Strides that show x's elements, in row-major order, with `shape`; none when x's strides cannot.
+// x's dims (size-1 dims aside) fall into blocks that are contiguous among themselves, each one
+// evenly spaced run of elements; a reshape is a view when every new dim lies within one block.
+std::optional<std::vector<std::int64_t>> view_strides(const CpuTensor& x, const Shape& shape) {
+  if (x.numel() == 0) return shape.contiguous_strides();
+  struct Block {
+    std::int64_t numel;
+    std::int64_t stride;  // of the block's innermost dim
+  };
+  std::vector<Block> blocks;
+  for (std::size_t d = 0; d < x.shape.rank(); ++d) {
+    if (x.shape[d] == 1) continue;
+    if (!blocks.empty() && blocks.back().stride == x.strides[d] * x.shape[d]) {
+      blocks.back().numel *= x.shape[d];
+      blocks.back().stride = x.strides[d];
+    } else {
+      blocks.push_back({x.shape[d], x.strides[d]});
+    }
+  }
+  std::vector<std::int64_t> strides(shape.rank(), 1);
+  std::size_t b = 0;
+  std::int64_t left = blocks.empty() ? 1 : blocks[0].numel;  // elements of block b not yet given to a new dim
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 1) continue;
+    if (b == blocks.size() || left % shape[i] != 0) return std::nullopt;
+    left /= shape[i];
+    strides[i] = blocks[b].stride * left;
+    if (left == 1 && ++b < blocks.size()) left = blocks[b].numel;
+  }
+  return strides;
+}
+
+}  // namespace
+
 Cpu::Primitive Cpu::reshape(const Primitive& x, const Shape& shape) {
   KILN_CHECK(shape.numel() == x.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", x.shape,
              x.numel(), shape, shape.numel());
+  if (auto strides = view_strides(x, shape)) {
+    CpuTensor v = x;
+    v.shape = shape;
+    v.strides = std::move(*strides);
+    return v;
+  }
   CpuTensor v = cpu::contiguous(x);
   v.shape = shape;
   v.strides = shape.contiguous_strides();

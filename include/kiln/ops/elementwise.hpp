@@ -183,7 +183,8 @@ struct Abs {
 };
 struct Relu {
   KILN_OP_HEADER(Relu, "relu", numeric)
-  template <class T> static T apply(const T& x) { return fn::select(x > S<T>(0), x, fn::constant(x, 0)); }
+  // Written as "below 0 → 0" so that NaN passes through, as in PyTorch.
+  template <class T> static T apply(const T& x) { return fn::select(x < S<T>(0), fn::constant(x, 0), x); }
   template <class T> static T grad(const T&, const T& y, const T& dy) {
     return fn::select(y > S<T>(0), dy, fn::constant(dy, 0));
   }
@@ -225,12 +226,18 @@ struct Mul {
   template <class T> static T grad_lhs(const T&, const T& b, const T&, const T& dy) { return dy * b; }
   template <class T> static T grad_rhs(const T& a, const T&, const T&, const T& dy) { return dy * a; }
 };
-// Float division is true division; integer division floors, like Python's // and torch.div(rounding_mode="floor").
+// Float division is true division; integer division floors, like Python's // and
+// torch.div(rounding_mode="floor"). Integer division by zero gives 0 (PyTorch raises; a
+// kernel cannot, and 0 keeps the result defined); the most negative value divided by -1
+// wraps to itself instead of trapping.
 struct Div {
   KILN_OP_HEADER(Div, "div", numeric)
   template <class T> static T apply(const T& a, const T& b) {
     if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return 0;  // defined result instead of a trap; torch raises, Kiln documents 0
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+      }
       const T q = a / b;
       return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
     } else {
@@ -240,12 +247,16 @@ struct Div {
   template <class T> static T grad_lhs(const T&, const T& b, const T&, const T& dy) { return dy / b; }
   template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) { return -dy * a / (b * b); }
 };
-// Remainder with the sign of the divisor, like Python's % and torch.remainder.
+// Remainder with the sign of the divisor, like Python's % and torch.remainder: a - floor(a / b) * b.
+// Integer remainder by zero gives 0, like Div (PyTorch raises).
 struct Rem {
   KILN_OP_HEADER(Rem, "rem", numeric)
   template <class T> static T apply(const T& a, const T& b) {
     if constexpr (std::is_integral_v<T>) {
       if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;  // a % -1 traps on x86 for the most negative a
+      }
       const T r = a % b;
       return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     } else {
@@ -257,6 +268,8 @@ struct Rem {
     return -dy * fn::floor(T(a / b));
   }
 };
+// Integer powers with a negative exponent give the truncated real result (1 for base 1,
+// +-1 for base -1, else 0), where PyTorch raises.
 struct Pow {
   KILN_OP_HEADER(Pow, "pow", numeric)
   template <class T> static T apply(const T& a, const T& b) {

@@ -1,8 +1,9 @@
 // The scalar vocabulary that elementwise op formulas are written in. Each function
 // works on a plain number (float, double, integers) and on any "vector scalar" type
 // that offers Eigen's array methods (x.exp(), a.max(b), c.select(a, b), ...): the CPU
-// backend passes fixed-capacity Eigen arrays, code generators pass symbolic values.
-// This header does not include Eigen; it only calls the methods.
+// backend passes SIMD registers (backends/cpu/src/elementwise_kernels.hpp), Eigen arrays
+// work too, code generators pass symbolic values. This header does not include Eigen;
+// it only calls the methods.
 #pragma once
 
 #include <cmath>
@@ -61,7 +62,8 @@ template <class C, class T> T select(const C& cond, const T& a, const T& b) {
 // A constant broadcast to the shape of `like`.
 template <class T> T constant(const T& like, double value) {
   using S = scalar_t<T>;
-  if constexpr (is_number<T>) return static_cast<T>(value);
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<long long>(value));  // -1 for u8 wraps, defined
+  else if constexpr (is_number<T>) return static_cast<T>(value);
   else return T::Constant(like.size(), static_cast<S>(value));
 }
 

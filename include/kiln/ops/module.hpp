@@ -8,6 +8,8 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace kiln::ops {
@@ -25,6 +27,31 @@ struct ConvTranspose2dOptions {
   std::array<std::int64_t, 2> output_padding{0, 0};
   std::array<std::int64_t, 2> dilation{1, 1};
   std::int64_t groups = 1;
+
+  // The convolution whose input gradient this transposed convolution is.
+  Conv2dOptions as_conv2d() const { return {stride, padding, dilation, groups}; }
+};
+
+// 1-d convolution over NCL tensors; runs as 2-d convolution with a kernel of height 1.
+struct Conv1dOptions {
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t dilation = 1;
+  std::int64_t groups = 1;
+
+  Conv2dOptions as_2d() const { return {{1, stride}, {0, padding}, {1, dilation}, groups}; }
+};
+
+struct ConvTranspose1dOptions {
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t output_padding = 0;
+  std::int64_t dilation = 1;
+  std::int64_t groups = 1;
+
+  ConvTranspose2dOptions as_2d() const {
+    return {{1, stride}, {0, padding}, {0, output_padding}, {1, dilation}, groups};
+  }
 };
 
 struct Pool2dOptions {
@@ -34,6 +61,20 @@ struct Pool2dOptions {
   std::array<std::int64_t, 2> dilation{1, 1};  // max pooling only
   bool ceil_mode = false;
   bool count_include_pad = true;  // average pooling only
+};
+
+// 1-d pooling over NCL tensors; runs as 2-d pooling with a kernel of height 1.
+struct Pool1dOptions {
+  std::int64_t kernel = 1;
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t dilation = 1;  // max pooling only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling only
+
+  Pool2dOptions as_2d() const {
+    return {{1, kernel}, {1, stride}, {0, padding}, {1, dilation}, ceil_mode, count_include_pad};
+  }
 };
 
 enum class InterpolateMode : std::uint8_t { nearest, bilinear, bicubic };
@@ -47,12 +88,104 @@ struct InterpolateOptions {
 inline std::int64_t window_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride,
                                        std::int64_t padding, std::int64_t dilation, bool ceil_mode = false) {
   const std::int64_t span = dilation * (kernel - 1) + 1;
-  const std::int64_t numerator = in + 2 * padding - span;
+  // With ceil_mode a window may overhang the padded input (PyTorch allows it); no window fits below 0.
+  const std::int64_t numerator = in + 2 * padding - span + (ceil_mode ? stride - 1 : 0);
   if (numerator < 0) return 0;
-  std::int64_t out = (ceil_mode ? (numerator + stride - 1) / stride : numerator / stride) + 1;
+  std::int64_t out = numerator / stride + 1;
   // A window that would start entirely in the right padding is dropped (PyTorch's rule).
   if (ceil_mode && (out - 1) * stride >= in + padding) --out;
   return out;
+}
+
+// The output shape of 2-d pooling of an NCHW input `x`, after PyTorch's checks: kernel,
+// stride and dilation positive, padding at most half the kernel, a non-empty output.
+inline Shape pool2d_output_shape(std::string_view op, const Shape& x, const Pool2dOptions& o) {
+  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
+  for (std::size_t i = 0; i < 2; ++i) {
+    KILN_CHECK(o.kernel[i] > 0 && o.stride[i] > 0 && o.dilation[i] > 0,
+               "{}: kernel {}, stride {} and dilation {} must be positive (input {})", op, o.kernel, o.stride,
+               o.dilation, x);
+    KILN_CHECK(o.padding[i] >= 0 && o.padding[i] <= o.kernel[i] / 2,
+               "{}: padding {} must be between 0 and half the kernel {} (input {})", op, o.padding, o.kernel, x);
+  }
+  const std::int64_t h = window_output_size(x[2], o.kernel[0], o.stride[0], o.padding[0], o.dilation[0], o.ceil_mode);
+  const std::int64_t w = window_output_size(x[3], o.kernel[1], o.stride[1], o.padding[1], o.dilation[1], o.ceil_mode);
+  KILN_CHECK(h > 0 && w > 0,
+             "{}: input {} is too small for kernel {}, stride {}, padding {}, dilation {}: the output would be {}x{}",
+             op, x, o.kernel, o.stride, o.padding, o.dilation, h, w);
+  return Shape{x[0], x[1], h, w};
+}
+
+namespace detail {
+inline std::string conv_dims(std::span<const std::int64_t> v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+}  // namespace detail
+
+// The output shape of a convolution of x [N, C, *spatial] by weight [O, C/groups, *kernel],
+// after PyTorch's checks; `op` names the caller in errors. Options have one value per spatial dim.
+inline Shape conv_output_shape(std::string_view op, const Shape& x, const Shape& w,
+                               std::span<const std::int64_t> stride, std::span<const std::int64_t> padding,
+                               std::span<const std::int64_t> dilation, std::int64_t groups) {
+  const std::size_t spatial = stride.size();
+  KILN_CHECK(x.rank() == spatial + 2, "{}: expected an input of rank {} (N, C and {} spatial dims), got {}", op,
+             spatial + 2, spatial, x);
+  KILN_CHECK(w.rank() == spatial + 2, "{}: expected a weight of rank {} (out, in/groups and {} kernel dims), got {}",
+             op, spatial + 2, spatial, w);
+  for (std::size_t i = 0; i < spatial; ++i) {
+    KILN_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0,
+               "{}: stride {} and dilation {} must be positive and padding {} non-negative (input {}, weight {})", op,
+               detail::conv_dims(stride), detail::conv_dims(dilation), detail::conv_dims(padding), x, w);
+    KILN_CHECK(w[2 + i] >= 1, "{}: every kernel dim must be at least 1, got weight {}", op, w);
+  }
+  KILN_CHECK(groups >= 1, "{}: groups must be positive, got {}", op, groups);
+  KILN_CHECK(x[1] % groups == 0 && w[0] % groups == 0,
+             "{}: groups = {} must divide the input channels and the output channels, got input {} and weight {}",
+             op, groups, x, w);
+  KILN_CHECK(w[1] * groups == x[1],
+             "{}: weight {} expects {} input channels (groups = {}, {} per group), but input {} has {}", op, w,
+             w[1] * groups, groups, w[1], x, x[1]);
+  std::vector<std::int64_t> out{x[0], w[0]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const std::int64_t o = window_output_size(x[2 + i], w[2 + i], stride[i], padding[i], dilation[i]);
+    KILN_CHECK(o >= 1,
+               "{}: input {} with padding {} is smaller than the kernel of weight {} dilated by {}: the output would "
+               "be empty",
+               op, x, detail::conv_dims(padding), w, detail::conv_dims(dilation));
+    out.push_back(o);
+  }
+  return Shape(std::move(out));
+}
+
+// The output shape of a transposed convolution of x [N, C_in, *spatial] by weight
+// [C_in, C_out/groups, *kernel]: (in - 1) * stride - 2 * padding + dilation * (kernel - 1) +
+// output_padding + 1 per spatial dim, after PyTorch's checks.
+inline Shape conv_transpose_output_shape(std::string_view op, const Shape& x, const Shape& w,
+                                         std::span<const std::int64_t> stride, std::span<const std::int64_t> padding,
+                                         std::span<const std::int64_t> output_padding,
+                                         std::span<const std::int64_t> dilation, std::int64_t groups) {
+  const std::size_t spatial = stride.size();
+  KILN_CHECK(x.rank() == spatial + 2, "{}: expected an input of rank {} (N, C and {} spatial dims), got {}", op,
+             spatial + 2, spatial, x);
+  KILN_CHECK(w.rank() == spatial + 2, "{}: expected a weight of rank {} (in, out/groups and {} kernel dims), got {}",
+             op, spatial + 2, spatial, w);
+  KILN_CHECK(groups >= 1, "{}: groups must be positive, got {}", op, groups);
+  KILN_CHECK(w[0] == x[1], "{}: weight {} expects {} input channels, but input {} has {}", op, w, w[0], x, x[1]);
+  KILN_CHECK(x[1] % groups == 0, "{}: groups = {} must divide the input channels, got input {}", op, groups, x);
+  std::vector<std::int64_t> out{x[0], w[1] * groups};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    KILN_CHECK(stride[i] >= 1 && dilation[i] >= 1 && padding[i] >= 0 && w[2 + i] >= 1,
+               "{}: stride {} and dilation {} must be positive, padding {} non-negative and the kernel non-empty "
+               "(input {}, weight {})",
+               op, detail::conv_dims(stride), detail::conv_dims(dilation), detail::conv_dims(padding), x, w);
+    KILN_CHECK(output_padding[i] >= 0 && (output_padding[i] < stride[i] || output_padding[i] < dilation[i]),
+               "{}: output_padding {} must be non-negative and smaller than the stride {} or the dilation {}", op,
+               detail::conv_dims(output_padding), detail::conv_dims(stride), detail::conv_dims(dilation));
+    const std::int64_t o = (x[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w[2 + i] - 1) +
+                           output_padding[i] + 1;
+    KILN_CHECK(o >= 1, "{}: input {} with weight {}, stride {}, padding {}, dilation {} gives an output size of {}",
+               op, x, w, detail::conv_dims(stride), detail::conv_dims(padding), detail::conv_dims(dilation), o);
+    out.push_back(o);
+  }
+  return Shape(std::move(out));
 }
 
 }  // namespace kiln::ops

@@ -6,7 +6,23 @@
 
 #include "kiln/tensor/fwd.hpp"
 
+#include <cmath>
+#include <string_view>
+#include <vector>
+
 namespace kiln {
+
+namespace detail {
+// Int and Bool tensors take only scalars they hold exactly: truncating 2.5 to 2 would
+// silently change the op (backends check their own scalar ops the same way).
+template <class K> void check_scalar_for_kind(std::string_view op, double value) {
+  if constexpr (std::same_as<K, Int>)
+    KILN_CHECK(std::trunc(value) == value, "{}: the scalar {} is not an integer; convert the tensor with to_float() first",
+               op, value);
+  else if constexpr (std::same_as<K, Bool>)
+    KILN_CHECK(value == 0.0 || value == 1.0, "{}: a Bool tensor takes the scalars 0 and 1, got {}", op, value);
+}
+}  // namespace detail
 
 template <class B, std::size_t D, class K> class ElementwiseApi : public TensorMixin<B, D, K, ElementwiseApi<B, D, K>> {
   using Base = TensorMixin<B, D, K, ElementwiseApi<B, D, K>>;
@@ -104,9 +120,16 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   }
 
   // ---- comparisons → Bool
-  BoolTensor eq(const Self& o) const { return compare<ops::Equal>(o); }
+  // Bool tensors compare through xor: the comparison ops of the catalogue are numeric.
+  BoolTensor eq(const Self& o) const {
+    if constexpr (std::same_as<K, Bool>) return self().logical_xor(o).logical_not();
+    else return compare<ops::Equal>(o);
+  }
   BoolTensor eq(double s) const requires Numeric<K> { return compare<ops::Equal>(s); }
-  BoolTensor ne(const Self& o) const { return compare<ops::NotEqual>(o); }
+  BoolTensor ne(const Self& o) const {
+    if constexpr (std::same_as<K, Bool>) return self().logical_xor(o);
+    else return compare<ops::NotEqual>(o);
+  }
   BoolTensor ne(double s) const requires Numeric<K> { return compare<ops::NotEqual>(s); }
   BoolTensor lt(const Self& o) const requires Numeric<K> { return compare<ops::Less>(o); }
   BoolTensor lt(double s) const requires Numeric<K> { return compare<ops::Less>(s); }
@@ -132,7 +155,14 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   }
   // Writes `value` where mask is true.
   Self mask_fill(const BoolTensor& mask, double value) const {
+    detail::check_scalar_for_kind<K>("mask_fill", value);
     return wrap(B::where(mask.primitive(), B::full(Shape{}, value, self().dtype(), self().device()), prim()));
+  }
+
+  // A one-element tensor of this rank, dtype and device, which broadcasts against this one.
+  Self scalar_like(std::string_view op, double value) const {
+    detail::check_scalar_for_kind<K>(op, value);
+    return wrap(B::full(Shape(std::vector<std::int64_t>(D, 1)), value, self().dtype(), self().device()));
   }
 
 };
@@ -162,11 +192,13 @@ template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator+(double s,
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator*(double s, const Tensor<B, D, K>& a) {
   return a.mul(s);
 }
+// s - a and s / a take a broadcast one-element tensor on the left: one pass, and no
+// tensor of a's size filled with s.
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(double s, const Tensor<B, D, K>& a) {
-  return a.neg().add(s);
+  return a.scalar_like("sub", s).sub(a);
 }
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator/(double s, const Tensor<B, D, K>& a) {
-  return a.full_like(s).div(a);
+  return a.scalar_like("div", s).div(a);
 }
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(const Tensor<B, D, K>& a) { return a.neg(); }
 

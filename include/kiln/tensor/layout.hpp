@@ -68,6 +68,8 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
     KILN_CHECK(shape.rank() == D, "expand: target shape {} has rank {}, not {}", shape, shape.rank(), D);
     return wrap(B::expand(prim(), shape));
   }
+  // Broadcasts to the shape of `other` (torch.Tensor.expand_as).
+  template <class K2> Self expand_as(const Tensor<B, D, K2>& other) const { return expand_as(other.shape()); }
   // Tiles the tensor counts[i] times along each dim, like torch.Tensor.repeat.
   Self repeat(const Dims& counts) const {
     const Shape in = self().shape();
@@ -117,6 +119,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
   std::vector<Self> split(std::int64_t size, std::int64_t dim = 0) const {
     KILN_CHECK(size > 0, "split: size must be positive, got {}", size);
     const std::int64_t total = self().dim(dim);
+    if (total == 0) return {self()};  // an empty dim splits into one empty piece, as in torch
     std::vector<Self> out;
     for (std::int64_t start = 0; start < total; start += size) out.push_back(narrow(dim, start, std::min(size, total - start)));
     return out;
@@ -138,13 +141,22 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
   std::vector<Self> chunk(std::int64_t chunks, std::int64_t dim = 0) const {
     KILN_CHECK(chunks > 0, "chunk: the number of chunks must be positive, got {}", chunks);
     const std::int64_t total = self().dim(dim);
+    if (total == 0) return std::vector<Self>(static_cast<std::size_t>(chunks), self());
     return split(std::max<std::int64_t>(1, (total + chunks - 1) / chunks), dim);
   }
 
   // ---- reordering
-  Self flip(std::initializer_list<std::int64_t> dims) const {
+  // Reverses the order of elements along each of `dims`.
+  Self flip(std::initializer_list<std::int64_t> dims) const { return flip(std::vector<std::int64_t>(dims)); }
+  Self flip(const std::vector<std::int64_t>& dims) const {
     std::vector<std::int64_t> normalized;
-    for (auto d : dims) normalized.push_back(static_cast<std::int64_t>(normalize_dim("flip", d, D)));
+    std::vector<bool> seen(D, false);
+    for (auto d : dims) {
+      const std::size_t n = normalize_dim("flip", d, D);
+      KILN_CHECK(!seen[n], "flip: dim {} appears twice in the dims given for shape {}", n, self().shape());
+      seen[n] = true;
+      normalized.push_back(static_cast<std::int64_t>(n));
+    }
     return wrap(B::flip(prim(), normalized));
   }
   // Rolls elements along dim by `shift` (positive moves towards higher indices), like torch.roll.
@@ -179,6 +191,10 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
   // Adds values' slices into the slices at `index` along dim (Burn's select_assign, torch.index_add).
   Self select_assign(std::int64_t dim, const Tensor<B, 1, Int>& index, const Self& values) const {
     return wrap(B::index_add(prim(), static_cast<std::int64_t>(normalize_dim("select_assign", dim, D)),
+                             index.primitive(), values.primitive()));
+  }
+  Self index_add(std::int64_t dim, const Tensor<B, 1, Int>& index, const Self& values) const {
+    return wrap(B::index_add(prim(), static_cast<std::int64_t>(normalize_dim("index_add", dim, D)),
                              index.primitive(), values.primitive()));
   }
 

@@ -54,14 +54,14 @@ template <class B, std::size_t D, class K> class ReduceApi : public TensorMixin<
   IntTensor argmin(std::int64_t dim) const requires Numeric<K> {
     return IntTensor(B::arg_reduce(prim(), ops::ArgReduceOp::argmin, checked_dim("argmin", dim)));
   }
-  // {max values, their indices}; ties give the first index.
+  // {max values, their indices}; ties give the first index, a NaN is both the max and its index.
+  // The values come from max_dim rather than a gather at the indices: the same result, one
+  // primitive fewer for a backend to need.
   std::pair<Self, IntTensor> max_dim_with_indices(std::int64_t dim) const requires Numeric<K> {
-    const IntTensor index = argmax(dim);
-    return {self().gather(dim, index), index};
+    return {max_dim(dim), argmax(dim)};
   }
   std::pair<Self, IntTensor> min_dim_with_indices(std::int64_t dim) const requires Numeric<K> {
-    const IntTensor index = argmin(dim);
-    return {self().gather(dim, index), index};
+    return {min_dim(dim), argmin(dim)};
   }
 
   // Variance with Bessel's correction by default (correction = 1), as torch.var.
@@ -124,11 +124,14 @@ template <class B, std::size_t D, class K> class ReduceApi : public TensorMixin<
     return sort_with_indices(dim, descending).second;
   }
   // The k largest elements along dim, largest first.
+  // Ties keep their input order (the sort is stable), NaN counts as the largest.
   std::pair<Self, IntTensor> topk_with_indices(std::int64_t k, std::int64_t dim = -1) const requires Numeric<K> {
-    const std::int64_t size = self().dim(dim);
-    KILN_CHECK(k >= 0 && k <= size, "topk: k = {} is out of range for dim {} of shape {}", k, dim, self().shape());
-    auto [values, indices] = sort_with_indices(dim, true);
-    return {values.narrow(dim, 0, k), indices.narrow(dim, 0, k)};
+    const std::int64_t d = checked_dim("topk", dim);
+    const std::int64_t size = self().shape()[static_cast<std::size_t>(d)];
+    KILN_CHECK(k >= 0 && k <= size, "topk: k = {} is out of range for dim {} of shape {} (expected 0..{})", k, d,
+               self().shape(), size);
+    auto [values, indices] = sort_with_indices(d, true);
+    return {values.narrow(d, 0, k), indices.narrow(d, 0, k)};
   }
   Self topk(std::int64_t k, std::int64_t dim = -1) const requires Numeric<K> { return topk_with_indices(k, dim).first; }
 

@@ -187,7 +187,7 @@ class Tensor : public ElementwiseApi<B, D, K>, public ReduceApi<B, D, K>, public
   }
   // Inserts a dim of size 1 at position `dim` (which may be D, or negative).
   Tensor<B, D + 1, K> unsqueeze_dim(std::int64_t dim) const {
-    const std::size_t d = normalize_dim("unsqueeze_dim", dim < 0 ? dim + 1 : dim, D + 1);
+    const std::size_t d = normalize_dim("unsqueeze_dim", dim, D + 1);
     std::vector<std::int64_t> dims = shape().dims();
     dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(d), 1);
     return Tensor<B, D + 1, K>(B::reshape(primitive_, Shape(dims)));

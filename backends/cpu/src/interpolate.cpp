@@ -1,0 +1,214 @@
+// Resampling of NCHW tensors to a new height and width (nearest, bilinear, bicubic),
+// forward and backward, with torch.nn.functional.interpolate's index and weight rules.
+// Every mode is separable: each output row and column reads K input rows and columns
+// (K = 1, 2, 4) with weights computed once per axis. f16/bf16 compute through f32.
+#include <cmath>
+
+#include "internal.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using ops::InterpolateMode;
+
+// The input taps of every output position along one axis: index[o * K + k], weight[o * K + k].
+template <class T>
+struct AxisTaps {
+  std::vector<std::int64_t> index;
+  std::vector<T> weight;
+};
+
+// PyTorch's ratio between input and output coordinates.
+template <class T>
+T source_scale(std::int64_t in, std::int64_t out, bool align_corners) {
+  if (align_corners) return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
+  return static_cast<T>(in) / static_cast<T>(out);
+}
+
+// The input coordinate of output position o; linear modes clamp it at 0, cubic does not.
+template <class T>
+T source_coordinate(T scale, std::int64_t o, bool align_corners, bool cubic) {
+  if (align_corners) return scale * static_cast<T>(o);
+  const T src = scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
+  return !cubic && src < T(0) ? T(0) : src;
+}
+
+// Keys' cubic convolution with A = -0.75, the weights of the taps at -1, 0, 1, 2 for offset t.
+template <class T>
+std::array<T, 4> cubic_weights(T t) {
+  constexpr T a = T(-0.75);
+  auto near = [&](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [&](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+template <class T, int K>
+AxisTaps<T> axis_taps(std::int64_t in, std::int64_t out, bool align_corners) {
+  AxisTaps<T> taps;
+  taps.index.resize(static_cast<std::size_t>(out * K));
+  taps.weight.resize(static_cast<std::size_t>(out * K));
+  for (std::int64_t o = 0; o < out; ++o) {
+    std::int64_t* index = taps.index.data() + o * K;
+    T* weight = taps.weight.data() + o * K;
+    if constexpr (K == 1) {
+      // PyTorch computes the nearest index in float whatever the dtype; so does this.
+      std::int64_t src = o;
+      if (out == 2 * in)
+        src = o >> 1;
+      else if (out != in)
+        src = std::min(static_cast<std::int64_t>(
+                           std::floor(static_cast<float>(o) * (static_cast<float>(in) / static_cast<float>(out)))),
+                       in - 1);
+      index[0] = src;
+      weight[0] = T(1);
+    } else if constexpr (K == 2) {
+      if (out == in) {
+        index[0] = index[1] = o;
+        weight[0] = T(1);
+        weight[1] = T(0);
+        continue;
+      }
+      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, false);
+      const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(real)), in - 1);
+      const T lambda = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
+      index[0] = i0;
+      index[1] = i0 + (i0 < in - 1 ? 1 : 0);
+      weight[0] = T(1) - lambda;
+      weight[1] = lambda;
+    } else {
+      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, true);
+      const T floor = std::floor(real);
+      const std::array<T, 4> w = cubic_weights(real - floor);
+      for (int k = 0; k < 4; ++k) {
+        // Taps past the border read the border value, as in PyTorch.
+        index[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(floor) - 1 + k, 0, in - 1);
+        weight[k] = w[static_cast<std::size_t>(k)];
+      }
+    }
+  }
+  return taps;
+}
+
+struct Extents {
+  std::int64_t planes, h, w, oh, ow;
+};
+
+template <class T, int K>
+void resample_forward(const T* in, T* out, const Extents& e, bool align_corners) {
+  const AxisTaps<T> rows = axis_taps<T, K>(e.h, e.oh, align_corners);
+  const AxisTaps<T> cols = axis_taps<T, K>(e.w, e.ow, align_corners);
+  parallel_for(e.planes * e.oh, std::max<std::int64_t>(1, 32768 / (e.ow * K * K)),
+               [&](std::int64_t b, std::int64_t end) {
+                 for (std::int64_t r = b; r < end; ++r) {
+                   const std::int64_t p = r / e.oh, oh = r % e.oh;
+                   const T* plane = in + p * e.h * e.w;
+                   T* dst = out + r * e.ow;
+                   const std::int64_t* ih = rows.index.data() + oh * K;
+                   const T* wh = rows.weight.data() + oh * K;
+                   for (std::int64_t ow = 0; ow < e.ow; ++ow) {
+                     const std::int64_t* iw = cols.index.data() + ow * K;
+                     const T* ww = cols.weight.data() + ow * K;
+                     T sum = 0;
+                     for (int a = 0; a < K; ++a) {
+                       const T* row = plane + ih[a] * e.w;
+                       T inner = 0;
+                       for (int c = 0; c < K; ++c) inner += ww[c] * row[iw[c]];
+                       sum += wh[a] * inner;
+                     }
+                     dst[ow] = sum;
+                   }
+                 }
+               });
+}
+
+template <class T, int K>
+void resample_backward(const T* dy, T* dx, const Extents& e, bool align_corners) {
+  const AxisTaps<T> rows = axis_taps<T, K>(e.h, e.oh, align_corners);
+  const AxisTaps<T> cols = axis_taps<T, K>(e.w, e.ow, align_corners);
+  // One plane per task: the scatter into dx stays within the plane, so no two threads collide.
+  parallel_for(e.planes, std::max<std::int64_t>(1, 32768 / (e.oh * e.ow * K * K)),
+               [&](std::int64_t b, std::int64_t end) {
+                 for (std::int64_t p = b; p < end; ++p) {
+                   T* plane = dx + p * e.h * e.w;
+                   std::fill(plane, plane + e.h * e.w, T(0));
+                   for (std::int64_t oh = 0; oh < e.oh; ++oh) {
+                     const std::int64_t* ih = rows.index.data() + oh * K;
+                     const T* wh = rows.weight.data() + oh * K;
+                     const T* grad = dy + (p * e.oh + oh) * e.ow;
+                     for (std::int64_t ow = 0; ow < e.ow; ++ow) {
+                       const std::int64_t* iw = cols.index.data() + ow * K;
+                       const T* ww = cols.weight.data() + ow * K;
+                       for (int a = 0; a < K; ++a)
+                         for (int c = 0; c < K; ++c) plane[ih[a] * e.w + iw[c]] += wh[a] * ww[c] * grad[ow];
+                     }
+                   }
+                 }
+               });
+}
+
+template <class T>
+void resample(const T* src, T* dst, const Extents& e, const ops::InterpolateOptions& o, bool backward) {
+  auto run = [&]<int K>() {
+    if (backward)
+      resample_backward<T, K>(src, dst, e, o.align_corners);
+    else
+      resample_forward<T, K>(src, dst, e, o.align_corners);
+  };
+  switch (o.mode) {
+    case InterpolateMode::nearest:
+      run.template operator()<1>();
+      break;
+    case InterpolateMode::bilinear:
+      run.template operator()<2>();
+      break;
+    case InterpolateMode::bicubic:
+      run.template operator()<4>();
+      break;
+  }
+}
+
+void check_input(std::string_view op, const CpuTensor& x) {
+  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
+  KILN_CHECK(x.shape.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x.shape);
+  KILN_CHECK(x.shape[2] > 0 && x.shape[3] > 0, "{}: input {} has an empty spatial dim", op, x.shape);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln {
+
+using cpu::CpuTensor;
+
+Cpu::Primitive Cpu::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+                                const ops::InterpolateOptions& options) {
+  cpu::check_input("interpolate", x);
+  KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
+             "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x.shape);
+  if (!cpu::is_native_float(x.dtype)) return cast(interpolate(cast(x, DType::f32), output_size, options), x.dtype);
+  const CpuTensor in = cpu::contiguous(x);
+  CpuTensor out = cpu::empty(Shape{x.shape[0], x.shape[1], output_size[0], output_size[1]}, x.dtype);
+  const cpu::Extents e{x.shape[0] * x.shape[1], x.shape[2], x.shape[3], output_size[0], output_size[1]};
+  cpu::dispatch_float("interpolate", x.dtype,
+                      [&]<class T>() { cpu::resample<T>(in.data<T>(), out.data<T>(), e, options, false); });
+  return out;
+}
+
+Cpu::Primitive Cpu::interpolate_backward(const Primitive& x, const Primitive& dy,
+                                         const ops::InterpolateOptions& options) {
+  cpu::check_input("interpolate_backward", x);
+  KILN_CHECK(dy.dtype == x.dtype, "interpolate_backward: dy must have the input's dtype {}, got {}", x.dtype, dy.dtype);
+  KILN_CHECK(dy.shape.rank() == 4 && dy.shape[0] == x.shape[0] && dy.shape[1] == x.shape[1] && dy.shape[2] > 0 &&
+                 dy.shape[3] > 0,
+             "interpolate_backward: dy of shape {} does not match an input of shape {}", dy.shape, x.shape);
+  if (!cpu::is_native_float(x.dtype))
+    return cast(interpolate_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
+  const CpuTensor grad = cpu::contiguous(dy);
+  CpuTensor dx = cpu::empty(x.shape, x.dtype);
+  const cpu::Extents e{x.shape[0] * x.shape[1], x.shape[2], x.shape[3], dy.shape[2], dy.shape[3]};
+  cpu::dispatch_float("interpolate_backward", x.dtype,
+                      [&]<class T>() { cpu::resample<T>(grad.data<T>(), dx.data<T>(), e, options, true); });
+  return dx;
+}
+
+}  // namespace kiln

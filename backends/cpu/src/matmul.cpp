@@ -1,0 +1,171 @@
+// Matrix multiplication on the CPU: [..., m, k] @ [..., k, n] with broadcast batch dims.
+// f32 runs through oneDNN's sgemm, which reads transposed operands in place; f64 through
+// Eigen's GEMM on strided maps; f16/bf16 compute in f32.
+#include "internal.hpp"
+
+#include <Eigen/Core>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <optional>
+
+namespace kiln::cpu {
+namespace {
+
+// How a matrix's two dims map onto a row-major GEMM operand without a copy: either rows
+// are `ld` elements apart with unit column stride ('N'), or it is the transpose of such a
+// matrix ('T': columns `ld` apart with unit row stride).
+struct GemmLayout {
+  bool transposed = false;
+  std::int64_t ld = 1;
+};
+
+std::optional<GemmLayout> gemm_layout(std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
+                                      std::int64_t col_stride) {
+  // A size-1 dim's stride is meaningless, so it never disqualifies a layout.
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<std::int64_t>(cols, 1)))
+    return GemmLayout{false, rows == 1 ? std::max<std::int64_t>(cols, 1) : row_stride};
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<std::int64_t>(rows, 1)))
+    return GemmLayout{true, cols == 1 ? std::max<std::int64_t>(rows, 1) : col_stride};
+  return std::nullopt;
+}
+
+// One operand as the GEMM sees it: its batch-broadcast view and its matrix layout.
+struct Operand {
+  CpuTensor view;  // shape batch + [rows, cols]
+  GemmLayout layout;
+  std::vector<std::int64_t> batch_offsets;  // element offset of each batch matrix, in row-major batch order
+};
+
+Operand prepare(const CpuTensor& x, const Shape& batch) {
+  const std::size_t r = x.shape.rank();
+  const std::int64_t rows = x.shape[r - 2], cols = x.shape[r - 1];
+  auto layout = gemm_layout(rows, cols, x.strides[r - 2], x.strides[r - 1]);
+  CpuTensor source = x;
+  if (!layout) {  // e.g. a broadcast (stride-0) or sliced-column matrix: copy this operand only
+    source = contiguous(x);
+    layout = gemm_layout(rows, cols, source.strides[r - 2], source.strides[r - 1]);
+  }
+  std::vector<std::int64_t> full = batch.dims();
+  full.push_back(rows);
+  full.push_back(cols);
+  Operand op{broadcast_view(source, Shape(full)), *layout, {}};
+  const std::int64_t count = batch.numel();
+  op.batch_offsets.resize(static_cast<std::size_t>(count));
+  const std::size_t nb = batch.rank();
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::int64_t rest = i, offset = op.view.offset;
+    for (std::size_t d = nb; d-- > 0;) {
+      offset += (rest % batch[d]) * op.view.strides[d];
+      rest /= batch[d];
+    }
+    op.batch_offsets[static_cast<std::size_t>(i)] = offset;
+  }
+  return op;
+}
+
+void sgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
+           const float* pb, float* pc, std::int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(a.transposed ? 'T' : 'N', b.transposed ? 'T' : 'N', m, n, k, 1.0f, pa, a.ld,
+                                          pb, b.ld, 0.0f, pc, ldc);
+  KILN_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status {}) for m={}, n={}, k={}",
+             static_cast<int>(status), m, n, k);
+}
+
+void dgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const double* pa,
+           const double* pb, double* pc, std::int64_t ldc) {
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Strides = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  // A transposed operand is the same memory read with the strides swapped.
+  const Eigen::Map<const RowMajor, Eigen::Unaligned, Strides> ma(pa, m, k, a.transposed ? Strides(1, a.ld)
+                                                                                         : Strides(a.ld, 1));
+  const Eigen::Map<const RowMajor, Eigen::Unaligned, Strides> mb(pb, k, n, b.transposed ? Strides(1, b.ld)
+                                                                                         : Strides(b.ld, 1));
+  Eigen::Map<RowMajor, Eigen::Unaligned, Eigen::OuterStride<>> mc(pc, m, n, Eigen::OuterStride<>(ldc));
+  mc.noalias() = ma * mb;
+}
+
+template <class T>
+void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa,
+          const T* pb, T* pc, std::int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) sgemm(a, b, m, n, k, pa, pb, pc, ldc);
+  else dgemm(a, b, m, n, k, pa, pb, pc, ldc);
+}
+
+// Batches whose products are smaller than this (m·n·k) run one per thread; larger ones
+// run one after the other, each GEMM using every thread.
+constexpr std::int64_t kSmallProduct = std::int64_t{1} << 18;
+
+template <class T> void batched_gemm(const Operand& a, const Operand& b, const CpuTensor& out) {
+  const std::size_t r = out.shape.rank();
+  const std::int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.view.shape[r - 1];
+  const auto count = static_cast<std::int64_t>(a.batch_offsets.size());
+  const T* pa = reinterpret_cast<const T*>(a.view.storage->ptr);
+  const T* pb = reinterpret_cast<const T*>(b.view.storage->ptr);
+  T* pc = out.data<T>();
+
+  // A batch of row-major A matrices laid end to end times one shared B is a single
+  // (count·m × k) @ (k × n) product: one big GEMM instead of many small ones.
+  bool foldable = count > 1 && !a.layout.transposed;
+  for (std::int64_t i = 1; foldable && i < count; ++i) {
+    foldable = b.batch_offsets[static_cast<std::size_t>(i)] == b.batch_offsets[0] &&
+               a.batch_offsets[static_cast<std::size_t>(i)] == a.batch_offsets[0] + i * m * a.layout.ld;
+  }
+  if (foldable || count == 1) {
+    gemm<T>(a.layout, b.layout, count * m, n, k, pa + a.batch_offsets[0], pb + b.batch_offsets[0], pc, n);
+    return;
+  }
+  auto run = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const auto s = static_cast<std::size_t>(i);
+      gemm<T>(a.layout, b.layout, m, n, k, pa + a.batch_offsets[s], pb + b.batch_offsets[s], pc + i * m * n, n);
+    }
+  };
+  if (m * n * k <= kSmallProduct) parallel_for(count, 1, run);
+  else run(0, count);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln {
+
+using cpu::CpuTensor;
+
+Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
+  KILN_CHECK(a.dtype == b.dtype, "matmul: dtypes differ: {} {} @ {} {}", a.shape, a.dtype, b.shape, b.dtype);
+  KILN_CHECK(is_float(a.dtype), "matmul: expected float tensors, got {} {} @ {} {}", a.shape, a.dtype, b.shape,
+             b.dtype);
+  const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+  KILN_CHECK(ra >= 2 && rb >= 2, "matmul: both operands need at least 2 dims, got {} @ {}", a.shape, b.shape);
+  const std::int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
+  KILN_CHECK(k == b.shape[rb - 2], "matmul: inner dims do not match: {} @ {} ({} vs {})", a.shape, b.shape, k,
+             b.shape[rb - 2]);
+
+  // Batch dims broadcast NumPy-style (size 1 stretches, missing leading dims count as 1).
+  const std::size_t nb = std::max(ra, rb) - 2;
+  std::vector<std::int64_t> batch(nb);
+  for (std::size_t i = 0; i < nb; ++i) {
+    const std::int64_t da = i + ra - 2 >= nb ? a.shape[i + ra - 2 - nb] : 1;
+    const std::int64_t db = i + rb - 2 >= nb ? b.shape[i + rb - 2 - nb] : 1;
+    KILN_CHECK(da == db || da == 1 || db == 1,
+               "matmul: batch dims of {} and {} do not broadcast (batch dim {}: {} vs {})", a.shape, b.shape, i, da,
+               db);
+    batch[i] = da == 1 ? db : da;
+  }
+
+  if (!cpu::is_native_float(a.dtype)) return cast(matmul(cast(a, DType::f32), cast(b, DType::f32)), a.dtype);
+
+  std::vector<std::int64_t> out_dims = batch;
+  out_dims.push_back(m);
+  out_dims.push_back(n);
+  CpuTensor out = cpu::empty(Shape(out_dims), a.dtype);
+  if (out.numel() == 0) return out;
+  if (k == 0) return full(out.shape, 0.0, a.dtype, {});
+
+  const Shape batch_shape(batch);
+  const cpu::Operand pa = cpu::prepare(a, batch_shape), pb = cpu::prepare(b, batch_shape);
+  cpu::dispatch_float("matmul", a.dtype, [&]<class T>() { cpu::batched_gemm<T>(pa, pb, out); });
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,16 @@
+// The process-wide oneDNN engine and the per-thread streams on it (see onednn.hpp).
+#include "onednn.hpp"
+
+namespace kiln::cpu {
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& onednn_stream() {
+  thread_local dnnl::stream stream(onednn_engine());
+  return stream;
+}
+
+}  // namespace kiln::cpu

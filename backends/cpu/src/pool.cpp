@@ -1,0 +1,521 @@
+// Pooling on NCHW tensors: max pooling (with PyTorch-format indices), average pooling and
+// adaptive average pooling, forward and backward. The direct loops below are the reference
+// and serve f64 and max pooling; f32 average pooling runs on oneDNN wherever oneDNN's
+// padding rules give PyTorch's exact divisors. f16/bf16 compute through f32.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <tuple>
+
+#include "internal.hpp"
+#include "onednn.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+// Extents of one pooling problem: N*C planes of h x w in, oh x ow out.
+struct Geometry {
+  std::int64_t n, c, h, w, oh, ow;
+  std::int64_t planes() const { return n * c; }
+};
+
+Geometry geometry(const Shape& x, const Shape& out) { return {x[0], x[1], x[2], x[3], out[2], out[3]}; }
+
+// Rows of work handed to one thread at a time: about 32k window taps.
+std::int64_t grain_for(std::int64_t work_per_item) {
+  return std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, work_per_item));
+}
+
+void check_float(std::string_view op, const CpuTensor& x) {
+  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
+}
+
+void check_same(std::string_view op, const CpuTensor& x, const CpuTensor& dy, const Shape& expected_dy) {
+  KILN_CHECK(dy.dtype == x.dtype, "{}: dy must have the input's dtype {}, got {}", op, x.dtype, dy.dtype);
+  KILN_CHECK(dy.shape == expected_dy, "{}: dy has shape {}, expected {} for an input of shape {}", op, dy.shape,
+             expected_dy, x.shape);
+}
+
+void check_no_dilation(std::string_view op, const ops::Pool2dOptions& o) {
+  KILN_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, "{}: average pooling has no dilation, got {}", op, o.dilation);
+}
+
+// Runs `fn` on f32 copies of half-precision tensors and casts the result back.
+template <class F>
+CpuTensor via_f32(const CpuTensor& x, F&& fn) {
+  return Cpu::cast(fn(Cpu::cast(x, DType::f32)), x.dtype);
+}
+
+// The output columns [lo, hi) whose input column c * stride + shift lies inside a row of
+// `width`: the inner loops of the row-wise kernels run over exactly these.
+struct ColumnRange {
+  std::int64_t lo, hi, shift;
+};
+ColumnRange column_range(std::int64_t shift, std::int64_t stride, std::int64_t width, std::int64_t out) {
+  const std::int64_t lo = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+  const std::int64_t hi = width - 1 - shift < 0 ? 0 : std::min(out, (width - 1 - shift) / stride + 1);
+  return {lo, std::max(lo, hi), shift};
+}
+
+// ---- max pooling
+
+// One output row (plane p, row oh) of max pooling. The output row doubles as the running
+// maximum so the inner loop over ow is a branch-free select (vectorizable for stride 1).
+// Ties keep the first position in (kh, kw) order and NaN wins, as in PyTorch.
+template <class T>
+void max_pool_row(const T* in, T* out, std::int64_t* index, std::int64_t oh, const Geometry& g,
+                  const ops::Pool2dOptions& o) {
+  const std::int64_t sh = o.stride[0], sw = o.stride[1], dh = o.dilation[0], dw = o.dilation[1];
+  const std::int64_t ih0 = oh * sh - o.padding[0];
+  for (std::int64_t x = 0; x < g.ow; ++x) {
+    out[x] = -std::numeric_limits<T>::infinity();
+    index[x] = -1;
+  }
+  for (std::int64_t kh = 0; kh < o.kernel[0]; ++kh) {
+    const std::int64_t ih = ih0 + kh * dh;
+    if (ih < 0 || ih >= g.h) continue;
+    const T* row = in + ih * g.w;
+    for (std::int64_t kw = 0; kw < o.kernel[1]; ++kw) {
+      const auto [lo, hi, shift] = column_range(kw * dw - o.padding[1], sw, g.w, g.ow);
+      const std::int64_t base = ih * g.w + shift;
+      for (std::int64_t x = lo; x < hi; ++x) {
+        const T v = row[x * sw + shift];
+        const T best = out[x];
+        const bool take = v > best || v != v;
+        out[x] = take ? v : best;
+        index[x] = take ? base + x * sw : index[x];
+      }
+    }
+  }
+  // A window of only -inf keeps its first valid position.
+  for (std::int64_t x = 0; x < g.ow; ++x) {
+    if (index[x] >= 0) continue;
+    std::int64_t ih = ih0, iw = x * sw - o.padding[1];
+    while (ih < 0) ih += dh;
+    while (iw < 0) iw += dw;
+    index[x] = std::min(ih, g.h - 1) * g.w + std::min(iw, g.w - 1);
+  }
+}
+
+template <class T>
+void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, const Geometry& g,
+                      const ops::Pool2dOptions& o) {
+  const T* in = x.data<T>();
+  T* dst = out.data<T>();
+  std::int64_t* idx = indices.data<std::int64_t>();
+  parallel_for(g.planes() * g.oh, grain_for(g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t p = r / g.oh, oh = r % g.oh;
+      max_pool_row(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g, o);
+    }
+  });
+}
+
+// dx[plane][index] += dy; returns false when an index falls outside the plane.
+template <class T>
+bool max_pool_backward(const CpuTensor& dy, const CpuTensor& indices, CpuTensor& dx, const Geometry& g) {
+  const T* grad = dy.data<T>();
+  const std::int64_t* idx = indices.data<std::int64_t>();
+  T* out = dx.data<T>();
+  const std::int64_t plane_in = g.h * g.w, plane_out = g.oh * g.ow;
+  std::atomic<bool> ok = true;
+  parallel_for(g.planes(), grain_for(plane_out), [&](std::int64_t b, std::int64_t e) {
+    bool local = true;
+    for (std::int64_t p = b; p < e; ++p) {
+      T* d = out + p * plane_in;
+      std::fill(d, d + plane_in, T(0));
+      for (std::int64_t i = p * plane_out; i < (p + 1) * plane_out; ++i) {
+        const std::int64_t k = idx[i];
+        if (k < 0 || k >= plane_in) {
+          local = false;
+          continue;
+        }
+        d[k] += grad[i];
+      }
+    }
+    if (!local) ok = false;
+  });
+  return ok.load();
+}
+
+// ---- average pooling
+
+// PyTorch's window of output (oh, ow) along one axis: [start, end) clipped to the input, and
+// the extent counted by count_include_pad (the window clipped to the padded input only).
+struct Window {
+  std::int64_t start, end, padded_extent;
+};
+Window avg_window(std::int64_t o, std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t pad) {
+  std::int64_t start = o * stride - pad;
+  std::int64_t end = std::min(start + kernel, in + pad);
+  const std::int64_t padded = end - start;
+  return {std::max<std::int64_t>(start, 0), std::min(end, in), padded};
+}
+
+// The divisor factor of every output position along one axis: the window's extent in the
+// padded input (count_include_pad) or in the input; 0 marks a window with no input element.
+std::vector<std::int64_t> avg_extents(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                                      std::int64_t pad, bool include_pad) {
+  std::vector<std::int64_t> extents(static_cast<std::size_t>(out));
+  for (std::int64_t o = 0; o < out; ++o) {
+    const Window w = avg_window(o, in, kernel, stride, pad);
+    extents[static_cast<std::size_t>(o)] = w.end <= w.start ? 0 : include_pad ? w.padded_extent : w.end - w.start;
+  }
+  return extents;
+}
+
+// Row-wise like max pooling: each output row accumulates whole input rows per (kh, kw), so the
+// inner loop runs along ow. Per output the taps are still summed in PyTorch's (ih, iw) order.
+template <class T>
+void avg_pool_forward(const CpuTensor& x, CpuTensor& out, const Geometry& g, const ops::Pool2dOptions& o) {
+  const T* in = x.data<T>();
+  T* dst = out.data<T>();
+  const auto rows = avg_extents(g.h, g.oh, o.kernel[0], o.stride[0], o.padding[0], o.count_include_pad);
+  const auto cols = avg_extents(g.w, g.ow, o.kernel[1], o.stride[1], o.padding[1], o.count_include_pad);
+  const std::int64_t sw = o.stride[1];
+  parallel_for(g.planes() * g.oh, grain_for(g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t p = r / g.oh, oh = r % g.oh;
+      T* acc = dst + r * g.ow;
+      std::fill(acc, acc + g.ow, T(0));
+      for (std::int64_t kh = 0; kh < o.kernel[0]; ++kh) {
+        const std::int64_t ih = oh * o.stride[0] - o.padding[0] + kh;
+        if (ih < 0 || ih >= g.h) continue;
+        const T* row = in + (p * g.h + ih) * g.w;
+        for (std::int64_t kw = 0; kw < o.kernel[1]; ++kw) {
+          const auto [lo, hi, shift] = column_range(kw - o.padding[1], sw, g.w, g.ow);
+          for (std::int64_t c = lo; c < hi; ++c) acc[c] += row[c * sw + shift];
+        }
+      }
+      const std::int64_t row_extent = rows[static_cast<std::size_t>(oh)];
+      for (std::int64_t c = 0; c < g.ow; ++c) {
+        const std::int64_t divisor = row_extent * cols[static_cast<std::size_t>(c)];
+        acc[c] = divisor == 0 ? T(0) : acc[c] / static_cast<T>(divisor);
+      }
+    }
+  });
+}
+
+template <class T>
+void avg_pool_backward(const CpuTensor& dy, CpuTensor& dx, const Geometry& g, const ops::Pool2dOptions& o) {
+  const T* grad = dy.data<T>();
+  T* out = dx.data<T>();
+  const auto rows = avg_extents(g.h, g.oh, o.kernel[0], o.stride[0], o.padding[0], o.count_include_pad);
+  const auto cols = avg_extents(g.w, g.ow, o.kernel[1], o.stride[1], o.padding[1], o.count_include_pad);
+  const std::int64_t sw = o.stride[1];
+  // One plane per task: the scatter stays inside the plane.
+  parallel_for(g.planes(), grain_for(g.oh * g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
+    std::vector<T> delta(static_cast<std::size_t>(g.ow));
+    for (std::int64_t p = b; p < e; ++p) {
+      T* plane = out + p * g.h * g.w;
+      std::fill(plane, plane + g.h * g.w, T(0));
+      for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+        const T* grad_row = grad + (p * g.oh + oh) * g.ow;
+        const std::int64_t row_extent = rows[static_cast<std::size_t>(oh)];
+        for (std::int64_t c = 0; c < g.ow; ++c) {
+          const std::int64_t divisor = row_extent * cols[static_cast<std::size_t>(c)];
+          delta[static_cast<std::size_t>(c)] = divisor == 0 ? T(0) : grad_row[c] / static_cast<T>(divisor);
+        }
+        for (std::int64_t kh = 0; kh < o.kernel[0]; ++kh) {
+          const std::int64_t ih = oh * o.stride[0] - o.padding[0] + kh;
+          if (ih < 0 || ih >= g.h) continue;
+          T* row = plane + ih * g.w;
+          for (std::int64_t kw = 0; kw < o.kernel[1]; ++kw) {
+            const auto [lo, hi, shift] = column_range(kw - o.padding[1], sw, g.w, g.ow);
+            for (std::int64_t c = lo; c < hi; ++c) row[c * sw + shift] += delta[static_cast<std::size_t>(c)];
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---- oneDNN average pooling (f32)
+
+// oneDNN has no ceil_mode: the extra windows come from right padding large enough to give
+// the requested output size. oneDNN's include-padding divisor is the full kernel area, PyTorch's
+// is the window clipped to the padded input, so with count_include_pad the two agree only
+// when no window reaches past the symmetric padding.
+std::optional<std::array<std::int64_t, 2>> onednn_right_padding(const Geometry& g, const ops::Pool2dOptions& o) {
+  std::array<std::int64_t, 2> right{};
+  const std::array<std::int64_t, 2> in{g.h, g.w}, out{g.oh, g.ow};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t needed = (out[i] - 1) * o.stride[i] + o.kernel[i] - in[i] - o.padding[i];
+    if (o.count_include_pad && needed > o.padding[i]) return std::nullopt;
+    right[i] = std::max(needed, o.padding[i]);
+  }
+  return right;
+}
+
+struct OnednnPoolKey {
+  std::int64_t n, c, h, w, oh, ow;
+  std::array<std::int64_t, 2> kernel, stride, padding;
+  bool include_pad, backward;
+  auto tie() const { return std::tie(n, c, h, w, oh, ow, kernel, stride, padding, include_pad, backward); }
+  bool operator<(const OnednnPoolKey& other) const { return tie() < other.tie(); }
+};
+
+// oneDNN's vectorized pooling wants channel-blocked data; on plain NCHW it runs a scalar loop
+// slower than ours. So the plain operand is reordered into blocks, pooled, and reordered back:
+// `source` (x forward, dy backward) -> blocked_source -> blocked_result -> `result`.
+struct OnednnPool {
+  dnnl::reorder to_blocked, from_blocked;
+  dnnl::primitive pool;
+  dnnl::memory::desc source, blocked_source, blocked_result, result;
+};
+
+std::shared_ptr<const OnednnPool> make_onednn_pool(const OnednnPoolKey& key, const std::array<std::int64_t, 2>& right) {
+  using dnnl::memory;
+  const memory::dims in_dims{key.n, key.c, key.h, key.w}, out_dims{key.n, key.c, key.oh, key.ow};
+  const memory::dims strides{key.stride[0], key.stride[1]}, kernel{key.kernel[0], key.kernel[1]},
+      left{key.padding[0], key.padding[1]}, padding_r{right[0], right[1]};
+  const auto algorithm =
+      key.include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+  const auto f32 = memory::data_type::f32;
+  const memory::desc plain_in(in_dims, f32, memory::format_tag::nchw),
+      plain_out(out_dims, f32, memory::format_tag::nchw);
+  // The widest channel block this CPU has a vectorized kernel for, found once (the caller holds the cache lock).
+  static std::vector<memory::format_tag> tags{memory::format_tag::nChw16c, memory::format_tag::nChw8c};
+  for (const auto tag : std::vector(tags)) {
+    const memory::desc blocked_in(in_dims, f32, tag), blocked_out(out_dims, f32, tag);
+    const dnnl::pooling_forward::primitive_desc forward(
+        {key.backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, algorithm, blocked_in,
+         blocked_out, strides, kernel, left, padding_r},
+        onednn_engine(), /*allow_empty=*/true);
+    if (!forward || std::string_view(forward.impl_info_str()).substr(0, 3) != "jit") continue;
+    auto p = std::make_shared<OnednnPool>();
+    if (key.backward) {
+      const dnnl::pooling_backward::primitive_desc backward(
+          {algorithm, blocked_in, blocked_out, strides, kernel, left, padding_r}, onednn_engine(), forward,
+          /*allow_empty=*/true);
+      if (!backward || std::string_view(backward.impl_info_str()).substr(0, 3) != "jit") continue;
+      p->pool = dnnl::pooling_backward(backward);
+      p->source = plain_out, p->blocked_source = blocked_out, p->blocked_result = blocked_in, p->result = plain_in;
+    } else {
+      p->pool = dnnl::pooling_forward(forward);
+      p->source = plain_in, p->blocked_source = blocked_in, p->blocked_result = blocked_out, p->result = plain_out;
+    }
+    p->to_blocked =
+        dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), p->source, onednn_engine(), p->blocked_source));
+    p->from_blocked =
+        dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), p->blocked_result, onednn_engine(), p->result));
+    tags = {tag};
+    return p;
+  }
+  return nullptr;
+}
+
+// The cached pipeline for a problem (creating primitives costs far more than running small
+// ones), or null when oneDNN has no vectorized kernel for it.
+std::shared_ptr<const OnednnPool> onednn_avg_pool(const OnednnPoolKey& key, const std::array<std::int64_t, 2>& right) {
+  static std::mutex mutex;
+  static std::map<OnednnPoolKey, std::shared_ptr<const OnednnPool>> cache;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::shared_ptr<const OnednnPool> pool;
+  try {
+    pool = make_onednn_pool(key, right);
+  } catch (const dnnl::error&) {
+    pool = nullptr;  // the direct loop takes over
+  }
+  if (cache.size() >= 512) cache.clear();  // many distinct shapes: start over rather than grow without bound
+  cache.emplace(key, pool);
+  return pool;
+}
+
+// Runs f32 average pooling forward (source = x, result = out) or backward (source = dy,
+// result = dx) on oneDNN; false when oneDNN cannot match PyTorch's semantics or has no fast kernel.
+bool onednn_avg_pool_run(const CpuTensor& source, CpuTensor& result, const Geometry& g, const ops::Pool2dOptions& o,
+                         bool backward) {
+  // Below this size three oneDNN calls (each a parallel region on every thread) cost more than the direct loop.
+  constexpr std::int64_t kMinElements = std::int64_t{1} << 15;
+  if (g.planes() * g.h * g.w < kMinElements) return false;
+  const auto right = onednn_right_padding(g, o);
+  if (!right) return false;
+  const OnednnPoolKey key{g.n, g.c, g.h, g.w, g.oh, g.ow, o.kernel, o.stride, o.padding, o.count_include_pad, backward};
+  const auto p = onednn_avg_pool(key, *right);
+  if (!p) return false;
+  using dnnl::memory;
+  // The blocked copies live in Kiln's caching allocator, not in fresh pages per call.
+  const auto scratch = [](const memory::desc& md) {
+    return empty(Shape{static_cast<std::int64_t>((md.get_size() + sizeof(float) - 1) / sizeof(float))}, DType::f32);
+  };
+  const CpuTensor blocked_source = scratch(p->blocked_source), blocked_result = scratch(p->blocked_result);
+  const dnnl::engine& engine = onednn_engine();
+  memory src(p->source, engine, source.data<float>()), src_b(p->blocked_source, engine, blocked_source.data<float>());
+  memory dst_b(p->blocked_result, engine, blocked_result.data<float>()), dst(p->result, engine, result.data<float>());
+  dnnl::stream& stream = onednn_stream();
+  p->to_blocked.execute(stream, src, src_b);
+  if (backward)
+    p->pool.execute(stream, {{DNNL_ARG_DIFF_DST, src_b}, {DNNL_ARG_DIFF_SRC, dst_b}});
+  else
+    p->pool.execute(stream, {{DNNL_ARG_SRC, src_b}, {DNNL_ARG_DST, dst_b}});
+  p->from_blocked.execute(stream, dst_b, dst);
+  stream.wait();
+  return true;
+}
+
+// ---- adaptive average pooling: output i covers [floor(i * in / out), ceil((i + 1) * in / out)).
+
+std::int64_t adaptive_start(std::int64_t i, std::int64_t out, std::int64_t in) {
+  return (i / out) * in + ((i % out) * in) / out;
+}
+std::int64_t adaptive_end(std::int64_t i, std::int64_t out, std::int64_t in) { return 1 + ((i + 1) * in - 1) / out; }
+
+template <class T>
+void adaptive_avg_forward(const CpuTensor& x, CpuTensor& out, const Geometry& g) {
+  const T* in = x.data<T>();
+  T* dst = out.data<T>();
+  const std::int64_t window = (g.h / g.oh + 2) * (g.w / g.ow + 2);
+  parallel_for(g.planes() * g.oh, grain_for(g.ow * window), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t p = r / g.oh, oh = r % g.oh;
+      const std::int64_t h0 = adaptive_start(oh, g.oh, g.h), h1 = adaptive_end(oh, g.oh, g.h);
+      const T* plane = in + p * g.h * g.w;
+      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+        const std::int64_t w0 = adaptive_start(ow, g.ow, g.w), w1 = adaptive_end(ow, g.ow, g.w);
+        T sum = 0;
+        for (std::int64_t ih = h0; ih < h1; ++ih)
+          for (std::int64_t iw = w0; iw < w1; ++iw) sum += plane[ih * g.w + iw];
+        dst[r * g.ow + ow] = sum / static_cast<T>((h1 - h0) * (w1 - w0));
+      }
+    }
+  });
+}
+
+template <class T>
+void adaptive_avg_backward(const CpuTensor& dy, CpuTensor& dx, const Geometry& g) {
+  const T* grad = dy.data<T>();
+  T* out = dx.data<T>();
+  parallel_for(g.planes(), grain_for(g.h * g.w * 4), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t p = b; p < e; ++p) {
+      T* d = out + p * g.h * g.w;
+      std::fill(d, d + g.h * g.w, T(0));
+      for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+        const std::int64_t h0 = adaptive_start(oh, g.oh, g.h), h1 = adaptive_end(oh, g.oh, g.h);
+        for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+          const std::int64_t w0 = adaptive_start(ow, g.ow, g.w), w1 = adaptive_end(ow, g.ow, g.w);
+          const T delta = grad[(p * g.oh + oh) * g.ow + ow] / static_cast<T>((h1 - h0) * (w1 - w0));
+          for (std::int64_t ih = h0; ih < h1; ++ih)
+            for (std::int64_t iw = w0; iw < w1; ++iw) d[ih * g.w + iw] += delta;
+        }
+      }
+    }
+  });
+}
+
+Shape adaptive_output_shape(std::string_view op, const Shape& x, std::span<const std::int64_t> size) {
+  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
+  KILN_CHECK(size.size() == 2, "{}: expected 2 output sizes, got {}", op, size.size());
+  KILN_CHECK(size[0] > 0 && size[1] > 0, "{}: output size [{}, {}] must be positive (input {})", op, size[0], size[1],
+             x);
+  KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
+  return Shape{x[0], x[1], size[0], size[1]};
+}
+
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln {
+
+using cpu::CpuTensor;
+
+std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
+  cpu::check_float("max_pool2d", x);
+  const Shape out_shape = ops::pool2d_output_shape("max_pool2d", x.shape, options);
+  if (!cpu::is_native_float(x.dtype)) {
+    auto [out, indices] = max_pool2d(cast(x, DType::f32), options);
+    return {cast(out, x.dtype), indices};
+  }
+  const CpuTensor in = cpu::contiguous(x);
+  CpuTensor out = cpu::empty(out_shape, x.dtype), indices = cpu::empty(out_shape, DType::i64);
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  cpu::dispatch_float("max_pool2d", x.dtype,
+                      [&]<class T>() { cpu::max_pool_forward<T>(in, out, indices, g, options); });
+  return {out, indices};
+}
+
+Cpu::Primitive Cpu::max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+                                        const ops::Pool2dOptions& options) {
+  cpu::check_float("max_pool2d_backward", x);
+  const Shape out_shape = ops::pool2d_output_shape("max_pool2d_backward", x.shape, options);
+  cpu::check_same("max_pool2d_backward", x, dy, out_shape);
+  KILN_CHECK(indices.dtype == DType::i64 && indices.shape == out_shape,
+             "max_pool2d_backward: indices must be i64 of shape {}, got {} {}", out_shape, indices.shape,
+             indices.dtype);
+  if (!cpu::is_native_float(x.dtype))
+    return cast(max_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32), indices, options), x.dtype);
+  const CpuTensor grad = cpu::contiguous(dy), idx = cpu::contiguous(indices);
+  CpuTensor dx = cpu::empty(x.shape, x.dtype);
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  const bool ok = cpu::dispatch_float("max_pool2d_backward", x.dtype,
+                                      [&]<class T>() { return cpu::max_pool_backward<T>(grad, idx, dx, g); });
+  KILN_CHECK(ok, "max_pool2d_backward: an index is outside the {}x{} input plane", g.h, g.w);
+  return dx;
+}
+
+Cpu::Primitive Cpu::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
+  cpu::check_float("avg_pool2d", x);
+  cpu::check_no_dilation("avg_pool2d", options);
+  const Shape out_shape = ops::pool2d_output_shape("avg_pool2d", x.shape, options);
+  if (!cpu::is_native_float(x.dtype))
+    return cpu::via_f32(x, [&](const CpuTensor& f) { return avg_pool2d(f, options); });
+  const CpuTensor in = cpu::contiguous(x);
+  CpuTensor out = cpu::empty(out_shape, x.dtype);
+  if (out.numel() == 0) return out;
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  if (x.dtype == DType::f32 && cpu::onednn_avg_pool_run(in, out, g, options, false)) return out;
+  cpu::dispatch_float("avg_pool2d", x.dtype, [&]<class T>() { cpu::avg_pool_forward<T>(in, out, g, options); });
+  return out;
+}
+
+Cpu::Primitive Cpu::avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& options) {
+  cpu::check_float("avg_pool2d_backward", x);
+  cpu::check_no_dilation("avg_pool2d_backward", options);
+  const Shape out_shape = ops::pool2d_output_shape("avg_pool2d_backward", x.shape, options);
+  cpu::check_same("avg_pool2d_backward", x, dy, out_shape);
+  if (!cpu::is_native_float(x.dtype))
+    return cast(avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
+  const CpuTensor grad = cpu::contiguous(dy);
+  CpuTensor dx = cpu::empty(x.shape, x.dtype);
+  if (dx.numel() == 0) return dx;
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  if (x.dtype == DType::f32 && cpu::onednn_avg_pool_run(grad, dx, g, options, true)) return dx;
+  cpu::dispatch_float("avg_pool2d_backward", x.dtype,
+                      [&]<class T>() { cpu::avg_pool_backward<T>(grad, dx, g, options); });
+  return dx;
+}
+
+Cpu::Primitive Cpu::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
+  cpu::check_float("adaptive_avg_pool2d", x);
+  const Shape out_shape = cpu::adaptive_output_shape("adaptive_avg_pool2d", x.shape, output_size);
+  if (!cpu::is_native_float(x.dtype))
+    return cpu::via_f32(x, [&](const CpuTensor& f) { return adaptive_avg_pool2d(f, output_size); });
+  const CpuTensor in = cpu::contiguous(x);
+  CpuTensor out = cpu::empty(out_shape, x.dtype);
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  cpu::dispatch_float("adaptive_avg_pool2d", x.dtype, [&]<class T>() { cpu::adaptive_avg_forward<T>(in, out, g); });
+  return out;
+}
+
+Cpu::Primitive Cpu::adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
+  cpu::check_float("adaptive_avg_pool2d_backward", x);
+  KILN_CHECK(dy.shape.rank() == 4, "adaptive_avg_pool2d_backward: dy must be NCHW, got shape {}", dy.shape);
+  const std::array<std::int64_t, 2> size{dy.shape[2], dy.shape[3]};
+  const Shape out_shape = cpu::adaptive_output_shape("adaptive_avg_pool2d_backward", x.shape, size);
+  cpu::check_same("adaptive_avg_pool2d_backward", x, dy, out_shape);
+  if (!cpu::is_native_float(x.dtype))
+    return cast(adaptive_avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32)), x.dtype);
+  const CpuTensor grad = cpu::contiguous(dy);
+  CpuTensor dx = cpu::empty(x.shape, x.dtype);
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  cpu::dispatch_float("adaptive_avg_pool2d_backward", x.dtype,
+                      [&]<class T>() { cpu::adaptive_avg_backward<T>(grad, dx, g); });
+  return dx;
+}
+
+}  // namespace kiln

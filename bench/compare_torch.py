@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Runs Kiln's benchmarks and their PyTorch twins side by side and prints one table.
+
+PyTorch is run at its best: every interpreter given with --torch-python (default: Debian's
+/usr/bin/python3 with torch 1.13, and /opt/kiln-bench-venv/bin/python with a current torch
+from PyPI if present), eager and torch.compile, and the fastest time per workload wins.
+PyTorch runs in its own process with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE
+ATEN_CPU_CAPABILITY=avx512 and glibc malloc settings that keep freed memory mapped; Kiln
+keeps the machine's settings. Nothing here is needed by the build or the tests.
+
+Usage: bench/compare_torch.py [--build build] [--filter REGEX] [--markdown FILE]
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+TORCH_ENV = {
+    "OPENBLAS_CORETYPE": "SkylakeX",
+    "OMP_WAIT_POLICY": "PASSIVE",
+    "ATEN_CPU_CAPABILITY": "avx512",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": "68719476736",
+}
+
+
+def run_kiln(build, pattern):
+    exe = pathlib.Path(build) / "bench" / "kiln_bench"
+    cmd = [str(exe), "--benchmark_format=json", "--benchmark_min_time=1", "--benchmark_repetitions=3",
+           "--benchmark_report_aggregates_only=true"]
+    if pattern:
+        cmd.append(f"--benchmark_filter={pattern}")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    results = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].replace("/real_time", "")
+        scale = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
+        results[name] = b["real_time"] * scale
+    return results
+
+
+def run_torch(python, compile_mode, pattern):
+    cmd = [python, str(HERE / "torch_workloads.py")]
+    if compile_mode:
+        cmd.append("--compile")
+    if pattern:
+        cmd += ["--filter", pattern]
+    env = dict(os.environ, **TORCH_ENV)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        print(f"[{python}{' compile' if compile_mode else ''}] failed: {proc.stderr.strip()[-400:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build-bench")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--torch-python", action="append")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile runs")
+    ap.add_argument("--markdown", help="write the table as markdown to this file")
+    args = ap.parse_args()
+
+    pythons = args.torch_python or [p for p in ("/usr/bin/python3", "/opt/kiln-bench-venv/bin/python")
+                                    if pathlib.Path(p).exists()]
+    kiln = run_kiln(args.build, args.filter)
+    best = {}  # name -> (ms, label)
+    for python in pythons:
+        for compile_mode in ((False,) if args.no_compile else (False, True)):
+            r = run_torch(python, compile_mode, args.filter)
+            if not r:
+                continue
+            label = f"torch {r['torch']}{' compile' if r['compile'] else ' eager'}"
+            for name, ms in r["results"].items():
+                if name not in best or ms < best[name][0]:
+                    best[name] = (ms, label)
+
+    rows = []
+    for name, kiln_ms in kiln.items():
+        torch_ms, label = best.get(name, (float("nan"), "-"))
+        # ratio > 1 means Kiln is faster
+        rows.append((name, kiln_ms, torch_ms, torch_ms / kiln_ms, label))
+    header = f"{'workload':40} {'Kiln ms':>10} {'PyTorch ms':>11} {'speedup':>8}  PyTorch config"
+    print(header)
+    for name, k, t, ratio, label in rows:
+        print(f"{name:40} {k:10.3f} {t:11.3f} {ratio:8.2f}x  {label}")
+    if args.markdown:
+        lines = [
+            f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
+            f"({os.cpu_count()} cores), 2 threads each, by `bench/compare_torch.py`.",
+            "",
+            "| workload | Kiln (ms) | PyTorch at its best (ms) | Kiln speedup | PyTorch config |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for name, k, t, ratio, label in rows:
+            lines.append(f"| {name} | {k:.3f} | {t:.3f} | {ratio:.2f}× | {label} |")
+        pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+// Benchmarks of the CPU backend's core workloads. Each has a twin in
+// bench/compare_torch.py (same name, same shapes) so the two are compared side by side.
+#include <kiln/kiln.hpp>
+
+#include <benchmark/benchmark.h>
+
+namespace {
+
+using kiln::Cpu;
+template <std::size_t D> using T = kiln::Tensor<Cpu, D>;
+
+// Reads one element so the work cannot be skipped, without timing a full copy.
+template <std::size_t D> void keep(const T<D>& t) { benchmark::DoNotOptimize(t.primitive().storage->ptr); }
+
+void matmul(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const auto a = T<2>::random({n, n}, kiln::Distribution::normal(0, 1));
+  const auto b = T<2>::random({n, n}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a.matmul(b));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(matmul)->Name("matmul_f32")->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+constexpr std::int64_t kElements = 1 << 24;
+
+void add(benchmark::State& state) {
+  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  const auto b = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a + b);
+  // Bytes moved: two reads and one write of 4-byte floats.
+  state.SetBytesProcessed(state.iterations() * kElements * 12);
+}
+BENCHMARK(add)->Name("add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void gelu(benchmark::State& state) {
+  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a.gelu());
+  state.SetBytesProcessed(state.iterations() * kElements * 8);
+}
+BENCHMARK(gelu)->Name("gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void exp(benchmark::State& state) {
+  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a.exp());
+  state.SetBytesProcessed(state.iterations() * kElements * 8);
+}
+BENCHMARK(exp)->Name("exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void sum_all(benchmark::State& state) {
+  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a.sum());
+  state.SetBytesProcessed(state.iterations() * kElements * 4);
+}
+BENCHMARK(sum_all)->Name("sum_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void sum_rows(benchmark::State& state) {
+  const auto a = T<2>::random({4096, 4096}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) keep(a.sum_dim(state.range(0)));
+  state.SetBytesProcessed(state.iterations() * 4096 * 4096 * 4);
+}
+BENCHMARK(sum_rows)->Name("sum_dim_4096x4096")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// conv2d forward + backward (input and weight gradients, bias gradient) for a middle CNN layer.
+void conv2d_train(benchmark::State& state) {
+  const auto x = T<4>::random({64, 32, 28, 28}, kiln::Distribution::normal(0, 1));
+  const auto w = T<4>::random({64, 32, 3, 3}, kiln::Distribution::normal(0, 0.1));
+  const auto b = T<1>::random({64}, kiln::Distribution::normal(0, 0.1));
+  const auto dy = T<4>::random({64, 64, 28, 28}, kiln::Distribution::normal(0, 1));
+  kiln::ops::Conv2dOptions options;
+  options.padding = {1, 1};
+  for (auto _ : state) {
+    auto y = Cpu::conv2d(x.primitive(), w.primitive(), b.primitive(), options);
+    auto dx = Cpu::conv2d_backward_input(dy.primitive(), w.primitive(), x.shape(), options);
+    auto dw = Cpu::conv2d_backward_weight(x.primitive(), dy.primitive(), w.shape(), options);
+    auto db = dy.sum_dim(0).sum_dim(2).sum_dim(3);
+    benchmark::DoNotOptimize(y.storage->ptr);
+    benchmark::DoNotOptimize(dx.storage->ptr);
+    benchmark::DoNotOptimize(dw.storage->ptr);
+    keep(db);
+  }
+}
+BENCHMARK(conv2d_train)->Name("conv2d_fwd_bwd_64x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void conv2d_forward(benchmark::State& state) {
+  const auto x = T<4>::random({64, 32, 28, 28}, kiln::Distribution::normal(0, 1));
+  const auto w = T<4>::random({64, 32, 3, 3}, kiln::Distribution::normal(0, 0.1));
+  const auto b = T<1>::random({64}, kiln::Distribution::normal(0, 0.1));
+  kiln::ops::Conv2dOptions options;
+  options.padding = {1, 1};
+  for (auto _ : state) {
+    auto y = Cpu::conv2d(x.primitive(), w.primitive(), b.primitive(), options);
+    benchmark::DoNotOptimize(y.storage->ptr);
+  }
+}
+BENCHMARK(conv2d_forward)->Name("conv2d_fwd_64x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace

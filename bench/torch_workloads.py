@@ -1,0 +1,82 @@
+"""PyTorch twins of bench/ops_bench.cpp's workloads. Run by bench/compare_torch.py with
+each available PyTorch; prints one JSON object: {workload name: milliseconds}.
+
+Usage: python torch_workloads.py [--compile] [--filter REGEX]
+"""
+import json
+import re
+import sys
+import time
+
+import torch
+
+torch.set_num_threads(2)
+torch.manual_seed(0)
+
+
+def timeit(fn, min_time=1.0, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_time or len(times) < 5:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e3  # median, ms
+
+
+def workloads(compile_mode):
+    maybe_compile = (lambda f: torch.compile(f)) if compile_mode else (lambda f: f)
+    w = {}
+    for n in (256, 512, 1024, 2048):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        mm = maybe_compile(lambda a=a, b=b: torch.matmul(a, b))
+        w[f"matmul_f32/{n}"] = mm
+    e = 1 << 24
+    a, b = torch.randn(e), torch.randn(e)
+    w["add_16M"] = maybe_compile(lambda: a + b)
+    w["gelu_16M"] = maybe_compile(lambda: torch.nn.functional.gelu(a))
+    w["exp_16M"] = maybe_compile(lambda: torch.exp(a))
+    w["sum_16M"] = maybe_compile(lambda: a.sum())
+    m = torch.randn(4096, 4096)
+    w["sum_dim_4096x4096/0"] = maybe_compile(lambda: m.sum(0, keepdim=True))
+    w["sum_dim_4096x4096/1"] = maybe_compile(lambda: m.sum(1, keepdim=True))
+
+    x = torch.randn(64, 32, 28, 28, requires_grad=True)
+    cw = (torch.randn(64, 32, 3, 3) * 0.1).requires_grad_()
+    cb = (torch.randn(64) * 0.1).requires_grad_()
+    dy = torch.randn(64, 64, 28, 28)
+    conv = maybe_compile(lambda: torch.nn.functional.conv2d(x, cw, cb, padding=1))
+
+    def conv_train():
+        x.grad = cw.grad = cb.grad = None
+        conv().backward(dy)
+
+    w["conv2d_fwd_bwd_64x32x28x28_k3"] = conv_train
+
+    def conv_forward():
+        with torch.no_grad():
+            return conv()
+
+    w["conv2d_fwd_64x32x28x28_k3"] = conv_forward
+    return w
+
+
+def main(argv):
+    compile_mode = "--compile" in argv
+    pattern = re.compile(argv[argv.index("--filter") + 1]) if "--filter" in argv else None
+    results = {}
+    for name, fn in workloads(compile_mode).items():
+        if pattern and not pattern.search(name):
+            continue
+        try:
+            results[name] = timeit(fn)
+        except Exception as exc:  # a workload torch.compile cannot handle here is reported, not fatal
+            print(f"{name}: {exc}", file=sys.stderr)
+    print(json.dumps({"torch": torch.__version__, "compile": compile_mode, "results": results}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

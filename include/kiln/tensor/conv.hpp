@@ -1,0 +1,155 @@
+// Convolution on tensors (kiln::functional): conv1d/conv2d over NCL/NCHW inputs and their
+// transposes. Shapes are checked here, naming the op; the 1-d ops run as the 2-d
+// primitives with a height of 1, and a transposed convolution is the input gradient of
+// the convolution with the same weight.
+#pragma once
+
+#include "kiln/ops/module.hpp"
+#include "kiln/tensor/tensor.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::functional {
+
+namespace detail {
+
+inline void check_conv_dtypes(std::string_view op, const Shape& x, DType x_dtype, const Shape& w, DType w_dtype,
+                              const std::optional<std::pair<Shape, DType>>& bias, std::int64_t channels) {
+  KILN_CHECK(x_dtype == w_dtype, "{}: dtypes differ: input {} {}, weight {} {}", op, x, x_dtype, w, w_dtype);
+  if (!bias) return;
+  KILN_CHECK(bias->first == Shape{channels}, "{}: bias must have shape [{}] (the output channels of weight {}), got {}",
+             op, channels, w, bias->first);
+  KILN_CHECK(bias->second == x_dtype, "{}: bias dtype {} differs from the input dtype {}", op, bias->second, x_dtype);
+}
+
+template <class B> std::optional<std::pair<Shape, DType>> bias_info(const std::optional<Tensor<B, 1>>& bias) {
+  if (!bias) return std::nullopt;
+  return std::pair{bias->shape(), bias->dtype()};
+}
+
+template <class B> std::optional<typename B::Primitive> bias_primitive(const std::optional<Tensor<B, 1>>& bias) {
+  if (!bias) return std::nullopt;
+  return bias->primitive();
+}
+
+// Inserts a height of 1 before the last dim: [N, C, L] -> [N, C, 1, L].
+template <class B> typename B::Primitive with_unit_height(const typename B::Primitive& p) {
+  std::vector<std::int64_t> dims = B::shape(p).dims();
+  dims.insert(dims.end() - 1, 1);
+  return B::reshape(p, Shape(std::move(dims)));
+}
+
+template <class B> typename B::Primitive without_height(const typename B::Primitive& p) {
+  std::vector<std::int64_t> dims = B::shape(p).dims();
+  dims.erase(dims.end() - 2);
+  return B::reshape(p, Shape(std::move(dims)));
+}
+
+// out + bias over the channel dim (dim 1) of an NCHW primitive.
+template <class B>
+typename B::Primitive add_channel_bias(const typename B::Primitive& out,
+                                       const std::optional<typename B::Primitive>& bias) {
+  if (!bias) return out;
+  const std::int64_t channels = B::shape(*bias)[0];
+  return B::template binary<ops::Add>(out, B::reshape(*bias, Shape{1, channels, 1, 1}));
+}
+
+// Transposed convolution of NCHW `x` into `out_shape` (validated), as the input gradient of
+// the convolution that maps `out_shape` to x's shape.
+template <class B>
+typename B::Primitive conv_transpose_nchw(const typename B::Primitive& x, const typename B::Primitive& w,
+                                          const Shape& out_shape, const ops::ConvTranspose2dOptions& o) {
+  const ops::Conv2dOptions conv = o.as_conv2d();
+  if (o.output_padding[0] < o.stride[0] && o.output_padding[1] < o.stride[1])
+    return B::conv2d_backward_input(x, w, out_shape, conv);
+  // An output_padding of at least the stride (allowed when the dilation is larger) adds
+  // output rows the convolution rule cannot map back to x's shape. Compute the whole
+  // unpadded output instead: output position t is its position t + padding, and positions
+  // past its end receive nothing.
+  const Shape x_shape = B::shape(x), w_shape = B::shape(w);
+  ops::Conv2dOptions unpadded = conv;
+  unpadded.padding = {0, 0};
+  std::vector<std::int64_t> full_dims{out_shape[0], out_shape[1]};
+  std::array<ops::SliceRange, 4> from{}, to{};
+  from[0] = to[0] = {0, out_shape[0], 1};
+  from[1] = to[1] = {0, out_shape[1], 1};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t extent = (x_shape[2 + i] - 1) * o.stride[i] + o.dilation[i] * (w_shape[2 + i] - 1) + 1;
+    full_dims.push_back(extent);
+    const std::int64_t length = std::min(extent - o.padding[i], out_shape[2 + i]);
+    from[2 + i] = {o.padding[i], std::max<std::int64_t>(length, 0), 1};
+    to[2 + i] = {0, std::max<std::int64_t>(length, 0), 1};
+  }
+  const auto full = B::conv2d_backward_input(x, w, Shape(std::move(full_dims)), unpadded);
+  const auto zeros = B::full(out_shape, 0.0, B::dtype(x), B::device(x));
+  if (from[2].size == 0 || from[3].size == 0) return zeros;
+  return B::slice_assign(zeros, to, B::slice(full, from));
+}
+
+}  // namespace detail
+
+// ---- convolution: x [N, C, H, W] * weight [O, C/groups, kh, kw] (+ bias [O]) -> [N, O, H', W']
+
+template <Backend B>
+Tensor<B, 4> conv2d(const Tensor<B, 4>& x, const Tensor<B, 4>& weight,
+                    const std::optional<Tensor<B, 1>>& bias = std::nullopt, const ops::Conv2dOptions& options = {}) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  ops::conv_output_shape("conv2d", xs, ws, options.stride, options.padding, options.dilation, options.groups);
+  detail::check_conv_dtypes("conv2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
+  return Tensor<B, 4>(B::conv2d(x.primitive(), weight.primitive(), detail::bias_primitive(bias), options));
+}
+
+// x [N, C, L] * weight [O, C/groups, k] (+ bias [O]) -> [N, O, L']
+template <Backend B>
+Tensor<B, 3> conv1d(const Tensor<B, 3>& x, const Tensor<B, 3>& weight,
+                    const std::optional<Tensor<B, 1>>& bias = std::nullopt, const ops::Conv1dOptions& options = {}) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  const std::array<std::int64_t, 1> stride{options.stride}, padding{options.padding}, dilation{options.dilation};
+  ops::conv_output_shape("conv1d", xs, ws, stride, padding, dilation, options.groups);
+  detail::check_conv_dtypes("conv1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
+  const auto out = B::conv2d(detail::with_unit_height<B>(x.primitive()),
+                             detail::with_unit_height<B>(weight.primitive()), detail::bias_primitive(bias),
+                             options.as_2d());
+  return Tensor<B, 3>(detail::without_height<B>(out));
+}
+
+// ---- transposed convolution: x [N, C_in, H, W] * weight [C_in, C_out/groups, kh, kw] (+ bias [C_out])
+// -> [N, C_out, (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1, ...]
+
+template <Backend B>
+Tensor<B, 4> conv_transpose2d(const Tensor<B, 4>& x, const Tensor<B, 4>& weight,
+                              const std::optional<Tensor<B, 1>>& bias = std::nullopt,
+                              const ops::ConvTranspose2dOptions& options = {}) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  const Shape out = ops::conv_transpose_output_shape("conv_transpose2d", xs, ws, options.stride, options.padding,
+                                                     options.output_padding, options.dilation, options.groups);
+  detail::check_conv_dtypes("conv_transpose2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
+  const auto y = detail::conv_transpose_nchw<B>(x.primitive(), weight.primitive(), out, options);
+  return Tensor<B, 4>(detail::add_channel_bias<B>(y, detail::bias_primitive(bias)));
+}
+
+// x [N, C_in, L] * weight [C_in, C_out/groups, k] (+ bias [C_out]) -> [N, C_out, L']
+template <Backend B>
+Tensor<B, 3> conv_transpose1d(const Tensor<B, 3>& x, const Tensor<B, 3>& weight,
+                              const std::optional<Tensor<B, 1>>& bias = std::nullopt,
+                              const ops::ConvTranspose1dOptions& options = {}) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  const std::array<std::int64_t, 1> stride{options.stride}, padding{options.padding},
+      output_padding{options.output_padding}, dilation{options.dilation};
+  const Shape out = ops::conv_transpose_output_shape("conv_transpose1d", xs, ws, stride, padding, output_padding,
+                                                     dilation, options.groups);
+  detail::check_conv_dtypes("conv_transpose1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
+  const Shape out_2d{out[0], out[1], 1, out[2]};
+  const auto y = detail::conv_transpose_nchw<B>(detail::with_unit_height<B>(x.primitive()),
+                                                detail::with_unit_height<B>(weight.primitive()), out_2d,
+                                                options.as_2d());
+  return Tensor<B, 3>(detail::without_height<B>(detail::add_channel_bias<B>(y, detail::bias_primitive(bias))));
+}
+
+}  // namespace kiln::functional

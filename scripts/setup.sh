@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Kiln needs to build and test. Idempotent: when every
+# package is already installed it does nothing (no apt-get update), so re-runs are fast.
+# Run as root (CI does); otherwise it uses sudo when something has to be installed.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ ccache          # toolchain
+  libeigen3-dev libdnnl-dev             # CPU kernels: Eigen, oneDNN
+  ocl-icd-opencl-dev                    # oneDNN's CMake package requires OpenCL headers
+  libfmt-dev                            # formatting, used by the public headers
+  libgtest-dev googletest               # tests
+  libbenchmark-dev                      # bench/ (-DKILN_BUILD_BENCHMARKS=ON)
+  python3                               # tests/golden and bench/ scripts
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,73 @@
+// Core: Shape (numel, strides, formatting), normalize_dim and broadcast_shapes,
+// including the exact error messages users see.
+#include "golden.hpp"
+
+#include <kiln/core/shape.hpp>
+
+#include <gtest/gtest.h>
+
+using kiln::Shape;
+
+TEST(Shape, NumelIsTheProductOfDims) {
+  EXPECT_EQ((Shape{2, 3, 4}).numel(), 24);
+  EXPECT_EQ((Shape{7}).numel(), 7);
+  EXPECT_EQ(Shape().numel(), 1);  // a rank-0 shape holds one element
+  EXPECT_EQ((Shape{2, 0, 3}).numel(), 0);
+  EXPECT_EQ((Shape{2, 3}).rank(), 2u);
+}
+
+TEST(Shape, ContiguousStridesAreRowMajor) {
+  EXPECT_EQ((Shape{2, 3, 4}).contiguous_strides(), (std::vector<std::int64_t>{12, 4, 1}));
+  EXPECT_EQ((Shape{5}).contiguous_strides(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ((Shape{3, 1, 2}).contiguous_strides(), (std::vector<std::int64_t>{2, 2, 1}));
+  EXPECT_EQ((Shape{2, 0, 3}).contiguous_strides(), (std::vector<std::int64_t>{0, 3, 1}));
+  EXPECT_TRUE(Shape().contiguous_strides().empty());
+}
+
+TEST(Shape, ConstructsFromVectorAndSpanAndCompares) {
+  const std::vector<std::int64_t> dims{4, 5};
+  EXPECT_EQ(Shape(dims), (Shape{4, 5}));
+  EXPECT_EQ(Shape(std::span<const std::int64_t>(dims)), (Shape{4, 5}));
+  EXPECT_NE((Shape{4, 5}), (Shape{5, 4}));
+  EXPECT_NE((Shape{4, 5}), (Shape{4, 5, 1}));
+}
+
+TEST(Shape, FormatsAsBracketedList) {
+  EXPECT_EQ((Shape{2, 3}).str(), "[2, 3]");
+  EXPECT_EQ(fmt::format("{}", Shape{7}), "[7]");
+  EXPECT_EQ(fmt::format("{}", Shape()), "[]");
+}
+
+TEST(NormalizeDim, CountsNegativeDimsFromTheEnd) {
+  EXPECT_EQ(kiln::normalize_dim("op", 0, 3), 0u);
+  EXPECT_EQ(kiln::normalize_dim("op", 2, 3), 2u);
+  EXPECT_EQ(kiln::normalize_dim("op", -1, 3), 2u);
+  EXPECT_EQ(kiln::normalize_dim("op", -3, 3), 0u);
+}
+
+TEST(NormalizeDim, RejectsOutOfRangeDimsNamingTheOp) {
+  EXPECT_KILN_ERROR(kiln::normalize_dim("sum_dim", 3, 3),
+                    "sum_dim: dim 3 is out of range for a tensor of rank 3 (expected -3..2)");
+  EXPECT_KILN_ERROR(kiln::normalize_dim("softmax", -4, 3),
+                    "softmax: dim -4 is out of range for a tensor of rank 3 (expected -3..2)");
+  EXPECT_KILN_ERROR(kiln::normalize_dim("op", 0, 0), "dim 0 is out of range for a tensor of rank 0");
+}
+
+TEST(BroadcastShapes, FollowsNumPyRules) {
+  using kiln::broadcast_shapes;
+  EXPECT_EQ(broadcast_shapes("add", {2, 1, 4}, {3, 1}), (Shape{2, 3, 4}));
+  EXPECT_EQ(broadcast_shapes("add", {3, 1}, {2, 1, 4}), (Shape{2, 3, 4}));
+  EXPECT_EQ(broadcast_shapes("add", {5, 4}, {4}), (Shape{5, 4}));
+  EXPECT_EQ(broadcast_shapes("add", {5, 4}, {5, 4}), (Shape{5, 4}));
+  EXPECT_EQ(broadcast_shapes("add", {1}, {}), (Shape{1}));
+  EXPECT_EQ(broadcast_shapes("add", {}, {}), Shape());
+  // A size-0 dim broadcasts against 1 and stays 0.
+  EXPECT_EQ(broadcast_shapes("add", {0, 3}, {1, 3}), (Shape{0, 3}));
+}
+
+TEST(BroadcastShapes, ErrorNamesOpShapesAndDim) {
+  EXPECT_KILN_ERROR(kiln::broadcast_shapes("add", {2, 3}, {4, 3}),
+                    "add: shapes [2, 3] and [4, 3] do not broadcast (dim 0: 2 vs 4)");
+  EXPECT_KILN_ERROR(kiln::broadcast_shapes("mul", {2, 3}, {2}), "mul: shapes [2, 3] and [2] do not broadcast (dim 1: 3 vs 2)");
+  EXPECT_KILN_ERROR(kiln::broadcast_shapes("where", {0}, {2}), "where: shapes [0] and [2] do not broadcast");
+}

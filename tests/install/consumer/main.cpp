@@ -1,0 +1,34 @@
+// The install test's consumer: includes Kiln the way a user does, proves the CPU backend
+// satisfies the Backend concept, computes a small result and checks it (exit code 1 if wrong).
+#include <kiln/kiln.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+static_assert(kiln::Backend<kiln::Cpu>);
+
+int main() {
+  using T = kiln::Tensor<kiln::Cpu, 2>;
+  const T a = T::from({{1, 2, 3}, {4, 5, 6}});
+  const T b = T::from({{10, 20}, {30, 40}, {50, 60}});
+  // a * 2 + bᵀ - 1: a strided (transposed) operand through the installed kernels.
+  const T c = a * 2.0 + b.transpose() - 1.0;
+  const std::vector<double> expected = {11, 33, 55, 27, 49, 71};
+  const std::vector<double> got = c.to_vec<double>();
+  fmt::print("{}\n", c);
+  if (c.dims() != T::Dims{2, 3} || got.size() != expected.size()) {
+    std::fprintf(stderr, "kiln consumer: wrong shape %s\n", c.shape().str().c_str());
+    return 1;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::abs(got[i] - expected[i]) > 1e-6) {
+      std::fprintf(stderr, "kiln consumer: element %zu is %g, expected %g\n", i, got[i], expected[i]);
+      return 1;
+    }
+  }
+  std::puts("kiln consumer: ok");
+  return 0;
+}

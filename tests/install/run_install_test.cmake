@@ -1,0 +1,156 @@
+# Runs one step of the install test (cmake -P, driven by tests/install/CMakeLists.txt):
+#   STEP=install     cmake --install the build into a staging prefix, move it elsewhere
+#                    (relocatable package), check the exported targets leak nothing private
+#   STEP=consumer    configure + build tests/install/consumer against the moved prefix, run
+#                    it from its build tree and from its own install tree
+#   STEP=components  find_package(Kiln) with a missing component or version must fail
+#                    with a clear message; without COMPONENTS it loads every backend
+cmake_minimum_required(VERSION 3.25)
+
+set(prefix ${WORK_DIR}/prefix)
+set(ENV{LC_ALL} C)
+unset(ENV{LD_LIBRARY_PATH})  # the consumer must find libkiln_cpu.so through its RUNPATH
+
+function(fail)
+  string(JOIN "" text ${ARGN})
+  message(FATAL_ERROR "install test (${STEP}): ${text}")
+endfunction()
+
+# run(<output var> <command...>): runs a command, fails the test on a non-zero exit code.
+function(run out)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(NOT rc EQUAL 0)
+    string(JOIN " " command ${ARGN})
+    fail("`${command}` failed (${rc}):\n${output}")
+  endif()
+  set(${out} "${output}" PARENT_SCOPE)
+endfunction()
+
+set(generator_args -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix})
+if(CXX_LAUNCHER)
+  list(APPEND generator_args -DCMAKE_CXX_COMPILER_LAUNCHER=${CXX_LAUNCHER})
+endif()
+if(KILN_CONFIG)
+  list(APPEND generator_args -DCMAKE_BUILD_TYPE=${KILN_CONFIG})
+endif()
+
+if(STEP STREQUAL "install")
+  file(REMOVE_RECURSE ${WORK_DIR})
+  set(staging ${WORK_DIR}/staging)
+  set(config_args "")
+  if(KILN_CONFIG)
+    set(config_args --config ${KILN_CONFIG})
+  endif()
+  run(output ${CMAKE_COMMAND} --install ${KILN_BUILD_DIR} --prefix ${staging} ${config_args})
+  # Nothing in the package may remember where it was installed.
+  file(RENAME ${staging} ${prefix})
+
+  file(GLOB_RECURSE config_dirs LIST_DIRECTORIES true ${prefix}/*/Kiln)
+  list(FILTER config_dirs INCLUDE REGEX "/cmake/Kiln$")
+  if(NOT config_dirs)
+    fail("no <prefix>/.../cmake/Kiln directory was installed")
+  endif()
+  list(GET config_dirs 0 config_dir)
+  foreach(file KilnConfig.cmake KilnConfigVersion.cmake KilnCoreTargets.cmake KilnCpuTargets.cmake)
+    if(NOT EXISTS ${config_dir}/${file})
+      fail("${config_dir}/${file} was not installed")
+    endif()
+  endforeach()
+  file(GLOB package_files ${config_dir}/*.cmake)
+  foreach(file IN LISTS package_files)
+    file(READ ${file} text)
+    string(FIND "${text}" "${staging}" at)
+    if(NOT at EQUAL -1)
+      fail("${file} contains the absolute install path ${staging}: the package is not relocatable")
+    endif()
+  endforeach()
+
+  # kiln::cpu is a shared library that uses Eigen, oneDNN, OpenMP and -march=native
+  # privately: its exported interface must be its include dir and kiln::core, nothing more.
+  file(READ ${config_dir}/KilnCpuTargets.cmake cpu_targets)
+  string(TOLOWER "${cpu_targets}" cpu_targets_lower)
+  foreach(leak march fopenmp openmp eigen dnnl interface_compile_options interface_compile_definitions
+               interface_link_options)
+    string(FIND "${cpu_targets_lower}" "${leak}" at)
+    if(NOT at EQUAL -1)
+      fail("KilnCpuTargets.cmake mentions '${leak}': a private dependency or flag leaks to consumers:\n${cpu_targets}")
+    endif()
+  endforeach()
+  if(NOT cpu_targets MATCHES "INTERFACE_LINK_LIBRARIES \"kiln::core\"\n")
+    fail("kiln::cpu should link only kiln::core in its interface:\n${cpu_targets}")
+  endif()
+  # The installed library needs no RPATH: its dependencies live in the system's library dirs.
+  file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.*)
+  if(NOT libraries)
+    fail("libkiln_cpu.so.<version> was not installed")
+  endif()
+  foreach(library IN LISTS libraries)
+    file(READ_ELF ${library} RPATH rpath RUNPATH runpath)
+    if(rpath OR runpath)
+      fail("${library} has an RPATH/RUNPATH (${rpath}${runpath}); the installed library should have none")
+    endif()
+  endforeach()
+  message(STATUS "installed and relocated to ${prefix}; KilnCpuTargets.cmake exports no private flags")
+
+elseif(STEP STREQUAL "consumer")
+  set(build ${WORK_DIR}/consumer-build)
+  set(installed ${WORK_DIR}/consumer-install)
+  file(REMOVE_RECURSE ${build} ${installed})
+  run(output ${CMAKE_COMMAND} -S ${TESTS_DIR}/consumer -B ${build} ${generator_args}
+      -DCMAKE_INSTALL_PREFIX=${installed})
+  run(output ${CMAKE_COMMAND} --build ${build})
+  run(output ${CMAKE_COMMAND} --install ${build})
+
+  # GLOB_RECURSE also finds <build>/<config>/kiln_consumer of multi-config generators.
+  file(GLOB_RECURSE apps ${build}/kiln_consumer)
+  if(NOT apps)
+    fail("the consumer build produced no kiln_consumer")
+  endif()
+  list(GET apps 0 app)
+  file(GLOB library_dirs LIST_DIRECTORIES true ${prefix}/lib*)
+  foreach(program ${app} ${installed}/bin/kiln_consumer)
+    # Both the build-tree and the installed consumer find libkiln_cpu.so through their
+    # RUNPATH (CMake's build RPATH, and CMAKE_INSTALL_RPATH_USE_LINK_PATH on install).
+    file(READ_ELF ${program} RPATH rpath RUNPATH runpath)
+    message(STATUS "${program}: RUNPATH ${runpath}${rpath}")
+    string(FIND "${runpath}${rpath}" "${prefix}/lib" at)
+    if(at EQUAL -1)
+      fail("${program} has no RUNPATH to ${prefix}/lib (it has '${runpath}${rpath}')")
+    endif()
+    run(output ${program})
+    if(NOT output MATCHES "kiln consumer: ok")
+      fail("${program} ran but printed:\n${output}")
+    endif()
+  endforeach()
+  message(STATUS "consumer output:\n${output}")
+
+elseif(STEP STREQUAL "components")
+  # check(<name> <expected result: ok|fail> <message regex> <find_package arguments...>)
+  function(check name expect regex)
+    set(build ${WORK_DIR}/components-${name})
+    file(REMOVE_RECURSE ${build})
+    string(REPLACE ";" " " arguments "${ARGN}")
+    execute_process(
+      COMMAND ${CMAKE_COMMAND} -S ${TESTS_DIR}/components -B ${build} -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${prefix}
+              "-DFIND_ARGS=${arguments}"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE output)
+    if(expect STREQUAL "ok" AND NOT rc EQUAL 0)
+      fail("find_package(Kiln ${arguments}) should succeed:\n${output}")
+    elseif(expect STREQUAL "fail" AND rc EQUAL 0)
+      fail("find_package(Kiln ${arguments}) should fail:\n${output}")
+    endif()
+    if(NOT output MATCHES "${regex}")
+      fail("find_package(Kiln ${arguments}): output lacks /${regex}/:\n${output}")
+    endif()
+    message(STATUS "find_package(Kiln ${arguments}): ${expect} as expected")
+  endfunction()
+
+  check(vulkan fail "vulkan: not part of this version yet" 0.1 REQUIRED COMPONENTS cpu vulkan)
+  check(unknown fail "'tpu' is not a Kiln backend" 0.1 REQUIRED COMPONENTS tpu)
+  check(version fail "KilnConfig.cmake, version: 0\\.1\\.0" 0.2 REQUIRED COMPONENTS cpu)
+  check(all ok "targets: kiln::core kiln::cpu" 0.1 REQUIRED)
+  check(optional ok "targets: kiln::core kiln::cpu" 0.1 REQUIRED COMPONENTS cpu OPTIONAL_COMPONENTS vulkan)
+
+else()
+  fail("unknown STEP '${STEP}'")
+endif()
