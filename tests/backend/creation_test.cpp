@@ -12,10 +12,22 @@ KILN_BACKEND_TEST_SUITE(Creation);
 
 namespace {
 
+// Comma-free names of tensor types, for use inside test macros.
+template <class B> using Float1 = Tensor<B, 1>;
+template <class B> using Float2 = Tensor<B, 2>;
+template <class B> using Float3 = Tensor<B, 3>;
+template <class B> using Int1 = Tensor<B, 1, Int>;
+template <class B> using Int2 = Tensor<B, 2, Int>;
+template <class B> using Int3 = Tensor<B, 3, Int>;
+template <class B> using Bool1 = Tensor<B, 1, Bool>;
+template <class B> using Bool2 = Tensor<B, 2, Bool>;
+
 constexpr DType all_dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                 DType::i32, DType::i64, DType::u8,  DType::boolean};
 
-double mean_of(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
+double mean_of(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
 double std_of(const std::vector<double>& v) {
   const double m = mean_of(v);
   double s = 0.0;
@@ -29,7 +41,6 @@ double std_of(const std::vector<double>& v) {
 
 TYPED_TEST(Creation, FullZerosOnesInEveryDtype) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using I1 = Tensor<B, 1, Int>; using Bo1 = Tensor<B, 1, Bool>; using F3 = Tensor<B, 3>;
   for (DType dtype : all_dtypes) {
     const double value = is_bool(dtype) ? 1.0 : is_int(dtype) ? 7.0 : 1.5;
     const auto p = B::full(Shape{2, 3}, value, dtype, {});
@@ -38,33 +49,31 @@ TYPED_TEST(Creation, FullZerosOnesInEveryDtype) {
     EXPECT_EQ(B::into_data(p).template to_vec<double>(), std::vector<double>(6, value)) << dtype_name(dtype);
     EXPECT_EQ(B::into_data(B::full(Shape{4}, 0.0, dtype, {})).template to_vec<double>(), std::vector<double>(4, 0.0));
   }
-  EXPECT_EQ(F2::zeros({2, 2}).to_vec(), std::vector<double>(4, 0.0));
-  EXPECT_EQ(F2::ones({2, 2}, {}, DType::f64).dtype(), DType::f64);
-  EXPECT_EQ(I1::full({3}, -4.0).to_vec(), (std::vector<std::int64_t>{-4, -4, -4}));
-  EXPECT_EQ(Bo1::ones({2}).to_vec(), (std::vector<bool>{true, true}));
-  EXPECT_EQ(F3::zeros({2, 0, 3}).numel(), 0);
-  EXPECT_EQ(F3::zeros({2, 0, 3}).into_data().numel(), 0);
+  EXPECT_EQ(Float2<B>::zeros({2, 2}).to_vec(), std::vector<double>(4, 0.0));
+  EXPECT_EQ(Float2<B>::ones({2, 2}, {}, DType::f64).dtype(), DType::f64);
+  EXPECT_EQ(Int1<B>::full({3}, -4.0).to_vec(), (std::vector<std::int64_t>{-4, -4, -4}));
+  EXPECT_EQ(Bool1<B>::ones({2}).to_vec(), (std::vector<bool>{true, true}));
+  EXPECT_EQ(Float3<B>::zeros({2, 0, 3}).numel(), 0);
+  EXPECT_EQ(Float3<B>::zeros({2, 0, 3}).into_data().numel(), 0);
 }
 
 TYPED_TEST(Creation, FullRejectsADtypeOfAnotherKind) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using I2 = Tensor<B, 2, Int>;
-  EXPECT_KILN_ERROR((F2::zeros({2, 2}, {}, DType::i32)), "full: i32 is not a Float dtype");
-  EXPECT_KILN_ERROR((I2::ones({2, 2}, {}, DType::f32)), "full: f32 is not a Int dtype");
-  EXPECT_KILN_ERROR((F2::zeros({2, -1})), "negative dimension");
+  EXPECT_KILN_ERROR(Float2<B>::zeros({2, 2}, {}, DType::i32), "full: i32 is not a Float dtype");
+  EXPECT_KILN_ERROR(Int2<B>::ones({2, 2}, {}, DType::f32), "full: f32 is not a Int dtype");
+  EXPECT_KILN_ERROR(Float2<B>::zeros({2, -1}), "negative dimension");
 }
 
 TYPED_TEST(Creation, LikeKeepsShapeAndDtype) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using I1 = Tensor<B, 1, Int>;
-  const auto x = F2::ones({2, 3}, {}, DType::f64);
+  const auto x = Float2<B>::ones({2, 3}, {}, DType::f64);
   for (const auto& t : {x.zeros_like(), x.ones_like(), x.full_like(2.5)}) {
     EXPECT_EQ(t.shape(), (Shape{2, 3}));
     EXPECT_EQ(t.dtype(), DType::f64);
   }
   EXPECT_EQ(x.full_like(2.5).to_vec(), std::vector<double>(6, 2.5));
   EXPECT_EQ(x.zeros_like().to_vec(), std::vector<double>(6, 0.0));
-  const auto i = I1::ones({2}, {}, DType::i32);
+  const auto i = Int1<B>::ones({2}, {}, DType::i32);
   EXPECT_EQ(i.full_like(3).dtype(), DType::i32);
   EXPECT_EQ(i.full_like(3).to_vec(), (std::vector<std::int64_t>{3, 3}));
 }
@@ -73,80 +82,74 @@ TYPED_TEST(Creation, LikeKeepsShapeAndDtype) {
 
 TYPED_TEST(Creation, ArangeWithPositiveAndNegativeSteps) {
   using B = TypeParam;
-  using I1 = Tensor<B, 1, Int>; using F1 = Tensor<B, 1>;
-  EXPECT_EQ(I1::arange(0, 5).to_vec(), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(I1::arange(1, 8, 3).to_vec(), (std::vector<std::int64_t>{1, 4, 7}));
-  EXPECT_EQ(I1::arange(5, 0, -2).to_vec(), (std::vector<std::int64_t>{5, 3, 1}));
-  EXPECT_EQ(I1::arange(-3, 0).to_vec(), (std::vector<std::int64_t>{-3, -2, -1}));
-  EXPECT_EQ(I1::arange(2, 2).numel(), 0);
-  EXPECT_EQ(I1::arange(3, 0).numel(), 0);
-  const auto f = F1::arange(0, 3, 1, {}, DType::f64);
+  EXPECT_EQ(Int1<B>::arange(0, 5).to_vec(), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(Int1<B>::arange(1, 8, 3).to_vec(), (std::vector<std::int64_t>{1, 4, 7}));
+  EXPECT_EQ(Int1<B>::arange(5, 0, -2).to_vec(), (std::vector<std::int64_t>{5, 3, 1}));
+  EXPECT_EQ(Int1<B>::arange(-3, 0).to_vec(), (std::vector<std::int64_t>{-3, -2, -1}));
+  EXPECT_EQ(Int1<B>::arange(2, 2).numel(), 0);
+  EXPECT_EQ(Int1<B>::arange(3, 0).numel(), 0);
+  const auto f = Float1<B>::arange(0, 3, 1, {}, DType::f64);
   EXPECT_EQ(f.dtype(), DType::f64);
   EXPECT_EQ(f.to_vec(), (std::vector<double>{0, 1, 2}));
-  EXPECT_EQ(I1::arange(0, 3, 1, {}, DType::i32).dtype(), DType::i32);
-  EXPECT_KILN_ERROR((I1::arange(0, 3, 0)), "arange: step must not be zero");
+  EXPECT_EQ(Int1<B>::arange(0, 3, 1, {}, DType::i32).dtype(), DType::i32);
+  EXPECT_KILN_ERROR(Int1<B>::arange(0, 3, 0), "arange: step must not be zero");
 }
 
 TYPED_TEST(Creation, Eye) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using I2 = Tensor<B, 2, Int>;
-  EXPECT_EQ(F2::eye(3).to_vec(), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
-  EXPECT_EQ(F2::eye(2).shape(), (Shape{2, 2}));
-  EXPECT_EQ((I2::eye(2, {}, DType::i32).to_vec()), (std::vector<std::int64_t>{1, 0, 0, 1}));
-  EXPECT_EQ(F2::eye(0).numel(), 0);
+  EXPECT_EQ(Float2<B>::eye(3).to_vec(), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(Float2<B>::eye(2).shape(), (Shape{2, 2}));
+  EXPECT_EQ(Int2<B>::eye(2, {}, DType::i32).to_vec(), (std::vector<std::int64_t>{1, 0, 0, 1}));
+  EXPECT_EQ(Float2<B>::eye(0).numel(), 0);
 }
 
 TYPED_TEST(Creation, FromNestedLists) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using F3 = Tensor<B, 3>; using I2 = Tensor<B, 2, Int>; using Bo1 = Tensor<B, 1, Bool>; using F1 = Tensor<B, 1>;
-  const auto x = F2::from({{1, 2, 3}, {4, 5.5, 6}});
+  const auto x = Float2<B>::from({{1, 2, 3}, {4, 5.5, 6}});
   EXPECT_EQ(x.shape(), (Shape{2, 3}));
   EXPECT_EQ(x.dtype(), DType::f32);
   EXPECT_EQ(x.to_vec(), (std::vector<double>{1, 2, 3, 4, 5.5, 6}));
-  const auto y = F3::from({{{1}, {2}}, {{3}, {4}}, {{5}, {6}}}, {}, DType::f64);
+  const auto y = Float3<B>::from({{{1}, {2}}, {{3}, {4}}, {{5}, {6}}}, {}, DType::f64);
   EXPECT_EQ(y.shape(), (Shape{3, 2, 1}));
   EXPECT_EQ(y.dtype(), DType::f64);
   EXPECT_EQ(y.to_vec(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
-  const auto i = I2::from({{-1, 2}, {3, 4000000000}});
+  const auto i = Int2<B>::from({{-1, 2}, {3, 4000000000}});
   EXPECT_EQ(i.to_vec(), (std::vector<std::int64_t>{-1, 2, 3, 4000000000}));
-  const auto b = Bo1::from({true, false, true});
+  const auto b = Bool1<B>::from({true, false, true});
   EXPECT_EQ(b.dtype(), DType::boolean);
   EXPECT_EQ(b.to_vec(), (std::vector<bool>{true, false, true}));
-  EXPECT_EQ(F1::from({}).shape(), (Shape{0}));
+  EXPECT_EQ(Float1<B>::from({}).shape(), (Shape{0}));
 }
 
 TYPED_TEST(Creation, FromRejectsRaggedLists) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using F3 = Tensor<B, 3>;
-  EXPECT_KILN_ERROR((F2::from({{1, 2}, {3}})), "from: nested lists are ragged at depth 1 (lengths 2 and 1)");
-  EXPECT_KILN_ERROR((F3::from({{{1, 2}}, {{3, 4}, {5, 6}}})), "from: nested lists are ragged at depth 1");
-  EXPECT_KILN_ERROR((F2::from({{1}}, {}, DType::i64)), "from: i64 is not a Float dtype");
+  EXPECT_KILN_ERROR(Float2<B>::from({{1, 2}, {3}}), "from: nested lists are ragged at depth 1 (lengths 2 and 1)");
+  EXPECT_KILN_ERROR(Float3<B>::from({{{1, 2}}, {{3, 4}, {5, 6}}}), "from: nested lists are ragged at depth 1");
+  EXPECT_KILN_ERROR(Float2<B>::from({{1}}, {}, DType::i64), "from: i64 is not a Float dtype");
 }
 
 TYPED_TEST(Creation, FromDataConvertsToTheKindAndChecksRank) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using I2 = Tensor<B, 2, Int>; using F3 = Tensor<B, 3>;
   const auto data = TensorData::from(std::vector<std::int32_t>{1, 2, 3, 4}, Shape{2, 2});
-  const auto f = F2::from_data(data);
+  const auto f = Float2<B>::from_data(data);
   EXPECT_EQ(f.dtype(), DType::f32);  // an Int payload becomes the Float kind's default dtype
   EXPECT_EQ(f.to_vec(), (std::vector<double>{1, 2, 3, 4}));
-  EXPECT_EQ(I2::from_data(data).dtype(), DType::i32);
-  EXPECT_KILN_ERROR(F3::from_data(data), "from_data: data of shape [2, 2] has rank 2, the tensor has rank 3");
-  EXPECT_KILN_ERROR((I2(B::full(Shape{1, 1}, 0.0, DType::f32, {}))), "dtype f32 is not a Int dtype");
-  EXPECT_KILN_ERROR((F2(B::full(Shape{1}, 0.0, DType::f32, {}))), "a primitive of shape [1] has rank 1, not 2");
+  EXPECT_EQ(Int2<B>::from_data(data).dtype(), DType::i32);
+  EXPECT_KILN_ERROR(Float3<B>::from_data(data), "from_data: data of shape [2, 2] has rank 2, the tensor has rank 3");
+  EXPECT_KILN_ERROR(Int2<B>(B::full(Shape{1, 1}, 0.0, DType::f32, {})), "dtype f32 is not a Int dtype");
+  EXPECT_KILN_ERROR(Float2<B>(B::full(Shape{1}, 0.0, DType::f32, {})), "a primitive of shape [1] has rank 1, not 2");
 }
 
 // ---- host transfer
 
 TYPED_TEST(Creation, IntoDataOfViewsIsRowMajor) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>;
-  const auto x = F2::from({{1, 2, 3}, {4, 5, 6}});
+  const auto x = Float2<B>::from({{1, 2, 3}, {4, 5, 6}});
   const auto t = x.transpose();
   const TensorData d = t.into_data();
   EXPECT_EQ(d.shape(), (Shape{3, 2}));
   EXPECT_EQ(d.dtype(), DType::f32);
-  EXPECT_EQ((std::vector<float>(d.template as<float>().begin(), d.template as<float>().end())),
+  EXPECT_EQ(std::vector<float>(d.template as<float>().begin(), d.template as<float>().end()),
             (std::vector<float>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(t.template to_vec<std::int64_t>(), (std::vector<std::int64_t>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(x.template to_vec<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
@@ -154,13 +157,12 @@ TYPED_TEST(Creation, IntoDataOfViewsIsRowMajor) {
 
 TYPED_TEST(Creation, ItemReadsOneElement) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>; using I2 = Tensor<B, 2, Int>; using Bo1 = Tensor<B, 1, Bool>; using F2 = Tensor<B, 2>;
-  EXPECT_EQ(F1::from({2.5}).item(), 2.5);
-  EXPECT_EQ(I2::from({{-7}}).item(), -7);
-  EXPECT_EQ(Bo1::from({true}).item(), true);
-  EXPECT_EQ(F2::from({{1, 2}, {3, 4}}).slice({ops::Slice(1), ops::Slice(0)}).item(), 3.0);
-  EXPECT_KILN_ERROR(F1::from({1, 2}).item(), "item: the tensor has shape [2] (2 elements), not one element");
-  EXPECT_KILN_ERROR(F1::zeros({0}).item(), "item: the tensor has shape [0]");
+  EXPECT_EQ(Float1<B>::from({2.5}).item(), 2.5);
+  EXPECT_EQ(Int2<B>::from({{-7}}).item(), -7);
+  EXPECT_EQ(Bool1<B>::from({true}).item(), true);
+  EXPECT_EQ(Float2<B>::from({{1, 2}, {3, 4}}).slice({ops::Slice(1), ops::Slice(0)}).item(), 3.0);
+  EXPECT_KILN_ERROR(Float1<B>::from({1, 2}).item(), "item: the tensor has shape [2] (2 elements), not one element");
+  EXPECT_KILN_ERROR(Float1<B>::zeros({0}).item(), "item: the tensor has shape [0]");
 }
 
 // ---- casts
@@ -187,24 +189,23 @@ TYPED_TEST(Creation, CastBetweenEveryPairOfDtypes) {
 
 TYPED_TEST(Creation, CastRoundsAndTruncatesLikeTorch) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>; using Bo1 = Tensor<B, 1, Bool>; using I1 = Tensor<B, 1, Int>;
-  const auto x = F1::from({2.7, -3.7, 0.5, -0.0, 1e-8}, {}, DType::f64);
+  const auto x = Float1<B>::from({2.7, -3.7, 0.5, -0.0, 1e-8}, {}, DType::f64);
   EXPECT_EQ(x.to_int().to_vec(), (std::vector<std::int64_t>{2, -3, 0, 0, 0}));
   EXPECT_EQ(x.to_int(DType::i32).dtype(), DType::i32);
   EXPECT_EQ(x.to_bool().to_vec(), (std::vector<bool>{true, true, true, false, true}));
   // f64 -> f32 -> f16 round to nearest.
-  EXPECT_EQ(F1::from({0.1}, {}, DType::f64).cast(DType::f32).to_vec(),
+  EXPECT_EQ(Float1<B>::from({0.1}, {}, DType::f64).cast(DType::f32).to_vec(),
             (std::vector<double>{static_cast<double>(0.1f)}));
-  EXPECT_NEAR(F1::from({0.1}).cast(DType::f16).to_vec()[0], 0.0999755859375, 0.0);
-  EXPECT_NEAR(F1::from({0.1}).cast(DType::bf16).to_vec()[0], 0.10009765625, 0.0);
-  const auto b = Bo1::from({true, false});
+  EXPECT_NEAR(Float1<B>::from({0.1}).cast(DType::f16).to_vec()[0], 0.0999755859375, 0.0);
+  EXPECT_NEAR(Float1<B>::from({0.1}).cast(DType::bf16).to_vec()[0], 0.10009765625, 0.0);
+  const auto b = Bool1<B>::from({true, false});
   EXPECT_EQ(b.to_float().to_vec(), (std::vector<double>{1, 0}));
   EXPECT_EQ(b.to_int(DType::u8).to_vec(), (std::vector<std::int64_t>{1, 0}));
-  const auto i = I1::from({-2, 0, 5});
+  const auto i = Int1<B>::from({-2, 0, 5});
   EXPECT_EQ(i.to_float(DType::f64).to_vec(), (std::vector<double>{-2, 0, 5}));
   EXPECT_EQ(i.to_bool().to_vec(), (std::vector<bool>{true, false, true}));
   // NaN and infinities survive float casts; NaN is true.
-  const auto special = F1::from({NAN, INFINITY, -INFINITY});
+  const auto special = Float1<B>::from({NAN, INFINITY, -INFINITY});
   const auto wide = special.cast(DType::f64).to_vec();
   EXPECT_TRUE(std::isnan(wide[0]));
   EXPECT_EQ(wide[1], INFINITY);
@@ -214,8 +215,7 @@ TYPED_TEST(Creation, CastRoundsAndTruncatesLikeTorch) {
 
 TYPED_TEST(Creation, CastOfAViewAndSameDtype) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>;
-  const auto x = F2::from({{1, 2, 3}, {4, 5, 6}});
+  const auto x = Float2<B>::from({{1, 2, 3}, {4, 5, 6}});
   EXPECT_EQ(x.transpose().to_int(DType::i32).to_vec(), (std::vector<std::int64_t>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(x.transpose().cast(DType::bf16).to_vec(), (std::vector<double>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(x.cast(DType::f32).to_vec(), x.to_vec());
@@ -227,22 +227,21 @@ TYPED_TEST(Creation, CastOfAViewAndSameDtype) {
 
 TYPED_TEST(Creation, RandomIsDeterminedBySeedAndStreamPosition) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>; using F1 = Tensor<B, 1>;
   const auto dist = Distribution::uniform(-1.0, 2.0);
   manual_seed(1234);
-  const auto a = F2::random({3, 4}, dist, {}, DType::f64);
-  const auto b = F2::random({5, 2}, dist, {}, DType::f64);
+  const auto a = Float2<B>::random({3, 4}, dist, {}, DType::f64);
+  const auto b = Float2<B>::random({5, 2}, dist, {}, DType::f64);
   const auto av = a.to_vec(), bv = b.to_vec();
   for (std::size_t i = 0; i < av.size(); ++i) EXPECT_EQ(av[i], dist.sample(1234, i)) << i;
   for (std::size_t i = 0; i < bv.size(); ++i) EXPECT_EQ(bv[i], dist.sample(1234, 12 + i)) << i;  // continues the stream
   EXPECT_NE(av[0], bv[0]);
   manual_seed(1234);
-  EXPECT_EQ((F2::random({3, 4}, dist, {}, DType::f64).to_vec()), av);
+  EXPECT_EQ(Float2<B>::random({3, 4}, dist, {}, DType::f64).to_vec(), av);
   manual_seed(99);
-  EXPECT_NE((F2::random({3, 4}, dist, {}, DType::f64).to_vec()), av);
+  EXPECT_NE(Float2<B>::random({3, 4}, dist, {}, DType::f64).to_vec(), av);
   // f32 stores the same draws rounded; random_like continues the stream too.
   manual_seed(7);
-  const auto f = F1::random({6}, Distribution::normal(0.0, 1.0));
+  const auto f = Float1<B>::random({6}, Distribution::normal(0.0, 1.0));
   const auto fv = f.to_vec();
   for (std::size_t i = 0; i < fv.size(); ++i)
     EXPECT_EQ(fv[i], static_cast<double>(static_cast<float>(Distribution::normal(0.0, 1.0).sample(7, i))));
@@ -253,9 +252,8 @@ TYPED_TEST(Creation, RandomIsDeterminedBySeedAndStreamPosition) {
 
 TYPED_TEST(Creation, RandomNormalStatistics) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>;
   manual_seed(2024);
-  const auto v = F1::random({100000}, Distribution::normal(1.5, 2.0)).to_vec();
+  const auto v = Float1<B>::random({100000}, Distribution::normal(1.5, 2.0)).to_vec();
   // Standard error of the mean is 2 / sqrt(1e5) ~ 0.0063; of the std ~ 0.0045.
   EXPECT_NEAR(mean_of(v), 1.5, 0.03);
   EXPECT_NEAR(std_of(v), 2.0, 0.03);
@@ -266,9 +264,8 @@ TYPED_TEST(Creation, RandomNormalStatistics) {
 
 TYPED_TEST(Creation, RandomUniformRangeAndMean) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>;
   manual_seed(5);
-  const auto v = F2::random({200, 500}, Distribution::uniform(-2.0, 3.0), {}, DType::f64).to_vec();
+  const auto v = Float2<B>::random({200, 500}, Distribution::uniform(-2.0, 3.0), {}, DType::f64).to_vec();
   EXPECT_GE(*std::min_element(v.begin(), v.end()), -2.0);
   EXPECT_LT(*std::max_element(v.begin(), v.end()), 3.0);
   EXPECT_LT(*std::min_element(v.begin(), v.end()), -1.99);
@@ -279,16 +276,15 @@ TYPED_TEST(Creation, RandomUniformRangeAndMean) {
 
 TYPED_TEST(Creation, RandomBernoulliRateInEveryKind) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>; using Bo1 = Tensor<B, 1, Bool>; using I1 = Tensor<B, 1, Int>;
   manual_seed(11);
-  const auto f = F1::random({100000}, Distribution::bernoulli(0.3)).to_vec();
+  const auto f = Float1<B>::random({100000}, Distribution::bernoulli(0.3)).to_vec();
   for (double x : f) ASSERT_TRUE(x == 0.0 || x == 1.0);
   EXPECT_NEAR(mean_of(f), 0.3, 0.01);
-  const auto b = Bo1::random({100000}, Distribution::bernoulli(0.8));
+  const auto b = Bool1<B>::random({100000}, Distribution::bernoulli(0.8));
   EXPECT_EQ(b.dtype(), DType::boolean);
   const auto bv = b.template to_vec<double>();
   EXPECT_NEAR(mean_of(bv), 0.8, 0.01);
-  const auto i = I1::random({1000}, Distribution::uniform(0.0, 10.0)).to_vec();
+  const auto i = Int1<B>::random({1000}, Distribution::uniform(0.0, 10.0)).to_vec();
   EXPECT_EQ(*std::min_element(i.begin(), i.end()), 0);
   EXPECT_EQ(*std::max_element(i.begin(), i.end()), 9);
 }
@@ -297,21 +293,20 @@ TYPED_TEST(Creation, RandomBernoulliRateInEveryKind) {
 
 TYPED_TEST(Creation, ReshapeInfersOneDim) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>; using F2 = Tensor<B, 2>;
-  const auto x = F1::arange(0, 12).template reshape<2>({4, 3});
+  const auto x = Float1<B>::arange(0, 12).template reshape<2>({4, 3});
   const auto y = x.template reshape<3>({2, -1, 3});
   EXPECT_EQ(y.shape(), (Shape{2, 2, 3}));
   EXPECT_EQ(y.to_vec(), x.to_vec());
   EXPECT_EQ(x.template reshape<1>({-1}).shape(), (Shape{12}));
-  EXPECT_EQ(F2::zeros({0, 3}).template reshape<2>({-1, 3}).shape(), (Shape{0, 3}));
-  EXPECT_EQ(F2::zeros({0, 3}).template reshape<3>({3, 0, 5}).shape(), (Shape{3, 0, 5}));
+  EXPECT_EQ(Float2<B>::zeros({0, 3}).template reshape<2>({-1, 3}).shape(), (Shape{0, 3}));
+  EXPECT_EQ(Float2<B>::zeros({0, 3}).template reshape<3>({3, 0, 5}).shape(), (Shape{3, 0, 5}));
 }
 
 TYPED_TEST(Creation, ReshapeRejectsSizeMismatches) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>;
-  const auto x = F2::zeros({4, 3});
-  EXPECT_KILN_ERROR(x.template reshape<2>({5, 2}), "reshape: cannot reshape [4, 3] (12 elements) into [5, 2] (10 elements)");
+  const auto x = Float2<B>::zeros({4, 3});
+  EXPECT_KILN_ERROR(x.template reshape<2>({5, 2}),
+                    "reshape: cannot reshape [4, 3] (12 elements) into [5, 2] (10 elements)");
   EXPECT_KILN_ERROR(x.template reshape<2>({5, -1}), "reshape: cannot reshape [4, 3] into [5, -1]");
   EXPECT_KILN_ERROR(x.template reshape<3>({-1, -1, 3}), "reshape: only one dim may be -1");
   EXPECT_KILN_ERROR(x.template reshape<2>({-2, 6}), "reshape: invalid dim -2");
@@ -320,8 +315,7 @@ TYPED_TEST(Creation, ReshapeRejectsSizeMismatches) {
 
 TYPED_TEST(Creation, FlattenMergesARangeOfDims) {
   using B = TypeParam;
-  using F1 = Tensor<B, 1>;
-  const auto x = F1::arange(0, 24).template reshape<3>({2, 3, 4});
+  const auto x = Float1<B>::arange(0, 24).template reshape<3>({2, 3, 4});
   EXPECT_EQ(x.template flatten<2>(1, 2).shape(), (Shape{2, 12}));
   EXPECT_EQ(x.template flatten<2>(0, 1).shape(), (Shape{6, 4}));
   EXPECT_EQ(x.template flatten<1>().shape(), (Shape{24}));
@@ -334,8 +328,7 @@ TYPED_TEST(Creation, FlattenMergesARangeOfDims) {
 
 TYPED_TEST(Creation, UnsqueezeAndSqueeze) {
   using B = TypeParam;
-  using F2 = Tensor<B, 2>;
-  const auto x = F2::from({{1, 2, 3}, {4, 5, 6}});
+  const auto x = Float2<B>::from({{1, 2, 3}, {4, 5, 6}});
   EXPECT_EQ(x.template unsqueeze<4>().shape(), (Shape{1, 1, 2, 3}));
   EXPECT_EQ(x.unsqueeze_dim(0).shape(), (Shape{1, 2, 3}));
   EXPECT_EQ(x.unsqueeze_dim(1).shape(), (Shape{2, 1, 3}));

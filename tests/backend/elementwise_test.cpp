@@ -24,7 +24,8 @@ constexpr double kRtol32 = 1e-5, kAtol32 = 1e-6;
 constexpr double kRtol64 = 1e-10, kAtol64 = 1e-12;
 
 template <class B, std::size_t D> using UnaryFn = std::function<Tensor<B, D>(const Tensor<B, D>&)>;
-template <class B, std::size_t D> using BinaryFn = std::function<Tensor<B, D>(const Tensor<B, D>&, const Tensor<B, D>&)>;
+template <class B, std::size_t D>
+using BinaryFn = std::function<Tensor<B, D>(const Tensor<B, D>&, const Tensor<B, D>&)>;
 template <class B, std::size_t D>
 using CompareFn = std::function<Tensor<B, D, Bool>(const Tensor<B, D>&, const Tensor<B, D>&)>;
 
@@ -261,11 +262,11 @@ TYPED_TEST(Elementwise, ScalarOperandsOnEitherSide) {
 }
 
 TYPED_TEST(Elementwise, PowWithScalarExponents) {
-  // 2, 0.5, -0.5 and -1 take faster paths (x * x, sqrt, rsqrt, recip); all must agree with torch.
+  // 2, 3, 0.5, -0.5, -1 and -2 take faster paths (x * x, sqrt, rsqrt, recip...); all must agree with torch.
   using B = TypeParam;
   for (const std::string e : {"0.5", "-0.5", "-1", "1.7", "-2"})
     check_unary<B, 2>("scalar_pow_" + e, [&](const auto& x) { return x.pow(std::stod(e)); });
-  for (const std::string e : {"2", "0.5", "-0.5", "-1"})
+  for (const std::string e : {"2", "3", "0.5", "-0.5", "-1", "-2", "1.7"})
     check_unary<B, 1>("special_pow_" + e, [&](const auto& x) { return x.pow(std::stod(e)); });
 }
 
@@ -478,7 +479,8 @@ TYPED_TEST(Elementwise, MixedDtypesAreRejectedNamingOpShapesAndDtypes) {
   EXPECT_KILN_ERROR(a + b, "add: both operands must have the same dtype, got [2, 3] f32 and [2, 3] f64");
   EXPECT_KILN_ERROR(a.div(b), "div: both operands must have the same dtype, got [2, 3] f32 and [2, 3] f64");
   EXPECT_KILN_ERROR(a.ge(b), "ge: both operands must have the same dtype");
-  EXPECT_KILN_ERROR(where(a.lt(0.0), a, b), "where: both branches must have the same dtype, got [2, 3] f32 and [2, 3] f64");
+  EXPECT_KILN_ERROR(where(a.lt(0.0), a, b),
+                    "where: both branches must have the same dtype, got [2, 3] f32 and [2, 3] f64");
 }
 
 TYPED_TEST(Elementwise, BackendRejectsDtypesOutsideAnOpsDomain) {
@@ -573,8 +575,10 @@ template <class Op> void check_binary_grad(std::initializer_list<std::pair<doubl
     const double y = Op::template apply<double>(a, b);
     const double da = dy * numeric_derivative([b = b](double v) { return Op::template apply<double>(v, b); }, a);
     const double db = dy * numeric_derivative([a = a](double v) { return Op::template apply<double>(a, v); }, b);
-    EXPECT_TRUE(derivative_close(Op::template grad_lhs<double>(a, b, y, dy), da)) << Op::name << " lhs at " << a << ", " << b;
-    EXPECT_TRUE(derivative_close(Op::template grad_rhs<double>(a, b, y, dy), db)) << Op::name << " rhs at " << a << ", " << b;
+    EXPECT_TRUE(derivative_close(Op::template grad_lhs<double>(a, b, y, dy), da)) << Op::name << " lhs at " << a
+                                                                                     << ", " << b;
+    EXPECT_TRUE(derivative_close(Op::template grad_rhs<double>(a, b, y, dy), db)) << Op::name << " rhs at " << a
+                                                                                     << ", " << b;
   }
 }
 

@@ -1,12 +1,12 @@
 // Conformance: pooling and interpolation against PyTorch golden values
 // (tests/golden/gen_pool.py): forward through kiln::functional, backward through the
 // backend primitives, 2-d and 1-d, f32 and f64, plus shape edge cases and bad input.
+#include "backends.hpp"
+#include "golden.hpp"
+
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include "backends.hpp"
-#include "golden.hpp"
 
 using namespace kiln;
 using kiln::test::golden;

@@ -384,26 +384,32 @@ TYPED_TEST(Reduce, NanInALaterPartStillPropagates) {
 TYPED_TEST(Reduce, LargeScanAndSortMatchAHostReference) {
   using B = TypeParam;
   manual_seed(11);
-  const auto x = Tensor<B, 2>::random({300, 257}, Distribution::uniform(-1.0, 1.0), {}, DType::f32);
+  constexpr std::size_t rows = 301, cols = 257;  // rows: four-row groups of the row scan, then a tail
+  const auto x = Tensor<B, 2>::random({rows, cols}, Distribution::uniform(-1.0, 1.0), {}, DType::f32);
   const auto host = x.template to_vec<double>();
-  std::vector<double> cum(host.size());
-  for (std::size_t i = 0; i < 257; ++i) {
+  std::vector<double> down(host.size()), across(host.size());
+  for (std::size_t i = 0; i < cols; ++i) {
     double acc = 0;
-    for (std::size_t j = 0; j < 300; ++j) cum[j * 257 + i] = acc += host[j * 257 + i];
+    for (std::size_t j = 0; j < rows; ++j) down[j * cols + i] = acc += host[j * cols + i];
   }
-  EXPECT_CLOSE(x.cumsum(0), host_data(cum, Shape{300, 257}, DType::f64), 1e-5, 1e-5);
+  for (std::size_t j = 0; j < rows; ++j) {
+    double acc = 0;
+    for (std::size_t i = 0; i < cols; ++i) across[j * cols + i] = acc += host[j * cols + i];
+  }
+  EXPECT_CLOSE(x.cumsum(0), host_data(down, Shape{rows, cols}, DType::f64), 1e-5, 1e-5);
+  EXPECT_CLOSE(x.cumsum(1), host_data(across, Shape{rows, cols}, DType::f64), 1e-5, 1e-5);
   // Sorting along dim 0 (strided slices) of rounded values: many ties, so stability matters.
   const auto r = x.mul(4.0).round();
   const auto [values, indices] = r.sort_with_indices(0, true);
   const auto v = values.template to_vec<double>();
   const auto idx = indices.template to_vec<std::int64_t>();
   const auto rh = r.template to_vec<double>();
-  for (std::size_t i = 0; i < 257; ++i) {
-    for (std::size_t j = 0; j + 1 < 300; ++j) {
-      const double a = v[j * 257 + i], b = v[(j + 1) * 257 + i];
+  for (std::size_t i = 0; i < cols; ++i) {
+    for (std::size_t j = 0; j + 1 < rows; ++j) {
+      const double a = v[j * cols + i], b = v[(j + 1) * cols + i];
       ASSERT_GE(a, b);
-      if (a == b) ASSERT_LT(idx[j * 257 + i], idx[(j + 1) * 257 + i]);
-      ASSERT_EQ(rh[static_cast<std::size_t>(idx[j * 257 + i]) * 257 + i], a);
+      if (a == b) ASSERT_LT(idx[j * cols + i], idx[(j + 1) * cols + i]);
+      ASSERT_EQ(rh[static_cast<std::size_t>(idx[j * cols + i]) * cols + i], a);
     }
   }
 }
@@ -498,7 +504,9 @@ TYPED_TEST(Reduce, BadInputGivesErrorsNamingTheOp) {
   const auto ints = Tensor<B, 2, Int>::zeros({2, 3});
   EXPECT_KILN_ERROR(B::reduce(ints.primitive(), ops::ReduceOp::mean, 0), "mean: expected a float tensor, got i64");
   const auto bools = Tensor<B, 2, Bool>::from_data(host_data({1, 0, 1, 1, 0, 0}, Shape{2, 3}, DType::boolean));
-  EXPECT_KILN_ERROR(B::reduce_all(bools.primitive(), ops::ReduceOp::sum), "sum: expected a float or int tensor, got bool");
-  EXPECT_KILN_ERROR(B::cumulative(bools.primitive(), ops::CumulativeOp::sum, 0), "cumsum: expected a float or int tensor");
+  EXPECT_KILN_ERROR(B::reduce_all(bools.primitive(), ops::ReduceOp::sum),
+                    "sum: expected a float or int tensor, got bool");
+  EXPECT_KILN_ERROR(B::cumulative(bools.primitive(), ops::CumulativeOp::sum, 0),
+                    "cumsum: expected a float or int tensor");
   EXPECT_KILN_ERROR(B::reduce(x.primitive(), ops::ReduceOp::sum, 2), "sum: dim 2 is out of range");
 }

@@ -153,7 +153,7 @@ def cases(w):
     for e in ("0.5", "-0.5", "-1", "1.7", "-2"):
         both(w, f"scalar_pow_{e}", lambda t, e=float(e): torch.pow(t, e), x=px)
     # The special-cased exponents agree with torch on negative and special bases too.
-    for e in ("2", "0.5", "-0.5", "-1"):
+    for e in ("2", "3", "0.5", "-0.5", "-1", "-2", "1.7"):
         both(w, f"special_pow_{e}", lambda t, e=float(e): torch.pow(t, e), x=SPECIAL)
 
     # ---- non-contiguous inputs: a transposed view and a strided slice

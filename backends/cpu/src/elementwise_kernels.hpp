@@ -156,11 +156,15 @@ template <class T> struct SimdMask {
     return m;
   }
   SimdMask eval() const { return *this; }
-  Simd<T> select(const Simd<T>& a, const Simd<T>& b) const { return Simd<T>::of(Eigen::internal::pselect(v, a.v, b.v)); }
+  Simd<T> select(const Simd<T>& a, const Simd<T>& b) const {
+    return Simd<T>::of(Eigen::internal::pselect(v, a.v, b.v));
+  }
   friend SimdMask operator&&(const SimdMask& a, const SimdMask& b) { return of(Eigen::internal::pand(a.v, b.v)); }
   friend SimdMask operator||(const SimdMask& a, const SimdMask& b) { return of(Eigen::internal::por(a.v, b.v)); }
   friend SimdMask operator!=(const SimdMask& a, const SimdMask& b) { return of(Eigen::internal::pxor(a.v, b.v)); }
-  friend SimdMask operator!(const SimdMask& a) { return of(Eigen::internal::pandnot(Eigen::internal::ptrue(a.v), a.v)); }
+  friend SimdMask operator!(const SimdMask& a) {
+    return of(Eigen::internal::pandnot(Eigen::internal::ptrue(a.v), a.v));
+  }
 
   void store(bool* p, std::int64_t count = width) const {
 #if defined(__AVX__)
@@ -187,8 +191,8 @@ template <class T> SimdMask<T> Simd<T>::isNaN() const {
   return SimdMask<T>::of(Eigen::internal::pandnot(Eigen::internal::ptrue(v), Eigen::internal::pcmp_eq(v, v)));
 }
 template <class T> SimdMask<T> Simd<T>::isInf() const {
-  return SimdMask<T>::of(
-      Eigen::internal::pcmp_eq(Eigen::internal::pabs(v), Eigen::internal::pset1<Packet>(std::numeric_limits<T>::infinity())));
+  const Packet inf = Eigen::internal::pset1<Packet>(std::numeric_limits<T>::infinity());
+  return SimdMask<T>::of(Eigen::internal::pcmp_eq(Eigen::internal::pabs(v), inf));
 }
 
 // Arithmetic between registers, and with a scalar on either side.
@@ -268,8 +272,11 @@ KILN_INLINE void simd_loop(R* y, std::int64_t n, bool stream, Compute&& compute)
     // Streaming stores need aligned addresses: a short first block reaches the alignment.
     constexpr std::uintptr_t align = sizeof(typename Simd<T>::Packet);
     const auto misaligned = reinterpret_cast<std::uintptr_t>(y) % align;
-    if (!stream || misaligned % sizeof(R) != 0) stream = false;
-    else if (misaligned != 0) count = std::min<std::int64_t>(n, static_cast<std::int64_t>((align - misaligned) / sizeof(R)));
+    if (!stream || misaligned % sizeof(R) != 0) {
+      stream = false;
+    } else if (misaligned != 0) {
+      count = std::min<std::int64_t>(n, static_cast<std::int64_t>((align - misaligned) / sizeof(R)));
+    }
   }
   for (std::int64_t i = 0; i < n; i += count, count = std::min(W, n - i)) {
     const auto r = compute(i, count);

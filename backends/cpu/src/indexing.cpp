@@ -23,7 +23,8 @@ template <class F> void visit_element_bytes(DType dtype, F&& fn) {
 // a + b in the storage type: Bool adds as logical or, half floats through float.
 template <class T> T add_values(T a, T b) {
   if constexpr (std::is_same_v<T, bool>) return a || b;
-  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(a) + static_cast<float>(b));
+  else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(static_cast<float>(a) + static_cast<float>(b));
   else return static_cast<T>(a + b);
 }
 
@@ -268,10 +269,12 @@ Cpu::Primitive Cpu::index_add(const Primitive& x, std::int64_t dim, const Primit
   const std::int64_t size = x.shape[d];
   constexpr std::int64_t kColumns = 2048;
   const std::int64_t blocks = (inner + kColumns - 1) / kColumns;
+  const std::int64_t task_size = std::max<std::int64_t>(1, n * std::min(inner, kColumns));
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / task_size);
   visit_dtype(x.dtype, [&]<class T>() {
     const T* src = v.data<T>();
     T* dst = out.data<T>();
-    cpu::parallel_for(outer * blocks, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, n * std::min(inner, kColumns))),
+    cpu::parallel_for(outer * blocks, grain,
                       [&](std::int64_t begin, std::int64_t end) {
                         for (std::int64_t task = begin; task < end; ++task) {
                           const std::int64_t o = task / blocks, c0 = task % blocks * kColumns;

@@ -2,9 +2,9 @@
 // forward and backward, with torch.nn.functional.interpolate's index and weight rules.
 // Every mode is separable: each output row and column reads K input rows and columns
 // (K = 1, 2, 4) with weights computed once per axis. f16/bf16 compute through f32.
-#include <cmath>
-
 #include "internal.hpp"
+
+#include <cmath>
 
 namespace kiln::cpu {
 namespace {

@@ -3,9 +3,10 @@
 
 namespace kiln::cpu {
 
+// Never destroyed: cached primitives and thread-local streams may outlive static destruction.
 dnnl::engine& onednn_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
 }
 
 dnnl::stream& onednn_stream() {

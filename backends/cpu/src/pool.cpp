@@ -1,7 +1,13 @@
 // Pooling on NCHW tensors: max pooling (with PyTorch-format indices), average pooling and
 // adaptive average pooling, forward and backward. The direct loops below are the reference
-// and serve f64 and max pooling; f32 average pooling runs on oneDNN wherever oneDNN's
-// padding rules give PyTorch's exact divisors. f16/bf16 compute through f32.
+// and serve f64, max pooling and small inputs; f32 average pooling of larger inputs runs on
+// oneDNN wherever oneDNN's padding rules give PyTorch's exact divisors. Max pooling stays a
+// direct loop: oneDNN's workspace is not PyTorch's indices, and the row-wise loop, which also
+// writes the indices, runs about as fast as oneDNN's kernel plus its layout reorders.
+// f16/bf16 compute through f32.
+#include "internal.hpp"
+#include "onednn.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -10,9 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
-
-#include "internal.hpp"
-#include "onednn.hpp"
+#include <vector>
 
 namespace kiln::cpu {
 namespace {
@@ -313,7 +317,7 @@ std::shared_ptr<const OnednnPool> make_onednn_pool(const OnednnPoolKey& key, con
 // ones), or null when oneDNN has no vectorized kernel for it.
 std::shared_ptr<const OnednnPool> onednn_avg_pool(const OnednnPoolKey& key, const std::array<std::int64_t, 2>& right) {
   static std::mutex mutex;
-  static std::map<OnednnPoolKey, std::shared_ptr<const OnednnPool>> cache;
+  static auto& cache = *new std::map<OnednnPoolKey, std::shared_ptr<const OnednnPool>>();  // outlives static destruction
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   std::shared_ptr<const OnednnPool> pool;

@@ -224,18 +224,21 @@ void reduce_kernel(const T* x, const Split& s, Out* out, Finalize finalize) {
   const std::int64_t tiles = (s.inner + tile - 1) / tile;
   // Split n only when (outer, tile) pairs are too few to keep the threads busy.
   const bool split = s.outer * tiles < kMinItems;
-  const std::int64_t rows_per_part = !split ? std::max<std::int64_t>(s.n, 1) : columns ? std::max(kRowLeaf, kPart / tile) : kPart;
+  const std::int64_t rows_per_part =
+      !split ? std::max<std::int64_t>(s.n, 1) : columns ? std::max(kRowLeaf, kPart / tile) : kPart;
   const std::int64_t parts = std::max<std::int64_t>(1, (s.n + rows_per_part - 1) / rows_per_part);
   const std::int64_t part_rows = std::min(s.n, rows_per_part);
   // Partial results live in a pooled buffer: a fresh one would cost page faults on every call.
-  const CpuTensor partial = empty(Shape{parts > 1 ? s.outer * parts * s.inner * static_cast<std::int64_t>(sizeof(A)) : 0}, DType::u8);
+  const std::int64_t partial_bytes = parts > 1 ? s.outer * parts * s.inner * static_cast<std::int64_t>(sizeof(A)) : 0;
+  const CpuTensor partial = empty(Shape{partial_bytes}, DType::u8);
   A* partial_data = reinterpret_cast<A*>(partial.bytes());
 
   // Rows of the last dim, whole: one value per row, no partial buffer.
   if (!columns && parts == 1) {
     parallel_for(s.outer, std::max<std::int64_t>(1, kGrainElements / std::max<std::int64_t>(1, s.n)),
                  [&](std::int64_t begin, std::int64_t end) {
-                   for (std::int64_t o = begin; o < end; ++o) out[o] = finalize(reduce_contiguous<Op, A>(x + o * s.n, s.n));
+                   for (std::int64_t o = begin; o < end; ++o)
+                     out[o] = finalize(reduce_contiguous<Op, A>(x + o * s.n, s.n));
                  });
     return;
   }
@@ -332,8 +335,8 @@ void check_reduce_dtype(ReduceOp op, DType dtype) {
   const auto name = ops::reduce_name(op);
   if (op == ReduceOp::mean) KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", name, dtype);
   if (op != ReduceOp::max && op != ReduceOp::min)
-    KILN_CHECK(!is_bool(dtype), "{}: expected a float or int tensor, got {} (bool tensors reduce with max/min: any/all)",
-               name, dtype);
+    KILN_CHECK(!is_bool(dtype),
+               "{}: expected a float or int tensor, got {} (bool tensors reduce with max/min: any/all)", name, dtype);
 }
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
@@ -345,7 +348,8 @@ void run_reduce(const CpuTensor& x, const Split& s, ReduceOp op, const CpuTensor
     return;
   }
   visit_dtype(x.dtype, [&]<class T>() {
-    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) reduce_typed<T>(x.data<T>(), s, op, out.data<T>());
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+      reduce_typed<T>(x.data<T>(), s, op, out.data<T>());
   });
 }
 
@@ -433,7 +437,8 @@ template <bool Sum, class T> void scan_rows(const T* x, const Split& s, T* out) 
   using A = SumAcc<T>;
   constexpr std::int64_t kRows = 4;
   const std::int64_t groups = (s.outer + kRows - 1) / kRows;
-  parallel_for(groups, std::max<std::int64_t>(1, kGrainElements / (kRows * s.n)), [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrainElements / (kRows * s.n));
+  parallel_for(groups, grain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t g = begin; g < end; ++g) {
       const std::int64_t o0 = g * kRows;
       if (o0 + kRows <= s.outer) {
@@ -466,8 +471,8 @@ template <bool Sum, class T> void scan_kernel(const T* x, const Split& s, T* out
     scan_rows<Sum>(x, s, out);
     return;
   }
-  const bool columns = s.inner > 1;
-  const std::int64_t tile = columns ? std::min(s.inner, kTile) : 1;
+  // Columns: a tile of accumulators walks down the rows, a vectorizable row at a time.
+  const std::int64_t tile = std::min(s.inner, kTile);
   const std::int64_t tiles = (s.inner + tile - 1) / tile;
   const std::int64_t grain = std::max<std::int64_t>(1, kGrainElements / std::max<std::int64_t>(1, s.n * tile));
   parallel_for(s.outer * tiles, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -517,8 +522,8 @@ Cpu::Primitive Cpu::reduce_all(const Primitive& x, ops::ReduceOp op) {
   cpu::check_reduce_dtype(op, x.dtype);
   if (cpu::is_half(x.dtype)) return cast(reduce_all(cast(x, DType::f32), op), x.dtype);
   const bool no_identity = (op == ops::ReduceOp::max || op == ops::ReduceOp::min) && !is_bool(x.dtype);
-  KILN_CHECK(!(no_identity && x.numel() == 0), "{}: cannot reduce an empty tensor of shape {} ({} of no elements is undefined)",
-             name, x.shape, name);
+  KILN_CHECK(!(no_identity && x.numel() == 0),
+             "{}: cannot reduce an empty tensor of shape {} ({} of no elements is undefined)", name, x.shape, name);
   // A dense view (e.g. a transpose) is reduced in memory order without a copy.
   CpuTensor flat = x;
   if (!x.is_contiguous() && !cpu::is_dense(x)) flat = cpu::contiguous(x);

@@ -35,7 +35,8 @@ template <class T> void sort_slice(Keyed<T>* first, Keyed<T>* last, bool descend
   if constexpr (std::is_floating_point_v<T>) {
     // NaNs first move (stably) to the end, or the front when descending; the rest compare normally.
     const auto is_number = [](const Keyed<T>& k) { return k.value == k.value; };
-    if (descending) numbers_first = std::stable_partition(first, last, [&](const Keyed<T>& k) { return !is_number(k); });
+    const auto is_nan = [&](const Keyed<T>& k) { return !is_number(k); };
+    if (descending) numbers_first = std::stable_partition(first, last, is_nan);
     else numbers_last = std::stable_partition(first, last, is_number);
   }
   if (descending) stable_sort_keyed(numbers_first, numbers_last, [](T a, T b) { return a > b; });

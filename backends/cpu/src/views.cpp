@@ -61,6 +61,12 @@ Cpu::Primitive Cpu::reshape(const Primitive& x, const Shape& shape) {
 
 Cpu::Primitive Cpu::permute(const Primitive& x, std::span<const std::int64_t> dims) {
   KILN_CHECK(dims.size() == x.shape.rank(), "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape);
+  std::vector<bool> seen(dims.size(), false);
+  for (auto d : dims) {
+    KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < dims.size() && !seen[static_cast<std::size_t>(d)],
+               "permute: dims {} are not a permutation of the dims of shape {}", Shape(dims), x.shape);
+    seen[static_cast<std::size_t>(d)] = true;
+  }
   CpuTensor v = x;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     v.shape[i] = x.shape[static_cast<std::size_t>(dims[i])];

@@ -62,7 +62,8 @@ template <class C, class T> T select(const C& cond, const T& a, const T& b) {
 // A constant broadcast to the shape of `like`.
 template <class T> T constant(const T& like, double value) {
   using S = scalar_t<T>;
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<long long>(value));  // -1 for u8 wraps, defined
+  // Through a signed integer: -1 for u8 then wraps to 255, where a double → u8 cast is undefined.
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<long long>(value));
   else if constexpr (is_number<T>) return static_cast<T>(value);
   else return T::Constant(like.size(), static_cast<S>(value));
 }

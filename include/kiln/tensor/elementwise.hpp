@@ -17,8 +17,8 @@ namespace detail {
 // silently change the op (backends check their own scalar ops the same way).
 template <class K> void check_scalar_for_kind(std::string_view op, double value) {
   if constexpr (std::same_as<K, Int>)
-    KILN_CHECK(std::trunc(value) == value, "{}: the scalar {} is not an integer; convert the tensor with to_float() first",
-               op, value);
+    KILN_CHECK(std::trunc(value) == value,
+               "{}: the scalar {} is not an integer; convert the tensor with to_float() first", op, value);
   else if constexpr (std::same_as<K, Bool>)
     KILN_CHECK(value == 0.0 || value == 1.0, "{}: a Bool tensor takes the scalars 0 and 1, got {}", op, value);
 }

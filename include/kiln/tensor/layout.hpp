@@ -121,7 +121,8 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
     const std::int64_t total = self().dim(dim);
     if (total == 0) return {self()};  // an empty dim splits into one empty piece, as in torch
     std::vector<Self> out;
-    for (std::int64_t start = 0; start < total; start += size) out.push_back(narrow(dim, start, std::min(size, total - start)));
+    for (std::int64_t start = 0; start < total; start += size)
+      out.push_back(narrow(dim, start, std::min(size, total - start)));
     return out;
   }
   std::vector<Self> split_sizes(const std::vector<std::int64_t>& sizes, std::int64_t dim = 0) const {
@@ -291,7 +292,8 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
       return wrap(B::slice_assign(filled, ranges, prim()));
     }
     const bool reflect = mode == ops::PadMode::reflect;
-    KILN_CHECK(before >= 0 && after >= 0 && size > 0, "pad: padding {} / {} on dim {} of shape {}", before, after, d, s);
+    KILN_CHECK(before >= 0 && after >= 0 && size > 0, "pad: padding {} / {} on dim {} of shape {}", before, after, d,
+               s);
     KILN_CHECK(!reflect || (before < size && after < size),
                "pad: reflect padding {} / {} must be smaller than dim {} of shape {}", before, after, d, s);
     std::vector<double> index;

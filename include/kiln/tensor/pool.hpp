@@ -5,14 +5,14 @@
 // Options are explicit: unlike PyTorch, a stride left at its default is 1, not the kernel size.
 #pragma once
 
+#include "kiln/ops/module.hpp"
+#include "kiln/tensor/tensor.hpp"
+
 #include <array>
 #include <cstdint>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include "kiln/ops/module.hpp"
-#include "kiln/tensor/tensor.hpp"
 
 namespace kiln::functional {
 
