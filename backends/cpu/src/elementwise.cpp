@@ -83,7 +83,7 @@ std::int64_t last_level_cache_bytes() {
 }  // namespace
 
 bool use_streaming_stores(std::int64_t bytes_touched) {
-  static const std::int64_t last_level_cache = getenv("TMP_NOSTREAM") ? (std::int64_t{1} << 62) : last_level_cache_bytes();
+  static const std::int64_t last_level_cache = last_level_cache_bytes();
   return bytes_touched > last_level_cache;
 }
 
