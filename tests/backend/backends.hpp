@@ -15,6 +15,18 @@ struct BackendNames {
   template <class B> static std::string GetName(int) { return std::string(B::name); }
 };
 
+namespace aliases {
+// Comma-free names of tensor types, for use inside test macros.
+template <class B> using Float1 = kiln::Tensor<B, 1>;
+template <class B> using Float2 = kiln::Tensor<B, 2>;
+template <class B> using Float3 = kiln::Tensor<B, 3>;
+template <class B> using Int1 = kiln::Tensor<B, 1, kiln::Int>;
+template <class B> using Int2 = kiln::Tensor<B, 2, kiln::Int>;
+template <class B> using Int3 = kiln::Tensor<B, 3, kiln::Int>;
+template <class B> using Bool1 = kiln::Tensor<B, 1, kiln::Bool>;
+template <class B> using Bool2 = kiln::Tensor<B, 2, kiln::Bool>;
+}  // namespace aliases
+
 }  // namespace kiln::test
 
 // KILN_BACKEND_TEST_SUITE(Suite): declares a typed suite over every backend.

@@ -12,15 +12,7 @@ KILN_BACKEND_TEST_SUITE(Creation);
 
 namespace {
 
-// Comma-free names of tensor types, for use inside test macros.
-template <class B> using Float1 = Tensor<B, 1>;
-template <class B> using Float2 = Tensor<B, 2>;
-template <class B> using Float3 = Tensor<B, 3>;
-template <class B> using Int1 = Tensor<B, 1, Int>;
-template <class B> using Int2 = Tensor<B, 2, Int>;
-template <class B> using Int3 = Tensor<B, 3, Int>;
-template <class B> using Bool1 = Tensor<B, 1, Bool>;
-template <class B> using Bool2 = Tensor<B, 2, Bool>;
+using namespace kiln::test::aliases;
 
 constexpr DType all_dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                 DType::i32, DType::i64, DType::u8,  DType::boolean};

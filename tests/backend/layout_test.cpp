@@ -10,15 +10,7 @@ using kiln::test::golden;
 
 namespace {
 
-// Comma-free names of tensor types, for use inside test macros.
-template <class B> using Float1 = Tensor<B, 1>;
-template <class B> using Float2 = Tensor<B, 2>;
-template <class B> using Float3 = Tensor<B, 3>;
-template <class B> using Int1 = Tensor<B, 1, Int>;
-template <class B> using Int2 = Tensor<B, 2, Int>;
-template <class B> using Int3 = Tensor<B, 3, Int>;
-template <class B> using Bool1 = Tensor<B, 1, Bool>;
-template <class B> using Bool2 = Tensor<B, 2, Bool>;
+using namespace kiln::test::aliases;
 
 template <class T> ::testing::AssertionResult exact(const T& actual, const TensorData& expected) {
   return kiln::test::all_close(actual, expected, 0.0, 0.0);

@@ -1,6 +1,7 @@
 #include "golden.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -18,7 +19,11 @@ double parse_value(const std::string& s) {
   if (s == "nan") return std::nan("");
   if (s == "inf") return INFINITY;
   if (s == "-inf") return -INFINITY;
-  return std::stod(s);
+  // strtod, not stod: stod throws on subnormal values, which fixtures may hold.
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  KILN_CHECK(end != s.c_str() && *end == '\0', "golden: '{}' is not a number", s);
+  return v;
 }
 
 std::map<std::string, GoldenCase> load_family(const std::string& family) {
