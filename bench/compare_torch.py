@@ -55,6 +55,8 @@ def run_torch(python, compile_mode, pattern):
         cmd += ["--filter", pattern]
     env = dict(os.environ, **TORCH_ENV)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.stderr.strip() and proc.returncode == 0:
+        print(f"[{python}{' compile' if compile_mode else ''}] {proc.stderr.strip()[-400:]}", file=sys.stderr)
     if proc.returncode != 0:
         print(f"[{python}{' compile' if compile_mode else ''}] failed: {proc.stderr.strip()[-400:]}", file=sys.stderr)
         return None

@@ -66,6 +66,10 @@ def workloads(compile_mode):
 
 def main(argv):
     compile_mode = "--compile" in argv
+    if compile_mode and not hasattr(torch, "compile"):  # torch 1.x: eager only
+        print(f"torch {torch.__version__} has no torch.compile; eager only", file=sys.stderr)
+        print(json.dumps({"torch": torch.__version__, "compile": True, "results": {}}))
+        return
     pattern = re.compile(argv[argv.index("--filter") + 1]) if "--filter" in argv else None
     results = {}
     for name, fn in workloads(compile_mode).items():

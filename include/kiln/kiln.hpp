@@ -1,7 +1,8 @@
 // Kiln's umbrella header: the core types, the op catalogue, the Backend concept, the
-// Tensor API and every backend this installation was built with.
+// Tensor API, the Autodiff decorator and every backend this installation was built with.
 #pragma once
 
+#include "kiln/autodiff/backend.hpp"
 #include "kiln/backend/backend.hpp"
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"

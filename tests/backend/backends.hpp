@@ -1,5 +1,5 @@
 // The backends the conformance suite runs on. A backend added to Kiln is added here
-// (under its build option) and every typed test runs on it.
+// (under its build option), bare and under each decorator, and every typed test runs on it.
 #pragma once
 
 #include <kiln/kiln.hpp>
@@ -8,7 +8,10 @@
 
 namespace kiln::test {
 
-using Backends = ::testing::Types<kiln::Cpu>;
+// The hardware backends that were built; Autodiff's own tests wrap each of them.
+using HardwareBackends = ::testing::Types<kiln::Cpu>;
+// What the conformance suite runs on: every hardware backend and every decorator over it.
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>>;
 
 // Names each instantiation after its backend ("cpu", ...) in test output.
 struct BackendNames {

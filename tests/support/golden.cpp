@@ -69,14 +69,27 @@ const TensorData& GoldenCase::operator[](const std::string& label) const {
   return it->second;
 }
 
-const GoldenCase& golden(const std::string& family, const std::string& name) {
+namespace {
+const std::map<std::string, GoldenCase>& family_cases(const std::string& family) {
   static std::mutex mutex;
   static std::map<std::string, std::map<std::string, GoldenCase>> families;
   std::lock_guard lock(mutex);
   auto it = families.find(family);
   if (it == families.end()) it = families.emplace(family, load_family(family)).first;
-  auto c = it->second.find(name);
-  KILN_CHECK(c != it->second.end(), "golden: {}.golden has no case '{}' (regenerate the fixtures)", family, name);
+  return it->second;
+}
+}  // namespace
+
+std::vector<std::string> golden_case_names(const std::string& family) {
+  std::vector<std::string> names;
+  for (const auto& [name, c] : family_cases(family)) names.push_back(name);
+  return names;
+}
+
+const GoldenCase& golden(const std::string& family, const std::string& name) {
+  const auto& cases = family_cases(family);
+  auto c = cases.find(name);
+  KILN_CHECK(c != cases.end(), "golden: {}.golden has no case '{}' (regenerate the fixtures)", family, name);
   return c->second;
 }
 

@@ -14,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace kiln::test {
 
@@ -35,6 +36,9 @@ struct GoldenCase {
 
 // The named case of tests/golden/<family>.golden; fails the test (throws) when missing.
 const GoldenCase& golden(const std::string& family, const std::string& name);
+
+// The names of every case in tests/golden/<family>.golden, sorted.
+std::vector<std::string> golden_case_names(const std::string& family);
 
 // Checks shape, kind and values (|a - e| <= atol + rtol |e|; NaNs must match NaNs).
 ::testing::AssertionResult all_close(const TensorData& actual, const TensorData& expected, double rtol = 1e-5,

@@ -89,7 +89,7 @@ bool use_streaming_stores(std::int64_t bytes_touched) {
 
 void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
                      const void* context) {
-  constexpr std::size_t kMaxInputs = 3;
+  constexpr std::size_t kMaxInputs = 4;
   const std::size_t k = inputs.size();
   KILN_CHECK(k >= 1 && k <= kMaxInputs, "cpu elementwise: {} inputs, expected 1 to {}", k, kMaxInputs);
   const Shape& shape = out.shape;
@@ -131,9 +131,14 @@ void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& 
   switch (k) {
     case 1: strided_walk<2>(shape, {&views[0].strides, &out.strides}, kWalkChunk, run); break;
     case 2: strided_walk<3>(shape, {&views[0].strides, &views[1].strides, &out.strides}, kWalkChunk, run); break;
-    default:
+    case 3:
       strided_walk<4>(shape, {&views[0].strides, &views[1].strides, &views[2].strides, &out.strides}, kWalkChunk,
                       run);
+      break;
+    default:
+      strided_walk<5>(shape,
+                      {&views[0].strides, &views[1].strides, &views[2].strides, &views[3].strides, &out.strides},
+                      kWalkChunk, run);
       break;
   }
 }

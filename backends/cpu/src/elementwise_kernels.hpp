@@ -343,7 +343,7 @@ void binary_run(const T* a, std::int64_t sa, const T* b, std::int64_t sb, R* y, 
 using RunKernel = void (*)(const void* context, const std::byte* const* inputs, const std::int64_t* strides,
                            std::byte* out, std::int64_t count, bool stream);
 
-// Computes `out` (contiguous, of the broadcast shape) from 1 to 3 inputs of any strides
+// Computes `out` (contiguous, of the broadcast shape) from 1 to 4 inputs of any strides
 // that broadcast to out.shape, splitting the work among the threads.
 void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
                      const void* context = nullptr);

@@ -59,6 +59,11 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
   { B::template binary<ops::Add>(p, p) } -> std::same_as<typename B::Primitive>;
   { B::template binary_scalar<ops::Add>(p, scalar) } -> std::same_as<typename B::Primitive>;  // p op scalar
   { B::where(p, p, p) } -> std::same_as<typename B::Primitive>;  // cond ? a : b
+  // The catalogue's gradient formulas (ops that define grad / grad_lhs, grad_rhs):
+  // unary (x, y, dy) -> dx; binary (a, b, y, dy) -> the gradient of one operand at dy's
+  // (the broadcast) shape, which Autodiff sums back to the operand's shape.
+  { B::template unary_backward<ops::Exp>(p, p, p) } -> std::same_as<typename B::Primitive>;
+  { B::template binary_backward<ops::Mul>(p, p, p, p, ops::Operand::lhs) } -> std::same_as<typename B::Primitive>;
 
   // --- reductions (the reduced dim is kept with size 1), scans, sorting
   { B::reduce(p, ops::ReduceOp::sum, dim) } -> std::same_as<typename B::Primitive>;
@@ -97,5 +102,22 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
   { B::interpolate(p, dims, interpolate) } -> std::same_as<typename B::Primitive>;
   { B::interpolate_backward(p, p, interpolate) } -> std::same_as<typename B::Primitive>;  // (x, dy)
 };
+
+// A backend that records gradients (Autodiff<B>): it wraps an inner backend, whose
+// primitives hold the values and the gradients.
+template <class B>
+concept AutodiffBackend =
+    Backend<B> && Backend<typename B::Inner> &&
+    requires(const typename B::Primitive& p, const typename B::Inner::Primitive& inner,
+             typename B::Gradients& grads, bool flag) {
+      { B::set_require_grad(p, flag) } -> std::same_as<typename B::Primitive>;
+      { B::is_require_grad(p) } -> std::same_as<bool>;
+      { B::detach(p) } -> std::same_as<typename B::Primitive>;
+      { B::inner(p) } -> std::convertible_to<typename B::Inner::Primitive>;
+      { B::from_inner(inner) } -> std::same_as<typename B::Primitive>;
+      { B::backward(p) } -> std::same_as<typename B::Gradients>;
+      { B::grad(p, grads) } -> std::same_as<std::optional<typename B::Inner::Primitive>>;
+      { B::grad_remove(p, grads) } -> std::same_as<std::optional<typename B::Inner::Primitive>>;
+    };
 
 }  // namespace kiln

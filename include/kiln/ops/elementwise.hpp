@@ -359,6 +359,38 @@ inline constexpr int binary_op_count = 0 KILN_BINARY_OPS(KILN_COUNT_OP);
 static_assert(unary_op_count == 27, "a unary op was added or removed: update the tests and every backend's table");
 static_assert(binary_op_count == 17, "a binary op was added or removed: update the tests and every backend's table");
 
+// The ops that have a gradient: Autodiff<B> differentiates exactly these, and backends
+// instantiate their unary_backward / binary_backward kernels over these lists.
+#define KILN_DIFFERENTIABLE_UNARY_OPS(X)                                                                       \
+  X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) X(Round) \
+  X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)
+#define KILN_DIFFERENTIABLE_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Maximum) X(Minimum)
+
+template <class Op> concept DifferentiableUnary = requires(double v) { Op::grad(v, v, v); };
+template <class Op> concept DifferentiableBinary = requires(double v) {
+  Op::grad_lhs(v, v, v, v);
+  Op::grad_rhs(v, v, v, v);
+};
+
+// Tripwire: the lists above name every op that has a gradient formula, and only those.
+#define KILN_COUNT_DIFFERENTIABLE_UNARY(Op) +(DifferentiableUnary<Op> ? 1 : 0)
+#define KILN_COUNT_DIFFERENTIABLE_BINARY(Op) +(DifferentiableBinary<Op> ? 1 : 0)
+#define KILN_COUNT_OP(Op) +1
+static_assert(0 KILN_UNARY_OPS(KILN_COUNT_DIFFERENTIABLE_UNARY) == 0 KILN_DIFFERENTIABLE_UNARY_OPS(KILN_COUNT_OP) &&
+                  0 KILN_DIFFERENTIABLE_UNARY_OPS(KILN_COUNT_DIFFERENTIABLE_UNARY) ==
+                      0 KILN_DIFFERENTIABLE_UNARY_OPS(KILN_COUNT_OP),
+              "KILN_DIFFERENTIABLE_UNARY_OPS must list exactly the unary ops that define grad");
+static_assert(0 KILN_BINARY_OPS(KILN_COUNT_DIFFERENTIABLE_BINARY) == 0 KILN_DIFFERENTIABLE_BINARY_OPS(KILN_COUNT_OP) &&
+                  0 KILN_DIFFERENTIABLE_BINARY_OPS(KILN_COUNT_DIFFERENTIABLE_BINARY) ==
+                      0 KILN_DIFFERENTIABLE_BINARY_OPS(KILN_COUNT_OP),
+              "KILN_DIFFERENTIABLE_BINARY_OPS must list exactly the binary ops that define grad_lhs and grad_rhs");
+#undef KILN_COUNT_OP
+#undef KILN_COUNT_DIFFERENTIABLE_UNARY
+#undef KILN_COUNT_DIFFERENTIABLE_BINARY
+
+// Which operand of a binary op a gradient is for.
+enum class Operand : std::uint8_t { lhs, rhs };
+
 template <class Op, class = void> struct IsPredicate : std::false_type {};
 template <class Op> struct IsPredicate<Op, std::void_t<decltype(Op::predicate)>> : std::bool_constant<Op::predicate> {};
 template <class Op> inline constexpr bool is_predicate = IsPredicate<Op>::value;

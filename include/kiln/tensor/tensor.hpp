@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kiln/backend/backend.hpp"
+#include "kiln/tensor/autodiff.hpp"
 #include "kiln/tensor/elementwise.hpp"
 #include "kiln/tensor/kind.hpp"
 #include "kiln/tensor/layout.hpp"
@@ -17,7 +18,10 @@
 namespace kiln {
 
 template <Backend B, std::size_t D, TensorKind K>
-class Tensor : public ElementwiseApi<B, D, K>, public ReduceApi<B, D, K>, public LayoutApi<B, D, K> {
+class Tensor : public ElementwiseApi<B, D, K>,
+               public ReduceApi<B, D, K>,
+               public LayoutApi<B, D, K>,
+               public AutodiffApi<B, D, K> {
   static_assert(D >= 1, "kiln::Tensor needs a rank of at least 1 (a scalar is a rank-1 tensor of one element)");
 
  public:

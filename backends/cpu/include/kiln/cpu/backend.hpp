@@ -38,6 +38,11 @@ struct Cpu {
   template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
   template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+  // gradient formulas of the catalogue (backends/cpu/src/elementwise_backward.cpp)
+  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
+                                   ops::Operand operand);
 
   // reductions, scans, sorting (backends/cpu/src/reduce.cpp, sort.cpp)
   static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
@@ -90,7 +95,20 @@ static_assert(Backend<Cpu>, "kiln::Cpu must satisfy the Backend concept");
 #define KILN_CPU_EXTERN_BINARY(Op)                                                                \
   extern template Cpu::Primitive Cpu::binary<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&); \
   extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);
+#define KILN_CPU_EXTERN_UNARY_BACKWARD(Op)                                                                \
+  extern template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                              const Cpu::Primitive&);
+#define KILN_CPU_EXTERN_BINARY_BACKWARD(Op)                                                                \
+  extern template Cpu::Primitive Cpu::binary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                               const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                               ops::Operand);
 KILN_UNARY_OPS(KILN_CPU_EXTERN_UNARY)
 KILN_BINARY_OPS(KILN_CPU_EXTERN_BINARY)
+KILN_DIFFERENTIABLE_UNARY_OPS(KILN_CPU_EXTERN_UNARY_BACKWARD)
+KILN_DIFFERENTIABLE_BINARY_OPS(KILN_CPU_EXTERN_BINARY_BACKWARD)
+#undef KILN_CPU_EXTERN_UNARY
+#undef KILN_CPU_EXTERN_BINARY
+#undef KILN_CPU_EXTERN_UNARY_BACKWARD
+#undef KILN_CPU_EXTERN_BINARY_BACKWARD
 
 }  // namespace kiln

@@ -1,0 +1,585 @@
+// Autodiff<B>: reverse-mode differentiation as a backend decorator. Autodiff<B> is itself
+// a Backend: each primitive runs the op on B and, when an input is tracked and grad mode
+// is on, records a node whose backward rule is written in B's primitives. Elementwise
+// rules come from the op catalogue (grad, grad_lhs, grad_rhs); the rules of the other
+// primitives are below, one per primitive. Composite ops (softmax, var, pad...) need no
+// rule: they differentiate through the primitives they are built from.
+#pragma once
+
+#include "kiln/autodiff/graph.hpp"
+#include "kiln/backend/backend.hpp"
+
+#include <array>
+#include <concepts>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+namespace autodiff::detail {
+// "autodiff_" + the inner backend's name, as a constant string (test output names use it).
+template <class B> struct Name {
+  static constexpr std::string_view prefix = "autodiff_";
+  static constexpr auto storage = [] {
+    std::array<char, prefix.size() + B::name.size()> s{};
+    for (std::size_t i = 0; i < prefix.size(); ++i) s[i] = prefix[i];
+    for (std::size_t i = 0; i < B::name.size(); ++i) s[prefix.size() + i] = B::name[i];
+    return s;
+  }();
+  static constexpr std::string_view value{storage.data(), storage.size()};
+};
+}  // namespace autodiff::detail
+
+template <Backend B> struct Autodiff {
+  using Inner = B;
+  using InnerPrimitive = typename B::Primitive;
+  using Node = autodiff::Node<InnerPrimitive>;
+  using Sink = autodiff::GradSink<InnerPrimitive>;
+  using Gradients = kiln::Gradients<InnerPrimitive>;
+  using Device = typename B::Device;
+
+  // The inner value and, when a gradient flows through it, its node.
+  struct Primitive {
+    InnerPrimitive value;
+    std::shared_ptr<Node> node;
+  };
+  using FloatTensor = Primitive;
+  using IntTensor = Primitive;
+  using BoolTensor = Primitive;
+  static constexpr std::string_view name = autodiff::detail::Name<B>::value;
+
+  // ================================================================ the autodiff API
+  // A leaf that requires grad (a fresh node), or the value detached from any graph.
+  static Primitive set_require_grad(const Primitive& p, bool require) {
+    if (!require) return detach(p);
+    if (p.node) return p;
+    KILN_CHECK(is_float(B::dtype(p.value)), "require_grad: only float tensors have gradients, got {} {}",
+               B::shape(p.value), B::dtype(p.value));
+    return {p.value, std::make_shared<Node>("leaf", B::shape(p.value))};
+  }
+  static bool is_require_grad(const Primitive& p) { return p.node != nullptr; }
+  static Primitive detach(const Primitive& p) { return {p.value, nullptr}; }
+  static const InnerPrimitive& inner(const Primitive& p) { return p.value; }
+  static Primitive from_inner(InnerPrimitive p) { return {std::move(p), nullptr}; }
+
+  // Gradients of `root` (seeded with ones, whatever its shape) for every leaf it depends on.
+  static Gradients backward(const Primitive& root) {
+    KILN_CHECK(root.node != nullptr,
+               "backward: this tensor of shape {} does not require grad (no input of the ops that made it "
+               "requires grad, or it was computed under NoGradGuard)",
+               B::shape(root.value));
+    InnerPrimitive seed = B::full(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
+    return autodiff::run_backward<InnerPrimitive>(
+        root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
+          return B::template binary<ops::Add>(a, b);
+        },
+        [](const InnerPrimitive& g) { return B::shape(g); });
+  }
+  static std::optional<InnerPrimitive> grad(const Primitive& p, const Gradients& grads) {
+    if (!p.node) return std::nullopt;
+    return grads.get(p.node->id);
+  }
+  static std::optional<InnerPrimitive> grad_remove(const Primitive& p, Gradients& grads) {
+    if (!p.node) return std::nullopt;
+    return grads.remove(p.node->id);
+  }
+
+  // ================================================================ creation and host transfer
+  static Primitive from_data(const TensorData& data, const Device& device) {
+    return from_inner(B::from_data(data, device));
+  }
+  static TensorData into_data(const Primitive& p) { return B::into_data(p.value); }
+  static Primitive full(const Shape& shape, double value, DType dtype, const Device& device) {
+    return from_inner(B::full(shape, value, dtype, device));
+  }
+  static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                          const Device& device) {
+    return from_inner(B::random(shape, distribution, stream, dtype, device));
+  }
+  static Shape shape(const Primitive& p) { return B::shape(p.value); }
+  static DType dtype(const Primitive& p) { return B::dtype(p.value); }
+  static Device device(const Primitive& p) { return B::device(p.value); }
+  static Primitive to_device(const Primitive& p, const Device& device) {
+    const Device from = B::device(p.value);
+    return record("to_device", B::to_device(p.value, device), {p.node},
+                  [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::to_device(dy, from)); });
+  }
+  // Float to float casts carry the gradient back in the input's dtype; casts to Int or Bool end the graph.
+  static Primitive cast(const Primitive& p, DType dtype) {
+    const DType from = B::dtype(p.value);
+    return record("cast", B::cast(p.value, dtype), {p.node},
+                  [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::cast(dy, from)); });
+  }
+
+  // ================================================================ elementwise
+  template <class Op> static Primitive unary(const Primitive& x) {
+    InnerPrimitive y = B::template unary<Op>(x.value);
+    if constexpr (!ops::DifferentiableUnary<Op>) {
+      return from_inner(std::move(y));
+    } else if constexpr (std::same_as<Op, ops::Neg>) {
+      return record(Op::name, std::move(y), {x.node},
+                    [](const InnerPrimitive& dy, Sink& s) { s.put(0, B::template unary<ops::Neg>(dy)); });
+    } else {
+      InnerPrimitive saved = y;
+      return record(Op::name, std::move(y), {x.node},
+                    [x = x.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                      s.put(0, B::template unary_backward<Op>(x, y, dy));
+                    });
+    }
+  }
+
+  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b) {
+    InnerPrimitive y = B::template binary<Op>(a.value, b.value);
+    if constexpr (!ops::DifferentiableBinary<Op>) {
+      return from_inner(std::move(y));
+    } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
+      // Linear: dy passes through (negated for the subtrahend), summed to each operand's shape.
+      return record(Op::name, std::move(y), {a.node, b.node},
+                    [sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
+                      if (s.needs(0)) s.put(0, sum_to(dy, sa));
+                      if (!s.needs(1)) return;
+                      if constexpr (std::same_as<Op, ops::Sub>) s.put(1, sum_to(B::template unary<ops::Neg>(dy), sb));
+                      else s.put(1, sum_to(dy, sb));
+                    });
+    } else if constexpr (std::same_as<Op, ops::Mul>) {
+      return record(Op::name, std::move(y), {a.node, b.node},
+                    [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                      if (s.needs(0)) s.put(0, sum_to(B::template binary<ops::Mul>(dy, b), B::shape(a)));
+                      if (s.needs(1)) s.put(1, sum_to(B::template binary<ops::Mul>(dy, a), B::shape(b)));
+                    });
+    } else {
+      InnerPrimitive saved = y;
+      return record(Op::name, std::move(y), {a.node, b.node},
+                    [a = a.value, b = b.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                      if (s.needs(0))
+                        s.put(0, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
+                      if (s.needs(1))
+                        s.put(1, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
+                    });
+    }
+  }
+
+  template <class Op> static Primitive binary_scalar(const Primitive& a, double scalar) {
+    InnerPrimitive y = B::template binary_scalar<Op>(a.value, scalar);
+    if constexpr (!ops::DifferentiableBinary<Op>) {
+      return from_inner(std::move(y));
+    } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
+      return record(Op::name, std::move(y), {a.node}, [](const InnerPrimitive& dy, Sink& s) { s.put(0, dy); });
+    } else if constexpr (std::same_as<Op, ops::Mul> || std::same_as<Op, ops::Div>) {
+      return record(Op::name, std::move(y), {a.node}, [scalar](const InnerPrimitive& dy, Sink& s) {
+        s.put(0, B::template binary_scalar<Op>(dy, scalar));
+      });
+    } else {
+      InnerPrimitive saved = y;
+      return record(Op::name, std::move(y), {a.node},
+                    [a = a.value, scalar, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                      // The scalar as a one-element tensor that broadcasts against a.
+                      const InnerPrimitive b =
+                          B::full(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
+                                  B::device(a));
+                      s.put(0, B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs));
+                    });
+    }
+  }
+
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b) {
+    return record("where", B::where(cond.value, a.value, b.value), {nullptr, a.node, b.node},
+                  [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
+                    const InnerPrimitive zero = B::full(Shape{}, 0.0, B::dtype(dy), B::device(dy));
+                    if (s.needs(1)) s.put(1, sum_to(B::where(c, dy, zero), sa));
+                    if (s.needs(2)) s.put(2, sum_to(B::where(c, zero, dy), sb));
+                  });
+  }
+
+  // Gradient formulas are evaluated, not differentiated: second-order gradients are not supported.
+  template <class Op>
+  static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) {
+    reject_tracked(Op::name, {&x, &y, &dy});
+    return from_inner(B::template unary_backward<Op>(x.value, y.value, dy.value));
+  }
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
+                                   ops::Operand operand) {
+    reject_tracked(Op::name, {&a, &b, &y, &dy});
+    return from_inner(B::template binary_backward<Op>(a.value, b.value, y.value, dy.value, operand));
+  }
+
+  // ================================================================ reductions, scans, sorting
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
+    InnerPrimitive y = B::reduce(x.value, op, dim);
+    const Shape xs = B::shape(x.value);
+    switch (op) {
+      case ops::ReduceOp::sum:
+        return record("sum_dim", std::move(y), {x.node},
+                      [xs](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(dy, xs)); });
+      case ops::ReduceOp::mean:
+        return record("mean_dim", std::move(y), {x.node}, [xs, dim](const InnerPrimitive& dy, Sink& s) {
+          const auto n = static_cast<double>(xs[static_cast<std::size_t>(dim)]);
+          s.put(0, B::expand(B::template binary_scalar<ops::Div>(dy, n), xs));
+        });
+      case ops::ReduceOp::max:
+      case ops::ReduceOp::min:
+        // Like torch.max(x, dim): the gradient goes to the index the arg-reduction picks (the first of ties).
+        return record(ops::reduce_name(op), std::move(y), {x.node},
+                      [x = x.value, op, dim](const InnerPrimitive& dy, Sink& s) {
+                        const auto arg = op == ops::ReduceOp::max ? ops::ArgReduceOp::argmax : ops::ArgReduceOp::argmin;
+                        const InnerPrimitive index = B::arg_reduce(x, arg, dim);
+                        s.put(0, B::scatter(zeros_like(x), dim, index, dy, ops::ScatterMode::add));
+                      });
+      case ops::ReduceOp::prod:
+        return record("prod_dim", std::move(y), {x.node}, [x = x.value, dim](const InnerPrimitive& dy, Sink& s) {
+          s.put(0, B::template binary<ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
+        });
+    }
+    KILN_FAIL("reduce: unknown reduction");
+  }
+
+  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op) {
+    InnerPrimitive y = B::reduce_all(x.value, op);
+    const Shape xs = B::shape(x.value);
+    const Shape ones(std::vector<std::int64_t>(xs.rank(), 1));
+    switch (op) {
+      case ops::ReduceOp::sum:
+        return record("sum", std::move(y), {x.node},
+                      [xs, ones](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(B::reshape(dy, ones), xs)); });
+      case ops::ReduceOp::mean:
+        return record("mean", std::move(y), {x.node}, [xs, ones](const InnerPrimitive& dy, Sink& s) {
+          const auto n = static_cast<double>(xs.numel());
+          s.put(0, B::expand(B::reshape(B::template binary_scalar<ops::Div>(dy, n), ones), xs));
+        });
+      case ops::ReduceOp::max:
+      case ops::ReduceOp::min: {
+        // Like torch.max(x): the gradient is shared evenly among the elements equal to the result
+        // (NaN elements, when the result is NaN: a NaN result means some element is NaN).
+        InnerPrimitive saved = y;
+        return record(ops::reduce_name(op), std::move(y), {x.node},
+                      [x = x.value, y = std::move(saved), ones](const InnerPrimitive& dy, Sink& s) {
+                        const InnerPrimitive hit = B::template binary<ops::LogicalOr>(
+                            B::template binary<ops::Equal>(x, B::reshape(y, ones)), B::template unary<ops::IsNan>(x));
+                        const InnerPrimitive mask = B::cast(hit, B::dtype(x));
+                        const InnerPrimitive count = B::reshape(B::reduce_all(mask, ops::ReduceOp::sum), ones);
+                        const InnerPrimitive share =
+                            B::template binary<ops::Div>(B::reshape(dy, ones), count);
+                        s.put(0, B::template binary<ops::Mul>(mask, share));
+                      });
+      }
+      case ops::ReduceOp::prod:
+        return record("prod", std::move(y), {x.node}, [x = x.value, ones](const InnerPrimitive& dy, Sink& s) {
+          const Shape xs = B::shape(x);
+          const InnerPrimitive flat = B::reshape(x, Shape{xs.numel()});
+          const InnerPrimitive others = B::reshape(product_of_others(flat, 0), xs);
+          s.put(0, B::template binary<ops::Mul>(B::expand(B::reshape(dy, ones), xs), others));
+        });
+    }
+    KILN_FAIL("reduce_all: unknown reduction");
+  }
+
+  static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
+    return from_inner(B::arg_reduce(x.value, op, dim));
+  }
+
+  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) {
+    InnerPrimitive y = B::cumulative(x.value, op, dim);
+    if (op == ops::CumulativeOp::sum) {
+      return record("cumsum", std::move(y), {x.node},
+                    [dim](const InnerPrimitive& dy, Sink& s) { s.put(0, reverse_cumsum(dy, dim)); });
+    }
+    // d/dx_k of sum_i dy_i y_i = (sum_{i >= k} dy_i y_i) / x_k: defined where x_k != 0.
+    InnerPrimitive saved = y;
+    return record("cumprod", std::move(y), {x.node},
+                  [x = x.value, y = std::move(saved), dim](const InnerPrimitive& dy, Sink& s) {
+                    const InnerPrimitive weighted = reverse_cumsum(B::template binary<ops::Mul>(dy, y), dim);
+                    s.put(0, B::template binary<ops::Div>(weighted, x));
+                  });
+  }
+
+  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending) {
+    auto [values, indices] = B::sort(x.value, dim, descending);
+    Primitive sorted = record("sort", std::move(values), {x.node},
+                              [indices, xs = B::shape(x.value), dim](const InnerPrimitive& dy, Sink& s) {
+                                const InnerPrimitive zeros = B::full(xs, 0.0, B::dtype(dy), B::device(dy));
+                                s.put(0, B::scatter(zeros, dim, indices, dy, ops::ScatterMode::assign));
+                              });
+    return {std::move(sorted), from_inner(std::move(indices))};
+  }
+
+  // ================================================================ linear algebra
+  static Primitive matmul(const Primitive& a, const Primitive& b) {
+    return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
+                  [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                    // Transposes are views: the GEMM reads them in place.
+                    if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
+                    if (s.needs(1)) s.put(1, sum_to(B::matmul(transpose_last(a), dy), B::shape(b)));
+                  });
+  }
+
+  // ================================================================ layout
+  static Primitive reshape(const Primitive& x, const Shape& shape) {
+    return record("reshape", B::reshape(x.value, shape), {x.node},
+                  [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, B::reshape(dy, xs)); });
+  }
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims) {
+    std::vector<std::int64_t> inverse(dims.size());
+    for (std::size_t i = 0; i < dims.size(); ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
+    return record("permute", B::permute(x.value, dims), {x.node},
+                  [inverse](const InnerPrimitive& dy, Sink& s) { s.put(0, B::permute(dy, inverse)); });
+  }
+  static Primitive expand(const Primitive& x, const Shape& shape) {
+    return record("expand", B::expand(x.value, shape), {x.node},
+                  [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, sum_to(dy, xs)); });
+  }
+  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges) {
+    std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
+    return record("slice", B::slice(x.value, ranges), {x.node},
+                  [r, xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, B::slice_assign(B::full(xs, 0.0, B::dtype(dy), B::device(dy)), r, dy));
+                  });
+  }
+  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value) {
+    std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
+    return record("slice_assign", B::slice_assign(x.value, ranges, value.value), {x.node, value.node},
+                  [r, vs = B::shape(value.value)](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0)) s.put(0, B::slice_assign(dy, r, B::full(vs, 0.0, B::dtype(dy), B::device(dy))));
+                    if (s.needs(1)) s.put(1, B::slice(dy, r));
+                  });
+  }
+  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims) {
+    std::vector<std::int64_t> d(dims.begin(), dims.end());
+    return record("flip", B::flip(x.value, dims), {x.node},
+                  [d](const InnerPrimitive& dy, Sink& s) { s.put(0, B::flip(dy, d)); });
+  }
+  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim) {
+    std::vector<InnerPrimitive> values;
+    std::vector<std::shared_ptr<Node>> nodes;
+    std::vector<std::int64_t> sizes;
+    for (const Primitive& x : xs) {
+      values.push_back(x.value);
+      nodes.push_back(x.node);
+      sizes.push_back(B::shape(x.value)[static_cast<std::size_t>(dim)]);
+    }
+    return record("cat", B::cat(values, dim), std::move(nodes), [sizes, dim](const InnerPrimitive& dy, Sink& s) {
+      std::int64_t start = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        if (s.needs(i)) s.put(i, B::slice(dy, along(B::shape(dy), dim, start, sizes[i])));
+        start += sizes[i];
+      }
+    });
+  }
+  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
+    return record("gather", B::gather(x.value, dim, index.value), {x.node, nullptr},
+                  [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                    const InnerPrimitive zeros = B::full(xs, 0.0, B::dtype(dy), B::device(dy));
+                    s.put(0, B::scatter(zeros, dim, index, dy, ops::ScatterMode::add));
+                  });
+  }
+  static Primitive scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+                           ops::ScatterMode mode) {
+    return record("scatter", B::scatter(x.value, dim, index.value, src.value, mode), {x.node, nullptr, src.node},
+                  [index = index.value, ss = B::shape(src.value), dim, mode](const InnerPrimitive& dy, Sink& s) {
+                    // Assigned positions lose their old value, so their gradient is zero.
+                    if (s.needs(0)) {
+                      if (mode == ops::ScatterMode::add) {
+                        s.put(0, dy);
+                      } else {
+                        const InnerPrimitive zeros = B::full(ss, 0.0, B::dtype(dy), B::device(dy));
+                        s.put(0, B::scatter(dy, dim, index, zeros, ops::ScatterMode::assign));
+                      }
+                    }
+                    if (s.needs(2)) {
+                      // Only the index-shaped corner of src is scattered; the rest gets zero.
+                      const InnerPrimitive g = B::gather(dy, dim, index);
+                      const Shape is = B::shape(index);
+                      if (is == ss) {
+                        s.put(2, g);
+                      } else {
+                        std::vector<ops::SliceRange> corner;
+                        for (std::size_t d = 0; d < is.rank(); ++d) corner.push_back({0, is[d], 1});
+                        s.put(2, B::slice_assign(B::full(ss, 0.0, B::dtype(dy), B::device(dy)), corner, g));
+                      }
+                    }
+                  });
+  }
+  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
+    return record("index_select", B::index_select(x.value, dim, index.value), {x.node, nullptr},
+                  [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, B::index_add(B::full(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
+                  });
+  }
+  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values) {
+    return record("index_add", B::index_add(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
+                  [dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0)) s.put(0, dy);
+                    if (s.needs(2)) s.put(2, B::index_select(dy, dim, index));
+                  });
+  }
+
+  // ================================================================ neural-network ops
+  static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          const ops::Conv2dOptions& o) {
+    std::optional<InnerPrimitive> b;
+    if (bias) b = bias->value;
+    return record("conv2d", B::conv2d(x.value, weight.value, b, o), {x.node, weight.node, bias ? bias->node : nullptr},
+                  [x = x.value, w = weight.value, o](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0)) s.put(0, B::conv2d_backward_input(dy, w, B::shape(x), o));
+                    if (s.needs(1)) s.put(1, B::conv2d_backward_weight(x, dy, B::shape(w), o));
+                    if (s.needs(2)) {
+                      const std::int64_t channels = B::shape(w)[0];
+                      s.put(2, B::reshape(sum_to(dy, Shape{1, channels, 1, 1}), Shape{channels}));
+                    }
+                  });
+  }
+  // The input gradient of a convolution is linear in dy and in the weight, and is the
+  // forward pass of the transposed convolution: its own rule maps back through conv2d.
+  static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
+                                         const ops::Conv2dOptions& o) {
+    return record("conv2d_backward_input", B::conv2d_backward_input(dy.value, weight.value, x_shape, o),
+                  {dy.node, weight.node},
+                  [g = dy.value, w = weight.value, o](const InnerPrimitive& dz, Sink& s) {
+                    if (s.needs(0)) s.put(0, B::conv2d(dz, w, std::nullopt, o));
+                    if (s.needs(1)) s.put(1, B::conv2d_backward_weight(dz, g, B::shape(w), o));
+                  });
+  }
+  static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
+                                          const ops::Conv2dOptions& o) {
+    return record("conv2d_backward_weight", B::conv2d_backward_weight(x.value, dy.value, weight_shape, o),
+                  {x.node, dy.node},
+                  [x = x.value, g = dy.value, o](const InnerPrimitive& dw, Sink& s) {
+                    if (s.needs(0)) s.put(0, B::conv2d_backward_input(g, dw, B::shape(x), o));
+                    if (s.needs(1)) s.put(1, B::conv2d(x, dw, std::nullopt, o));
+                  });
+  }
+  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
+    auto [out, indices] = B::max_pool2d(x.value, o);
+    Primitive values = record("max_pool2d", std::move(out), {x.node},
+                              [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
+                                s.put(0, B::max_pool2d_backward(x, dy, indices, o));
+                              });
+    return {std::move(values), from_inner(std::move(indices))};
+  }
+  static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+                                       const ops::Pool2dOptions& o) {
+    reject_tracked("max_pool2d_backward", {&x, &dy});
+    return from_inner(B::max_pool2d_backward(x.value, dy.value, indices.value, o));
+  }
+  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
+    return record("avg_pool2d", B::avg_pool2d(x.value, o), {x.node},
+                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, B::avg_pool2d_backward(x, dy, o)); });
+  }
+  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& o) {
+    reject_tracked("avg_pool2d_backward", {&x, &dy});
+    return from_inner(B::avg_pool2d_backward(x.value, dy.value, o));
+  }
+  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
+    return record("adaptive_avg_pool2d", B::adaptive_avg_pool2d(x.value, output_size), {x.node},
+                  [x = x.value](const InnerPrimitive& dy, Sink& s) { s.put(0, B::adaptive_avg_pool2d_backward(x, dy)); });
+  }
+  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
+    reject_tracked("adaptive_avg_pool2d_backward", {&x, &dy});
+    return from_inner(B::adaptive_avg_pool2d_backward(x.value, dy.value));
+  }
+  static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+                               const ops::InterpolateOptions& o) {
+    return record("interpolate", B::interpolate(x.value, output_size, o), {x.node},
+                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, B::interpolate_backward(x, dy, o)); });
+  }
+  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o) {
+    reject_tracked("interpolate_backward", {&x, &dy});
+    return from_inner(B::interpolate_backward(x.value, dy.value, o));
+  }
+
+ private:
+  // `value` as the result of `op` over inputs with these nodes (null: not tracked), whose
+  // gradients `rule` computes. Nothing is recorded under NoGradGuard, when no input is
+  // tracked, or when the result is not a float tensor.
+  template <class Rule>
+  static Primitive record(std::string_view op, InnerPrimitive value, std::vector<std::shared_ptr<Node>> inputs,
+                          Rule&& rule) {
+    bool tracked = false;
+    for (const auto& n : inputs) tracked = tracked || n != nullptr;
+    if (!tracked || !autodiff::grad_mode() || !is_float(B::dtype(value))) return from_inner(std::move(value));
+    auto node = std::make_shared<Node>(op, B::shape(value));
+    node->inputs = std::move(inputs);
+    node->backward = std::forward<Rule>(rule);
+    return {std::move(value), std::move(node)};
+  }
+
+  static void reject_tracked(std::string_view op, std::initializer_list<const Primitive*> inputs) {
+    if (!autodiff::grad_mode()) return;
+    for (const Primitive* p : inputs)
+      KILN_CHECK(p->node == nullptr,
+                 "{}: an input requires grad, but Autodiff does not differentiate gradient formulas "
+                 "(second-order gradients are not supported); detach() the inputs or use NoGradGuard",
+                 op);
+  }
+
+  static InnerPrimitive zeros_like(const InnerPrimitive& x) {
+    return B::full(B::shape(x), 0.0, B::dtype(x), B::device(x));
+  }
+
+  // Sums a gradient of a broadcast result back to the shape of the operand that was broadcast.
+  static InnerPrimitive sum_to(InnerPrimitive g, const Shape& target) {
+    Shape s = B::shape(g);
+    if (s == target) return g;
+    const std::size_t lead = s.rank() - target.rank();
+    if (lead > 0) {  // the leading dims the operand lacked: fold them into one and sum it
+      std::vector<std::int64_t> dims{-1};
+      std::int64_t count = 1;
+      for (std::size_t d = 0; d < lead; ++d) count *= s[d];
+      dims[0] = count;
+      for (std::size_t d = lead; d < s.rank(); ++d) dims.push_back(s[d]);
+      g = B::reduce(B::reshape(g, Shape(dims)), ops::ReduceOp::sum, 0);
+      s = B::shape(g);
+    }
+    const std::size_t offset = s.rank() - target.rank();
+    for (std::size_t d = 0; d < target.rank(); ++d) {
+      if (target[d] == 1 && s[d + offset] != 1)
+        g = B::reduce(g, ops::ReduceOp::sum, static_cast<std::int64_t>(d + offset));
+    }
+    return B::reshape(g, target);
+  }
+
+  static InnerPrimitive transpose_last(const InnerPrimitive& x) {
+    std::vector<std::int64_t> order(B::shape(x).rank());
+    std::iota(order.begin(), order.end(), 0);
+    std::swap(order[order.size() - 2], order[order.size() - 1]);
+    return B::permute(x, order);
+  }
+
+  // The whole of `shape` except [start, start + size) along dim.
+  static std::vector<ops::SliceRange> along(const Shape& shape, std::int64_t dim, std::int64_t start,
+                                            std::int64_t size) {
+    std::vector<ops::SliceRange> r;
+    for (std::size_t d = 0; d < shape.rank(); ++d) r.push_back({0, shape[d], 1});
+    r[static_cast<std::size_t>(dim)] = {start, size, 1};
+    return r;
+  }
+
+  static InnerPrimitive reverse_cumsum(const InnerPrimitive& x, std::int64_t dim) {
+    const std::array<std::int64_t, 1> d{dim};
+    return B::flip(B::cumulative(B::flip(x, d), ops::CumulativeOp::sum, dim), d);
+  }
+
+  // For each element, the product of the other elements along dim, exact when some are zero:
+  // (product of those before) * (product of those after), from two cumulative products.
+  static InnerPrimitive product_of_others(const InnerPrimitive& x, std::int64_t dim) {
+    const Shape xs = B::shape(x);
+    const std::int64_t n = xs[static_cast<std::size_t>(dim)];
+    if (n <= 1) return B::full(xs, 1.0, B::dtype(x), B::device(x));
+    const std::array<std::int64_t, 1> d{dim};
+    std::vector<std::int64_t> one_dims = xs.dims();
+    one_dims[static_cast<std::size_t>(dim)] = 1;
+    const InnerPrimitive ones = B::full(Shape(one_dims), 1.0, B::dtype(x), B::device(x));
+    const InnerPrimitive before = B::cumulative(x, ops::CumulativeOp::prod, dim);
+    const InnerPrimitive after = B::flip(B::cumulative(B::flip(x, d), ops::CumulativeOp::prod, dim), d);
+    const std::array<InnerPrimitive, 2> left{ones, B::slice(before, along(xs, dim, 0, n - 1))};
+    const std::array<InnerPrimitive, 2> right{B::slice(after, along(xs, dim, 1, n - 1)), ones};
+    return B::template binary<ops::Mul>(B::cat(left, dim), B::cat(right, dim));
+  }
+};
+
+}  // namespace kiln

@@ -1,0 +1,202 @@
+// Autodiff graph semantics: require_grad / detach / no-grad scopes, accumulation over
+// several uses, which gradients exist, freeing the graph after backward, the errors, a
+// leak check over 100 training steps, and an MLP that learns XOR.
+#include "backends.hpp"
+#include "golden.hpp"
+
+using namespace kiln;
+
+template <class B> class AutodiffGraph : public ::testing::Test {};
+TYPED_TEST_SUITE(AutodiffGraph, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
+
+static_assert(AutodiffBackend<Autodiff<Cpu>>);
+static_assert(!AutodiffBackend<Cpu>);
+
+namespace {
+template <class T> std::vector<double> values(const T& t) { return t.template to_vec<double>(); }
+}  // namespace
+
+TYPED_TEST(AutodiffGraph, GradientOfAProductAndASum) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 2>::from({{1.0, 2.0}, {3.0, 4.0}}).require_grad();
+  const auto y = Tensor<AD, 2>::from({{0.5, -1.0}, {2.0, 0.0}}).require_grad();
+  const auto grads = (x * y + x).sum().backward();
+  EXPECT_EQ(values(*x.grad(grads)), (std::vector<double>{1.5, 0.0, 3.0, 1.0}));
+  EXPECT_EQ(values(*y.grad(grads)), (std::vector<double>{1.0, 2.0, 3.0, 4.0}));
+}
+
+TYPED_TEST(AutodiffGraph, UsesOfOneTensorAccumulate) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 1>::from({1.0, -2.0, 3.0}).require_grad();
+  // d/dx (x^2 + 3x + x * x) = 4x + 3, through three paths that meet again.
+  const auto a = x * x, b = x * 3.0;
+  const auto grads = (a + b + x.mul(x)).sum().backward();
+  EXPECT_EQ(values(*x.grad(grads)), (std::vector<double>{7.0, -5.0, 15.0}));
+}
+
+TYPED_TEST(AutodiffGraph, BackwardOfANonScalarSeedsOnes) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 1>::from({1.0, 2.0}).require_grad();
+  const auto grads = (x * 5.0).backward();
+  EXPECT_EQ(values(*x.grad(grads)), (std::vector<double>{5.0, 5.0}));
+}
+
+TYPED_TEST(AutodiffGraph, OnlyTensorsThatRequireGradGetGradients) {
+  using AD = Autodiff<TypeParam>;
+  const auto w = Tensor<AD, 1>::from({1.0, 2.0}).require_grad();
+  const auto c = Tensor<AD, 1>::from({3.0, 4.0});
+  EXPECT_TRUE(w.is_require_grad());
+  EXPECT_FALSE(c.is_require_grad());
+  const auto e = c.exp();  // nothing to differentiate: no node is recorded
+  EXPECT_FALSE(e.is_require_grad());
+  const auto live_before = autodiff::live_node_count().load();
+  const auto loss = (w * e).sum();
+  EXPECT_EQ(autodiff::live_node_count().load() - live_before, 2);  // the product and the sum
+  const auto grads = loss.backward();
+  EXPECT_EQ(grads.size(), 1u);
+  EXPECT_FALSE(c.grad(grads).has_value());
+  EXPECT_FALSE(e.grad(grads).has_value());
+  EXPECT_TRUE(w.grad(grads).has_value());
+}
+
+TYPED_TEST(AutodiffGraph, DetachAndNoGradStopTheGraph) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 1>::from({1.0, 2.0}).require_grad();
+  const auto d = x.detach();
+  EXPECT_FALSE(d.is_require_grad());
+  EXPECT_EQ(values(d), values(x));
+  // Only the first factor carries a gradient: d/dx (x * stop(x)) = stop(x).
+  const auto grads = (x * d).sum().backward();
+  EXPECT_EQ(values(*x.grad(grads)), (std::vector<double>{1.0, 2.0}));
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(is_grad_enabled());
+    EXPECT_FALSE((x * 2.0).is_require_grad());
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  EXPECT_TRUE((x * 2.0).is_require_grad());
+  EXPECT_FALSE(x.set_require_grad(false).is_require_grad());
+  // Casts to Int end the graph.
+  EXPECT_FALSE(x.to_int().to_float().is_require_grad());
+}
+
+TYPED_TEST(AutodiffGraph, InnerAndFromInnerRoundTrip) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  const auto plain = Tensor<B, 2>::from({{1.0, 2.0}, {3.0, 4.0}});
+  const auto wrapped = Tensor<AD, 2>::from_inner(plain);
+  EXPECT_FALSE(wrapped.is_require_grad());
+  const Tensor<B, 2> back = wrapped.require_grad().mul(2.0).inner();
+  EXPECT_EQ(values(back), (std::vector<double>{2.0, 4.0, 6.0, 8.0}));
+}
+
+TYPED_TEST(AutodiffGraph, GradRemoveTakesTheGradientOut) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 1>::from({1.0}).require_grad();
+  auto grads = (x * 2.0).sum().backward();
+  EXPECT_TRUE(x.grad_remove(grads).has_value());
+  EXPECT_FALSE(x.grad(grads).has_value());
+  EXPECT_TRUE(grads.empty());
+}
+
+TYPED_TEST(AutodiffGraph, TheGraphIsFreedAfterBackward) {
+  using AD = Autodiff<TypeParam>;
+  const auto live_before = autodiff::live_node_count().load();
+  {
+    const auto x = Tensor<AD, 2>::from({{1.0, 2.0}, {3.0, 4.0}}).require_grad();
+    const auto hidden = x.matmul(x).tanh();
+    const auto loss = hidden.sum();
+    EXPECT_EQ(autodiff::live_node_count().load() - live_before, 4);  // leaf, matmul, tanh, sum
+    const auto grads = loss.backward();
+    // The nodes stay while tensors refer to them, but their saved tensors are gone and a
+    // second backward through them is refused.
+    EXPECT_KILN_ERROR(loss.backward(), "already freed by an earlier backward()");
+    EXPECT_KILN_ERROR(hidden.sum().backward(), "through a tanh result was already freed");
+    // The leaf is still a leaf: a new forward pass differentiates again.
+    const auto again = x.matmul(x).tanh().sum().backward();
+    EXPECT_CLOSE(x.grad(again)->into_data(), x.grad(grads)->into_data(), 0.0, 0.0);
+  }
+  EXPECT_EQ(autodiff::live_node_count().load(), live_before);
+}
+
+TYPED_TEST(AutodiffGraph, BadUseIsAnError) {
+  using AD = Autodiff<TypeParam>;
+  const auto c = Tensor<AD, 1>::from({1.0, 2.0});
+  EXPECT_KILN_ERROR(c.sum().backward(), "does not require grad");
+  const auto i = Tensor<AD, 1>::from({1.0}).require_grad();
+  const auto x = i * 1.0;
+  // Gradient formulas are evaluated, not differentiated.
+  EXPECT_KILN_ERROR(AD::template unary_backward<ops::Exp>(x.primitive(), x.primitive(), x.primitive()),
+                    "second-order gradients are not supported");
+}
+
+namespace {
+
+// A 2-16-1 tanh MLP trained by plain SGD on a tensor loss, the way a user writes it.
+template <class B> struct Mlp {
+  using AD = Autodiff<B>;
+  Tensor<AD, 2> w1, w2;
+  Tensor<AD, 2> b1, b2;
+
+  explicit Mlp(DType dtype, std::int64_t hidden)
+      : w1(param({2, hidden}, 1.0, dtype)), w2(param({hidden, 1}, 1.0 / std::sqrt(double(hidden)), dtype)),
+        b1(param({1, hidden}, 0.1, dtype)), b2(param({1, 1}, 0.1, dtype)) {}
+
+  static Tensor<AD, 2> param(std::array<std::int64_t, 2> dims, double scale, DType dtype) {
+    return Tensor<AD, 2>::random(dims, Distribution::normal(0.0, scale), {}, dtype).require_grad();
+  }
+  Tensor<AD, 2> forward(const Tensor<AD, 2>& x) const { return (x.matmul(w1) + b1).tanh().matmul(w2) + b2; }
+
+  void sgd_step(const typename AD::Gradients& grads, double lr) {
+    for (Tensor<AD, 2>* p : {&w1, &w2, &b1, &b2}) {
+      const auto g = p->grad(grads);
+      ASSERT_TRUE(g.has_value());
+      *p = Tensor<AD, 2>::from_inner(p->inner() - *g * lr).require_grad();
+    }
+  }
+};
+
+}  // namespace
+
+TYPED_TEST(AutodiffGraph, AnMlpLearnsXor) {
+  using AD = Autodiff<TypeParam>;
+  manual_seed(7);
+  Mlp<TypeParam> mlp(DType::f32, 16);
+  const auto x = Tensor<AD, 2>::from({{0.0, 0.0}, {0.0, 1.0}, {1.0, 0.0}, {1.0, 1.0}});
+  const auto target = Tensor<AD, 2>::from({{0.0}, {1.0}, {1.0}, {0.0}});
+  double loss_value = 0.0;
+  for (int step = 0; step < 500; ++step) {
+    const auto loss = (mlp.forward(x) - target).square().mean();
+    loss_value = loss.item();
+    mlp.sgd_step(loss.backward(), 0.2);
+  }
+  NoGradGuard no_grad;
+  const auto predicted = mlp.forward(x).gt(0.5).to_int().template to_vec<std::int64_t>();
+  EXPECT_EQ(predicted, (std::vector<std::int64_t>{0, 1, 1, 0})) << "final loss " << loss_value;
+  EXPECT_LT(loss_value, 0.01);
+}
+
+TYPED_TEST(AutodiffGraph, TrainingStepsLeakNothing) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  manual_seed(3);
+  Mlp<B> mlp(DType::f32, 64);
+  const auto x = Tensor<AD, 2>::random({32, 2}, Distribution::normal(0.0, 1.0));
+  const auto target = Tensor<AD, 2>::random({32, 1}, Distribution::uniform(0.0, 1.0));
+  auto step = [&] {
+    const auto loss = (mlp.forward(x).sigmoid() - target).abs().sum_dim(0).mean();
+    mlp.sgd_step(loss.backward(), 0.01);
+  };
+  step();  // warm the allocator's cache
+  const auto nodes = autodiff::live_node_count().load();
+  cpu::AllocatorStats memory{};
+  if constexpr (std::same_as<B, Cpu>) memory = cpu::allocator_stats();
+  for (int i = 0; i < 100; ++i) step();
+  // The parameters are the only nodes and buffers that outlive a step.
+  EXPECT_EQ(autodiff::live_node_count().load(), nodes);
+  if constexpr (std::same_as<B, Cpu>) {
+    const auto after = cpu::allocator_stats();
+    EXPECT_EQ(after.live_buffers, memory.live_buffers);
+    EXPECT_EQ(after.live_bytes, memory.live_bytes);
+  }
+}
