@@ -61,7 +61,37 @@ def workloads(compile_mode):
             return conv()
 
     w["conv2d_fwd_64x32x28x28_k3"] = conv_forward
+
+    w["mlp_train_step_784_1024_1024_10_b256"] = [mlp_step(compile_mode, fused) for fused in (False, True)
+                                                 if fused is False or adam_has_fused()]
     return w
+
+
+def adam_has_fused():
+    try:
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)], fused=True)
+        return True
+    except (TypeError, RuntimeError):
+        return False
+
+
+def mlp_step(compile_mode, fused):
+    """One training step of the 784-1024-1024-10 ReLU MLP at batch 256 with Adam."""
+    model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    forward = torch.compile(model) if compile_mode else model
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True) if fused else \
+        torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(256, 784)
+    labels = torch.randint(0, 10, (256,))
+
+    def step():
+        adam.zero_grad(set_to_none=True)
+        loss_fn(forward(x), labels).backward()
+        adam.step()
+
+    return step
 
 
 def main(argv):
@@ -75,10 +105,13 @@ def main(argv):
     for name, fn in workloads(compile_mode).items():
         if pattern and not pattern.search(name):
             continue
-        try:
-            results[name] = timeit(fn)
-        except Exception as exc:  # a workload torch.compile cannot handle here is reported, not fatal
-            print(f"{name}: {exc}", file=sys.stderr)
+        # A workload may come in variants (Adam fused or not): the fastest one counts.
+        for variant in (fn if isinstance(fn, list) else [fn]):
+            try:
+                ms = timeit(variant)
+                results[name] = min(ms, results.get(name, ms))
+            except Exception as exc:  # a workload torch.compile cannot handle here is reported, not fatal
+                print(f"{name}: {exc}", file=sys.stderr)
     print(json.dumps({"torch": torch.__version__, "compile": compile_mode, "results": results}))
 
 

@@ -10,6 +10,7 @@
 #include "kiln/core/rng.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
+#include "kiln/optim/adam.hpp"
 #include "kiln/tensor/module_ops.hpp"
 #include "kiln/tensor/print.hpp"
 #include "kiln/tensor/tensor.hpp"

@@ -5,7 +5,9 @@
 
 #include "kiln/backend/backend.hpp"
 #include "kiln/cpu/tensor.hpp"
+#include "kiln/ops/optim.hpp"
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -67,6 +69,10 @@ struct Cpu {
                            ops::ScatterMode mode);
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
+
+  // fused optimizer steps (backends/cpu/src/optim.cpp): {param, m, v} after one Adam/AdamW update
+  static std::array<Primitive, 3> adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
+                                            const Primitive& v, const ops::AdamStep& options);
 
   // neural-network ops (backends/cpu/src/conv.cpp, pool.cpp, interpolate.cpp)
   static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
