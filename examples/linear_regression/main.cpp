@@ -1,13 +1,14 @@
 // Linear regression by gradient descent, the smallest real training loop: fit y = w x + b
-// to noisy samples of y = 3x + 2 with hand-written gradients (no autodiff needed for a
-// model this small). Exits with status 1 if the fit does not land near w = 3, b = 2.
+// to noisy samples of y = 3x + 2, with Autodiff<Cpu> computing the gradients.
+// Exits with status 1 if the fit does not land near w = 3, b = 2.
 #include <kiln/kiln.hpp>
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-using Tensor = kiln::Tensor<kiln::Cpu, 2>;  // rank 2: [samples, features]
+// Autodiff<Cpu> records the ops on tensors that require grad; rank 2: [samples, features].
+using Tensor = kiln::Tensor<kiln::Autodiff<kiln::Cpu>, 2>;
 
 int main() {
   kiln::manual_seed(42);  // the same data and result on every run and every backend
@@ -19,19 +20,17 @@ int main() {
   const Tensor y = x * 3.0 + 2.0 + noise;
 
   // Parameters, shape [1, 1] so that they broadcast over the samples.
-  Tensor w = Tensor::zeros({1, 1});
-  Tensor b = Tensor::zeros({1, 1});
+  Tensor w = Tensor::zeros({1, 1}).require_grad();
+  Tensor b = Tensor::zeros({1, 1}).require_grad();
   const double lr = 0.1;
 
   for (int step = 0; step <= 200; ++step) {
-    const Tensor error = x * w + b - y;  // prediction minus target, [n, 1]
-    // loss = mean(error²); its gradients: dloss/dw = mean(2 error x), dloss/db = mean(2 error).
-    // mean_dim(0) keeps the dim, so the gradients have the parameters' shape [1, 1].
-    const Tensor dw = (error * x).mean_dim(0) * 2.0;
-    const Tensor db = error.mean_dim(0) * 2.0;
-    if (step % 20 == 0) fmt::print("step {:3d}  loss {:.6f}\n", step, error.square().mean().item());
-    w = w - dw * lr;
-    b = b - db * lr;
+    const Tensor loss = (x * w + b - y).square().mean_dim(0);  // mean squared error, [1, 1]
+    if (step % 20 == 0) fmt::print("step {:3d}  loss {:.6f}\n", step, loss.item());
+    const auto grads = loss.backward();
+    // Plain SGD on the inner (CPU) tensors; the updated values become fresh leaves.
+    w = Tensor::from_inner(w.inner() - *w.grad(grads) * lr).require_grad();
+    b = Tensor::from_inner(b.inner() - *b.grad(grads) * lr).require_grad();
   }
 
   const double w_fit = w.item(), b_fit = b.item();
