@@ -34,7 +34,7 @@ using cpu::CpuTensor;
 template <class Op> Cpu::Primitive Cpu::binary(const Primitive& a, const Primitive& b) {
   KILN_CHECK(a.dtype == b.dtype, "{}: both operands must have the same dtype, got {} {} and {} {}", Op::name,
              a.shape, a.dtype, b.shape, b.dtype);
-  cpu::check_domain<Op>(a.dtype);
+  ops::check_domain<Op>(a.dtype);
   constexpr bool predicate = ops::is_predicate<Op>;
   if (cpu::is_half(a.dtype)) {
     Primitive r = binary<Op>(cast(a, DType::f32), cast(b, DType::f32));
@@ -51,7 +51,7 @@ template <class Op> Cpu::Primitive Cpu::binary(const Primitive& a, const Primiti
 }
 
 template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double b) {
-  cpu::check_domain<Op>(a.dtype);
+  ops::check_domain<Op>(a.dtype);
   constexpr bool predicate = ops::is_predicate<Op>;
   if (cpu::is_half(a.dtype)) {
     Primitive r = binary_scalar<Op>(cast(a, DType::f32), b);

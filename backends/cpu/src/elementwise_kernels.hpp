@@ -370,15 +370,6 @@ void binary_scalar_kernel(const void* context, const std::byte* const* in, const
 }
 
 // ---------------------------------------------------------------- dtype dispatch
-template <class Op> void check_domain(DType dtype) {
-  using ops::Domain;
-  if constexpr (Op::domain == Domain::float_only)
-    KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", Op::name, dtype);
-  else if constexpr (Op::domain == Domain::numeric)
-    KILN_CHECK(!is_bool(dtype), "{}: expected a float or int tensor, got {}", Op::name, dtype);
-  else
-    KILN_CHECK(is_bool(dtype), "{}: expected a bool tensor, got {}", Op::name, dtype);
-}
 
 // Runs fn.template operator()<T>() for the dtypes an op's domain admits (f16/bf16 excluded: they compute via f32).
 template <class Op, class F> void dispatch_domain(DType dtype, F&& fn) {

@@ -6,7 +6,7 @@
 namespace kiln {
 
 template <class Op> Cpu::Primitive Cpu::unary(const Primitive& x) {
-  cpu::check_domain<Op>(x.dtype);
+  ops::check_domain<Op>(x.dtype);
   constexpr bool predicate = ops::is_predicate<Op>;
   if (cpu::is_half(x.dtype)) {
     // f16 and bf16 compute in f32 and round once at the end.

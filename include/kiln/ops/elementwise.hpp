@@ -13,6 +13,8 @@
 // every backend.
 #pragma once
 
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
 #include "kiln/ops/math.hpp"
 
 #include <cstdint>
@@ -32,6 +34,8 @@ enum class Domain : std::uint8_t { float_only, numeric, boolean };
 template <class T> using S = fn::scalar_t<T>;
 
 // ---------------------------------------------------------------- unary, float
+// Step functions (floor, ceil, round, sign) have a zero gradient, even where dy is NaN
+// (as in PyTorch): their grad is the constant 0, not dy * 0.
 struct Exp {
   KILN_OP_HEADER(Exp, "exp", float_only)
   template <class T> static T apply(const T& x) { return fn::exp(x); }
@@ -92,17 +96,17 @@ struct Erf {
 struct Floor {
   KILN_OP_HEADER(Floor, "floor", float_only)
   template <class T> static T apply(const T& x) { return fn::floor(x); }
-  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
 };
 struct Ceil {
   KILN_OP_HEADER(Ceil, "ceil", float_only)
   template <class T> static T apply(const T& x) { return fn::ceil(x); }
-  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
 };
 struct Round {
   KILN_OP_HEADER(Round, "round", float_only)
   template <class T> static T apply(const T& x) { return fn::round(x); }
-  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
 };
 struct Sigmoid {
   KILN_OP_HEADER(Sigmoid, "sigmoid", float_only)
@@ -174,7 +178,7 @@ struct Sign {
     const T zero = fn::constant(x, 0);
     return fn::select(x > S<T>(0), fn::constant(x, 1), fn::select(x < S<T>(0), fn::constant(x, -1), zero));
   }
-  template <class T> static T grad(const T&, const T&, const T& dy) { return dy * S<T>(0); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
 };
 struct Abs {
   KILN_OP_HEADER(Abs, "abs", numeric)
@@ -390,6 +394,16 @@ static_assert(0 KILN_BINARY_OPS(KILN_COUNT_DIFFERENTIABLE_BINARY) == 0 KILN_DIFF
 
 // Which operand of a binary op a gradient is for.
 enum class Operand : std::uint8_t { lhs, rhs };
+
+// Whether a tensor of `dtype` is in the op's domain; backends check it with these words.
+template <class Op> void check_domain(DType dtype) {
+  if constexpr (Op::domain == Domain::float_only)
+    KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", Op::name, dtype);
+  else if constexpr (Op::domain == Domain::numeric)
+    KILN_CHECK(!is_bool(dtype), "{}: expected a float or int tensor, got {}", Op::name, dtype);
+  else
+    KILN_CHECK(is_bool(dtype), "{}: expected a bool tensor, got {}", Op::name, dtype);
+}
 
 template <class Op, class = void> struct IsPredicate : std::false_type {};
 template <class Op> struct IsPredicate<Op, std::void_t<decltype(Op::predicate)>> : std::bool_constant<Op::predicate> {};

@@ -3,8 +3,7 @@
 // (reshape of contiguous data, permute, expand, slice) share the buffer.
 #pragma once
 
-#include "kiln/core/dtype.hpp"
-#include "kiln/core/shape.hpp"
+#include "kiln/core/strided.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -23,22 +22,9 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-struct CpuTensor {
+struct CpuTensor : StridedView {
   std::shared_ptr<Storage> storage;
-  Shape shape;
-  std::vector<std::int64_t> strides;  // in elements; 0 on broadcast dims
-  std::int64_t offset = 0;            // in elements
-  DType dtype = DType::f32;
 
-  std::int64_t numel() const { return shape.numel(); }
-  bool is_contiguous() const {
-    std::int64_t expected = 1;
-    for (std::size_t i = shape.rank(); i-- > 0;) {
-      if (shape[i] != 1 && strides[i] != expected) return false;
-      expected *= shape[i];
-    }
-    return true;
-  }
   std::byte* bytes() const { return storage->ptr + offset * static_cast<std::int64_t>(dtype_size(dtype)); }
   template <class T> T* data() const { return reinterpret_cast<T*>(bytes()); }
 };

@@ -1,0 +1,72 @@
+// kiln::Vulkan: the portable GPU backend (any Vulkan 1.1 device; Mesa's lavapipe runs it on
+// the CPU for tests). Kernels are GLSL compute shaders compiled to SPIR-V at run time;
+// elementwise kernels are rendered from the op catalogue's formulas (kiln/codegen).
+//
+// In progress: this version has creation, host transfer, casts and every elementwise op
+// (with their gradient formulas). Reductions, matmul, layout, indexing and the nn ops are
+// still to come, so kiln::Vulkan does not satisfy kiln::Backend yet and Tensor<Vulkan, N>
+// is not available; tests drive the primitives directly (tests/vulkan).
+#pragma once
+
+#include "kiln/core/rng.hpp"
+#include "kiln/core/tensor_data.hpp"
+#include "kiln/ops/elementwise.hpp"
+#include "kiln/vulkan/tensor.hpp"
+
+#include <string_view>
+
+namespace kiln {
+
+struct Vulkan {
+  using Device = VulkanDevice;
+  using Primitive = vulkan::VulkanTensor;
+  using FloatTensor = Primitive;
+  using IntTensor = Primitive;
+  using BoolTensor = Primitive;
+  static constexpr std::string_view name = "vulkan";
+
+  // creation and host transfer (backends/vulkan/src/creation.cpp)
+  static Primitive from_data(const TensorData& data, const Device& device);
+  static TensorData into_data(const Primitive& p);
+  static Primitive full(const Shape& shape, double value, DType dtype, const Device& device);
+  static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                          const Device& device);
+  static Shape shape(const Primitive& p) { return p.shape; }
+  static DType dtype(const Primitive& p) { return p.dtype; }
+  static Device device(const Primitive&) { return {}; }
+  static Primitive to_device(const Primitive& p, const Device& device);
+  static Primitive cast(const Primitive& p, DType dtype);
+
+  // elementwise, rendered from the op catalogue (backends/vulkan/src/elementwise.cpp)
+  template <class Op> static Primitive unary(const Primitive& x);
+  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
+  template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
+                                   ops::Operand operand);
+};
+
+#define KILN_VULKAN_EXTERN_UNARY(Op) \
+  extern template Vulkan::Primitive Vulkan::unary<ops::Op>(const Vulkan::Primitive&);
+#define KILN_VULKAN_EXTERN_BINARY(Op)                                                                     \
+  extern template Vulkan::Primitive Vulkan::binary<ops::Op>(const Vulkan::Primitive&, const Vulkan::Primitive&); \
+  extern template Vulkan::Primitive Vulkan::binary_scalar<ops::Op>(const Vulkan::Primitive&, double);
+#define KILN_VULKAN_EXTERN_UNARY_BACKWARD(Op)                                                             \
+  extern template Vulkan::Primitive Vulkan::unary_backward<ops::Op>(                                      \
+      const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&);
+#define KILN_VULKAN_EXTERN_BINARY_BACKWARD(Op)                                                            \
+  extern template Vulkan::Primitive Vulkan::binary_backward<ops::Op>(                                     \
+      const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, \
+      ops::Operand);
+KILN_UNARY_OPS(KILN_VULKAN_EXTERN_UNARY)
+KILN_BINARY_OPS(KILN_VULKAN_EXTERN_BINARY)
+KILN_DIFFERENTIABLE_UNARY_OPS(KILN_VULKAN_EXTERN_UNARY_BACKWARD)
+KILN_DIFFERENTIABLE_BINARY_OPS(KILN_VULKAN_EXTERN_BINARY_BACKWARD)
+#undef KILN_VULKAN_EXTERN_UNARY
+#undef KILN_VULKAN_EXTERN_BINARY
+#undef KILN_VULKAN_EXTERN_UNARY_BACKWARD
+#undef KILN_VULKAN_EXTERN_BINARY_BACKWARD
+
+}  // namespace kiln

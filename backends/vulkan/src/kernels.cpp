@@ -1,0 +1,196 @@
+// The generated elementwise kernel: shader text, parameter buffer, dispatch.
+#include "kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kiln::vulkan {
+namespace {
+
+constexpr std::size_t kMaxRank = 8;
+// Parameter buffer layout (ints): [0] n, [1] rank, [2..10) dims, then per input k at
+// 10 + k * 9: its element offset and 8 strides.
+constexpr int kInputParams = 1 + static_cast<int>(kMaxRank);
+constexpr int kFirstInput = 2 + static_cast<int>(kMaxRank);
+
+std::string extensions(const ElementwiseSpec& spec) {
+  bool int64 = spec.out == DType::i64, int8 = spec.out == DType::u8 || spec.out == DType::boolean;
+  bool float64 = spec.out == DType::f64;
+  for (DType d : spec.inputs) {
+    int64 = int64 || d == DType::i64;
+    int8 = int8 || d == DType::u8 || d == DType::boolean;
+    float64 = float64 || d == DType::f64;
+  }
+  std::string out;
+  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (int8)
+    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+           "#extension GL_EXT_shader_8bit_storage : require\n";
+  (void)float64;  // doubles are core GLSL 4.50
+  return out;
+}
+
+// Strided: each input's index from the output index and its strides; flat: offset + i * step.
+std::string shader(const ElementwiseSpec& spec, bool strided) {
+  std::string s = "#version 450\n" + extensions(spec);
+  s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
+  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
+  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", storage_type(spec.out));
+  for (std::size_t k = 0; k < spec.inputs.size(); ++k)
+    s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n", k + 2, k,
+                     storage_type(spec.inputs[k]), k);
+  s += spec.helpers;
+  if (strided) {
+    s += fmt::format(
+        "int index_of(int i, int base) {{\n"
+        "  int index = params[base];\n"
+        "  for (int d = params[1] - 1; d >= 0; --d) {{\n"
+        "    const int size = params[2 + d];\n"
+        "    index += (i % size) * params[base + 1 + d];\n"
+        "    i /= size;\n"
+        "  }}\n"
+        "  return index;\n"
+        "}}\n");
+  } else {
+    s += "int index_of(int i, int base) { return params[base] + i * params[base + 1]; }\n";
+  }
+  s += fmt::format(
+      "void main() {{\n"
+      "  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n"
+      "  if (i >= params[0]) return;\n",
+      kWorkgroupSize);
+  for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
+    const int base = kFirstInput + static_cast<int>(k) * kInputParams;
+    if (spec.inputs[k] == DType::boolean)
+      s += fmt::format("  const bool in{} = in{}_data[index_of(i, {})] != uint8_t(0);\n", k, k, base);
+    else
+      s += fmt::format("  const {} in{} = in{}_data[index_of(i, {})];\n", value_type(spec.inputs[k]), k, k, base);
+  }
+  if (spec.value_is_bool)
+    s += fmt::format("  out_data[i] = ({}) ? {}(1) : {}(0);\n", spec.value, storage_type(spec.out),
+                     storage_type(spec.out));
+  else
+    s += fmt::format("  out_data[i] = {}({});\n", storage_type(spec.out), spec.value);
+  s += "}\n";
+  return s;
+}
+
+std::int32_t checked_int(std::int64_t v, const char* what) {
+  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
+             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
+  return static_cast<std::int32_t>(v);
+}
+
+}  // namespace
+
+std::string storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int";
+    case DType::i64: return "int64_t";
+    case DType::u8:
+    case DType::boolean: return "uint8_t";
+    default: KILN_FAIL("vulkan: {} tensors are not supported yet", dtype);
+  }
+}
+
+std::string value_type(DType dtype) { return dtype == DType::boolean ? "bool" : storage_type(dtype); }
+
+void check_dtype_supported(std::string_view op, DType dtype) {
+  const Features& f = Context::get().features();
+  KILN_CHECK(dtype != DType::f16 && dtype != DType::bf16, "{}: {} tensors are not supported by the Vulkan backend yet",
+             op, dtype);
+  KILN_CHECK(dtype != DType::f64 || f.float64, "{}: this Vulkan device has no shaderFloat64 for f64 tensors", op);
+  KILN_CHECK(dtype != DType::i64 || f.int64, "{}: this Vulkan device has no shaderInt64 for i64 tensors", op);
+  KILN_CHECK((dtype != DType::u8 && dtype != DType::boolean) || f.int8,
+             "{}: this Vulkan device lacks 8-bit storage for {} tensors", op, dtype);
+}
+
+std::string literal(double value, DType dtype) {
+  switch (dtype) {
+    case DType::f32: {
+      const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(value));
+      return fmt::format("uintBitsToFloat({}u)", bits);
+    }
+    case DType::f64: {
+      const auto bits = std::bit_cast<std::uint64_t>(value);
+      return fmt::format("packDouble2x32(uvec2({}u, {}u))", bits & 0xffffffffu, bits >> 32);
+    }
+    case DType::i32: return fmt::format("int({})", static_cast<std::int32_t>(value));
+    case DType::i64: return fmt::format("int64_t({}l)", static_cast<std::int64_t>(value));
+    case DType::u8: return fmt::format("uint8_t({})", static_cast<unsigned>(static_cast<std::uint8_t>(value)));
+    case DType::boolean: return value != 0.0 ? "true" : "false";
+    default: KILN_FAIL("vulkan: {} tensors are not supported yet", dtype);
+  }
+}
+
+VulkanTensor empty(const Shape& shape, DType dtype) {
+  check_dtype_supported("empty", dtype);
+  VulkanTensor t;
+  t.buffer = Context::get().allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  t.shape = shape;
+  t.strides = shape.contiguous_strides();
+  t.dtype = dtype;
+  return t;
+}
+
+VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                             const Shape& shape) {
+  KILN_CHECK(inputs.size() == spec.inputs.size(), "vulkan: a kernel of {} inputs got {}", spec.inputs.size(),
+             inputs.size());
+  KILN_CHECK(shape.rank() <= kMaxRank, "vulkan: tensors of rank {} (at most {})", shape.rank(), kMaxRank);
+  VulkanTensor out = empty(shape, spec.out);
+  const std::int64_t n = shape.numel();
+  if (n == 0) return out;
+
+  // Flat when every input is contiguous with the output's shape or is a single element.
+  bool strided = false;
+  for (const VulkanTensor* t : inputs)
+    strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
+
+  std::vector<std::int32_t> params(static_cast<std::size_t>(kFirstInput + kInputParams * inputs.size()), 0);
+  params[0] = checked_int(n, "a tensor of");
+  params[1] = static_cast<std::int32_t>(shape.rank());
+  for (std::size_t d = 0; d < shape.rank(); ++d) params[2 + d] = checked_int(shape[d], "a dim of");
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const VulkanTensor& t = *inputs[k];
+    const std::size_t base = static_cast<std::size_t>(kFirstInput) + k * kInputParams;
+    params[base] = checked_int(t.offset, "an offset of");
+    if (!strided) {
+      params[base + 1] = t.numel() == 1 ? 0 : 1;
+      continue;
+    }
+    // Broadcast t's dims against shape (right-aligned; size-1 dims read with stride 0).
+    const std::size_t lead = shape.rank() - t.shape.rank();
+    for (std::size_t d = 0; d < t.shape.rank(); ++d) {
+      const std::int64_t stride = t.shape[d] == 1 ? 0 : t.strides[d];
+      params[base + 1 + lead + d] = static_cast<std::int32_t>(stride);
+    }
+  }
+  Context& context = Context::get();
+  auto param_buffer = context.allocate(params.size() * sizeof(std::int32_t));
+  context.upload(*param_buffer, 0, params.data(), params.size() * sizeof(std::int32_t));
+
+  std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
+  for (const VulkanTensor* t : inputs) buffers.push_back(t->buffer);
+  const Pipeline& pipeline = context.pipeline(shader(spec, strided), static_cast<std::uint32_t>(buffers.size()));
+  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
+  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
+  const std::int64_t y = (groups + x - 1) / x;
+  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+  return out;
+}
+
+VulkanTensor contiguous(const VulkanTensor& x) {
+  if (x.is_contiguous()) return x;
+  ElementwiseSpec copy{{x.dtype}, x.dtype, "", "in0", x.dtype == DType::boolean};
+  const std::array<const VulkanTensor*, 1> inputs{&x};
+  return run_elementwise(copy, inputs, x.shape);
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,41 @@
+// The generated elementwise kernel of the Vulkan backend: one GLSL compute shader per
+// value expression and operand types, any shapes. Inputs are read through their strides
+// (broadcast dims have stride 0) from a small parameter buffer, so one compiled kernel
+// serves every shape. Private to backends/vulkan/src.
+#pragma once
+
+#include "context.hpp"
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::vulkan {
+
+// An elementwise kernel: out = value(in0, in1, ...), where `value` is a GLSL expression
+// over variables in0... of each input's value type (bool inputs arrive as `bool`).
+struct ElementwiseSpec {
+  std::vector<DType> inputs;
+  DType out = DType::f32;
+  std::string helpers;  // GLSL functions the expression calls
+  std::string value;
+  bool value_is_bool = false;  // the expression is a bool (stored as 0/1 bytes)
+};
+
+// A fresh contiguous tensor (uninitialized) on the context's device.
+VulkanTensor empty(const Shape& shape, DType dtype);
+// Runs the kernel over `shape` (the inputs broadcast to it) into a new contiguous tensor.
+VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                             const Shape& shape);
+// `x` itself when contiguous, else a contiguous copy.
+VulkanTensor contiguous(const VulkanTensor& x);
+
+// GLSL spelling of a dtype in storage buffers and in arithmetic (bool: uint8_t / bool).
+std::string storage_type(DType dtype);
+std::string value_type(DType dtype);
+// Checks that the device can hold `dtype` tensors (names the op and the missing feature).
+void check_dtype_supported(std::string_view op, DType dtype);
+// An exact GLSL literal of `value` as the value type of `dtype`.
+std::string literal(double value, DType dtype);
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,389 @@
+// A small expression IR for generating kernel source: the op catalogue's formulas,
+// instantiated with the symbolic Expr / Mask types below, record a tree of Nodes that a
+// renderer (codegen/glsl.hpp, later CUDA, Metal...) turns into one kernel expression.
+#pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/ops/elementwise.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace kiln::codegen {
+
+// ---------------------------------------------------------------- scalar types
+// The type a kernel computes in. One tree computes in one type; Masks are bool whatever it is.
+enum class ScalarType : std::uint8_t { f32, f64, i32, i64, u8, boolean };
+
+constexpr std::string_view scalar_type_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::f32: return "f32";
+    case ScalarType::f64: return "f64";
+    case ScalarType::i32: return "i32";
+    case ScalarType::i64: return "i64";
+    case ScalarType::u8: return "u8";
+    case ScalarType::boolean: return "bool";
+  }
+  return "?";
+}
+constexpr bool is_float(ScalarType t) { return t == ScalarType::f32 || t == ScalarType::f64; }
+constexpr bool is_integer(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::i64 || t == ScalarType::u8; }
+
+// f16 and bf16 compute in f32, as on the CPU: kernels convert on load and store, and the
+// formulas (and their constants) run at f32 precision.
+constexpr ScalarType scalar_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return ScalarType::f32;
+    case DType::f64: return ScalarType::f64;
+    case DType::i32: return ScalarType::i32;
+    case DType::i64: return ScalarType::i64;
+    case DType::u8: return ScalarType::u8;
+    case DType::boolean: return ScalarType::boolean;
+  }
+  return ScalarType::f32;
+}
+
+// ---------------------------------------------------------------- nodes
+// What a node computes. An enum rather than strings, so that a renderer's switch is
+// checked by the compiler (-Wswitch) when a kind is added.
+enum class Kind : std::uint8_t {
+  input,     // in<index>: a kernel operand (numeric, or bool when the node is a mask)
+  constant,  // a number, typed by the tree's ScalarType when rendered
+  // numeric → numeric, with the meaning of kiln::fn and C++'s operators on the tree's type
+  // (so div on integers truncates; the catalogue's integer Div is int_div); round_even is
+  // fn::round, halves to even. max / min need not handle NaN: fn::max checks isnan first.
+  neg, exp, log, log1p, sqrt, abs, sin, cos, tan, tanh, erf, floor, ceil, round_even,
+  add, sub, mul, div, max, min, pow,
+  // the catalogue's integer branches of Div, Rem and Pow (integer trees only)
+  int_div, int_rem, int_pow,
+  select,  // (mask, a, b): a where mask else b; a and b both numeric or both masks
+  // numeric → mask
+  isnan, isinf, lt, le, gt, ge, eq, ne,
+  // mask → mask
+  logical_and, logical_or, logical_xor, logical_not,
+};
+
+constexpr std::string_view kind_name(Kind k) {
+  switch (k) {
+    case Kind::input: return "input";
+    case Kind::constant: return "constant";
+    case Kind::neg: return "neg";
+    case Kind::exp: return "exp";
+    case Kind::log: return "log";
+    case Kind::log1p: return "log1p";
+    case Kind::sqrt: return "sqrt";
+    case Kind::abs: return "abs";
+    case Kind::sin: return "sin";
+    case Kind::cos: return "cos";
+    case Kind::tan: return "tan";
+    case Kind::tanh: return "tanh";
+    case Kind::erf: return "erf";
+    case Kind::floor: return "floor";
+    case Kind::ceil: return "ceil";
+    case Kind::round_even: return "round_even";
+    case Kind::add: return "add";
+    case Kind::sub: return "sub";
+    case Kind::mul: return "mul";
+    case Kind::div: return "div";
+    case Kind::max: return "max";
+    case Kind::min: return "min";
+    case Kind::pow: return "pow";
+    case Kind::int_div: return "int_div";
+    case Kind::int_rem: return "int_rem";
+    case Kind::int_pow: return "int_pow";
+    case Kind::select: return "select";
+    case Kind::isnan: return "isnan";
+    case Kind::isinf: return "isinf";
+    case Kind::lt: return "lt";
+    case Kind::le: return "le";
+    case Kind::gt: return "gt";
+    case Kind::ge: return "ge";
+    case Kind::eq: return "eq";
+    case Kind::ne: return "ne";
+    case Kind::logical_and: return "and";
+    case Kind::logical_or: return "or";
+    case Kind::logical_xor: return "xor";
+    case Kind::logical_not: return "not";
+  }
+  return "?";
+}
+
+// How many arguments a kind takes.
+constexpr int kind_arity(Kind k) {
+  switch (k) {
+    case Kind::input:
+    case Kind::constant: return 0;
+    case Kind::neg: case Kind::exp: case Kind::log: case Kind::log1p: case Kind::sqrt: case Kind::abs:
+    case Kind::sin: case Kind::cos: case Kind::tan: case Kind::tanh: case Kind::erf: case Kind::floor:
+    case Kind::ceil: case Kind::round_even: case Kind::isnan: case Kind::isinf: case Kind::logical_not: return 1;
+    case Kind::add: case Kind::sub: case Kind::mul: case Kind::div: case Kind::max: case Kind::min: case Kind::pow:
+    case Kind::int_div: case Kind::int_rem: case Kind::int_pow: case Kind::lt: case Kind::le: case Kind::gt:
+    case Kind::ge: case Kind::eq: case Kind::ne: case Kind::logical_and: case Kind::logical_or:
+    case Kind::logical_xor: return 2;
+    case Kind::select: return 3;
+  }
+  return 0;
+}
+
+struct Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+// One immutable node; trees share subtrees (a formula that uses a value twice points at it twice).
+struct Node {
+  Kind kind;
+  bool mask = false;  // the value is a bool
+  std::vector<NodePtr> args;
+  double value = 0;  // Kind::constant
+  int index = 0;     // Kind::input
+};
+
+inline NodePtr make_input(int index, bool mask = false) {
+  KILN_CHECK(index >= 0, "codegen: input index {} is negative", index);
+  return std::make_shared<const Node>(Node{Kind::input, mask, {}, 0, index});
+}
+inline NodePtr make_constant(double value) {
+  return std::make_shared<const Node>(Node{Kind::constant, false, {}, value, 0});
+}
+// An operation node; checks the arity and that masks go where masks belong, so that a
+// renderer can trust any tree it is given.
+inline NodePtr make_node(Kind kind, std::vector<NodePtr> args) {
+  const std::string_view name = kind_name(kind);
+  KILN_CHECK(kind != Kind::input && kind != Kind::constant, "codegen: use make_input / make_constant for {}", name);
+  KILN_CHECK(static_cast<int>(args.size()) == kind_arity(kind), "codegen: {} takes {} arguments, got {}", name,
+             kind_arity(kind), args.size());
+  for (const NodePtr& a : args) KILN_CHECK(a != nullptr, "codegen: {} got a null argument", name);
+  bool mask = false;
+  switch (kind) {
+    case Kind::select:
+      KILN_CHECK(args[0]->mask && args[1]->mask == args[2]->mask,
+                 "codegen: select takes a mask and two values of the same kind");
+      mask = args[1]->mask;
+      break;
+    case Kind::logical_and:
+    case Kind::logical_or:
+    case Kind::logical_xor:
+    case Kind::logical_not:
+      for (const NodePtr& a : args) KILN_CHECK(a->mask, "codegen: {} takes masks", name);
+      mask = true;
+      break;
+    default:
+      for (const NodePtr& a : args) KILN_CHECK(!a->mask, "codegen: {} takes numbers, not masks", name);
+      mask = kind == Kind::isnan || kind == Kind::isinf || kind == Kind::lt || kind == Kind::le ||
+             kind == Kind::gt || kind == Kind::ge || kind == Kind::eq || kind == Kind::ne;
+  }
+  return std::make_shared<const Node>(Node{kind, mask, std::move(args), 0, 0});
+}
+
+// A canonical text of the tree's structure: equal for trees that compute the same thing
+// the same way (however their subtrees are shared), so kernels can be cached by it. Each
+// distinct subtree is listed once, in post-order, arguments referring to earlier entries:
+// "in0;c0.5;mul(0,1)" is in0 * 0.5. Linear in the number of nodes, not in the expanded tree.
+inline std::string structural_key(const NodePtr& root) {
+  std::string key;
+  std::unordered_map<const Node*, int> id_of_node;
+  std::unordered_map<std::string, int> id_of_entry;
+  auto visit = [&](auto& self, const Node& n) -> int {
+    if (auto it = id_of_node.find(&n); it != id_of_node.end()) return it->second;
+    std::string entry;
+    if (n.kind == Kind::input) entry = fmt::format("in{}{}", n.index, n.mask ? "b" : "");
+    else if (n.kind == Kind::constant) entry = fmt::format("c{}", n.value);  // shortest exact form; -0 and 0 differ
+    else {
+      entry = fmt::format("{}(", kind_name(n.kind));
+      for (std::size_t i = 0; i < n.args.size(); ++i)
+        entry += fmt::format("{}{}", i ? "," : "", self(self, *n.args[i]));
+      entry += ')';
+    }
+    auto [it, added] = id_of_entry.emplace(std::move(entry), static_cast<int>(id_of_entry.size()));
+    if (added) key += (key.empty() ? "" : ";") + it->first;
+    id_of_node.emplace(&n, it->second);
+    return it->second;
+  };
+  visit(visit, *root);
+  return key;
+}
+
+// How many operands the kernel reads: one more than the largest input index.
+inline int input_count(const NodePtr& root) {
+  int count = 0;
+  std::unordered_set<const Node*> seen;
+  auto visit = [&](auto& self, const Node& n) -> void {
+    if (!seen.insert(&n).second) return;
+    if (n.kind == Kind::input) count = std::max(count, n.index + 1);
+    for (const NodePtr& a : n.args) self(self, *a);
+  };
+  visit(visit, *root);
+  return count;
+}
+
+// ---------------------------------------------------------------- Expr and Mask
+// Symbolic scalars offering exactly the array interface kiln::fn calls (x.exp(),
+// a.max(b), mask.select(a, b), T::Constant, ...), so that each catalogue formula,
+// instantiated with them, builds its own tree. No simplification happens: a formula's
+// `dy * 0` stays, since it is NaN for NaN dy.
+class Mask;
+
+class Expr {
+ public:
+  using Scalar = Expr;  // so fn::scalar_t<Expr> is Expr, and S<T>(0.5) is a constant
+
+  Expr(double value) : node_(make_constant(value)) {}  // implicit, so that x * 2.0 reads naturally
+  explicit Expr(NodePtr node) : node_(std::move(node)) {
+    KILN_CHECK(node_ != nullptr && !node_->mask, "codegen: an Expr needs a numeric node");
+  }
+  static Expr input(int index) { return Expr(make_input(index)); }
+
+  // What kiln::fn expects of an array type: one symbolic element.
+  static Expr Constant(std::int64_t, const Expr& value) { return value; }
+  static constexpr std::int64_t size() { return 1; }
+  Expr eval() const { return *this; }
+
+  Expr exp() const { return unary(Kind::exp); }
+  Expr log() const { return unary(Kind::log); }
+  Expr log1p() const { return unary(Kind::log1p); }
+  Expr sqrt() const { return unary(Kind::sqrt); }
+  Expr abs() const { return unary(Kind::abs); }
+  Expr sin() const { return unary(Kind::sin); }
+  Expr cos() const { return unary(Kind::cos); }
+  Expr tan() const { return unary(Kind::tan); }
+  Expr tanh() const { return unary(Kind::tanh); }
+  Expr erf() const { return unary(Kind::erf); }
+  Expr floor() const { return unary(Kind::floor); }
+  Expr ceil() const { return unary(Kind::ceil); }
+  Expr rint() const { return unary(Kind::round_even); }
+  // NaN handling is the caller's, as for the CPU's Simd (kiln::fn::max checks isNaN first).
+  Expr max(const Expr& o) const { return binary(Kind::max, o); }
+  Expr min(const Expr& o) const { return binary(Kind::min, o); }
+  Expr pow(const Expr& e) const { return binary(Kind::pow, e); }
+  Mask isNaN() const;
+  Mask isInf() const;
+
+  const NodePtr& node() const { return node_; }
+
+  friend Expr operator+(const Expr& a, const Expr& b) { return a.binary(Kind::add, b); }
+  friend Expr operator-(const Expr& a, const Expr& b) { return a.binary(Kind::sub, b); }
+  friend Expr operator*(const Expr& a, const Expr& b) { return a.binary(Kind::mul, b); }
+  friend Expr operator/(const Expr& a, const Expr& b) { return a.binary(Kind::div, b); }
+  friend Expr operator-(const Expr& a) { return a.unary(Kind::neg); }
+  friend Mask operator<(const Expr& a, const Expr& b);
+  friend Mask operator<=(const Expr& a, const Expr& b);
+  friend Mask operator>(const Expr& a, const Expr& b);
+  friend Mask operator>=(const Expr& a, const Expr& b);
+  friend Mask operator==(const Expr& a, const Expr& b);
+  friend Mask operator!=(const Expr& a, const Expr& b);
+
+ private:
+  Expr unary(Kind k) const { return Expr(make_node(k, {node_})); }
+  Expr binary(Kind k, const Expr& o) const { return Expr(make_node(k, {node_, o.node_})); }
+  NodePtr node_;
+};
+
+// A symbolic bool: comparisons, isNaN/isInf, and Bool tensors' elements.
+class Mask {
+ public:
+  explicit Mask(NodePtr node) : node_(std::move(node)) {
+    KILN_CHECK(node_ != nullptr && node_->mask, "codegen: a Mask needs a boolean node");
+  }
+  static Mask input(int index) { return Mask(make_input(index, true)); }
+
+  Mask eval() const { return *this; }
+  Expr select(const Expr& a, const Expr& b) const { return Expr(make_node(Kind::select, {node_, a.node(), b.node()})); }
+  Mask select(const Mask& a, const Mask& b) const { return Mask(make_node(Kind::select, {node_, a.node_, b.node_})); }
+
+  const NodePtr& node() const { return node_; }
+
+  friend Mask operator&&(const Mask& a, const Mask& b) { return a.binary(Kind::logical_and, b); }
+  friend Mask operator||(const Mask& a, const Mask& b) { return a.binary(Kind::logical_or, b); }
+  friend Mask operator!=(const Mask& a, const Mask& b) { return a.binary(Kind::logical_xor, b); }  // xor
+  friend Mask operator!(const Mask& a) { return Mask(make_node(Kind::logical_not, {a.node_})); }
+
+ private:
+  Mask binary(Kind k, const Mask& o) const { return Mask(make_node(k, {node_, o.node_})); }
+  NodePtr node_;
+};
+
+inline Mask Expr::isNaN() const { return Mask(make_node(Kind::isnan, {node_})); }
+inline Mask Expr::isInf() const { return Mask(make_node(Kind::isinf, {node_})); }
+inline Mask operator<(const Expr& a, const Expr& b) { return Mask(make_node(Kind::lt, {a.node_, b.node_})); }
+inline Mask operator<=(const Expr& a, const Expr& b) { return Mask(make_node(Kind::le, {a.node_, b.node_})); }
+inline Mask operator>(const Expr& a, const Expr& b) { return Mask(make_node(Kind::gt, {a.node_, b.node_})); }
+inline Mask operator>=(const Expr& a, const Expr& b) { return Mask(make_node(Kind::ge, {a.node_, b.node_})); }
+inline Mask operator==(const Expr& a, const Expr& b) { return Mask(make_node(Kind::eq, {a.node_, b.node_})); }
+inline Mask operator!=(const Expr& a, const Expr& b) { return Mask(make_node(Kind::ne, {a.node_, b.node_})); }
+
+// ---------------------------------------------------------------- tracing
+namespace detail {
+
+template <class Op> void check_trace_domain(ScalarType t) {
+  using ops::Domain;
+  if constexpr (Op::domain == Domain::float_only)
+    KILN_CHECK(is_float(t), "{}: expected a float type, got {}", Op::name, scalar_type_name(t));
+  else if constexpr (Op::domain == Domain::numeric)
+    KILN_CHECK(t != ScalarType::boolean, "{}: expected a float or integer type, got {}", Op::name, scalar_type_name(t));
+  else
+    KILN_CHECK(t == ScalarType::boolean, "{}: expected bool, got {}", Op::name, scalar_type_name(t));
+}
+inline void check_grad_type(std::string_view op, ScalarType t) {
+  KILN_CHECK(is_float(t), "{}: gradients are traced for float types only, got {}", op, scalar_type_name(t));
+}
+
+// Div, Rem and Pow take an `if constexpr (std::is_integral_v<T>)` branch for integers,
+// which a symbolic T cannot follow: for integer trees they become one node each, whose
+// renderings mirror those branches (see the helpers in codegen/glsl.hpp).
+template <class Op> constexpr bool has_integer_branch =
+    std::is_same_v<Op, ops::Div> || std::is_same_v<Op, ops::Rem> || std::is_same_v<Op, ops::Pow>;
+template <class Op> constexpr Kind integer_kind() {
+  if constexpr (std::is_same_v<Op, ops::Div>) return Kind::int_div;
+  else if constexpr (std::is_same_v<Op, ops::Rem>) return Kind::int_rem;
+  else return Kind::int_pow;
+}
+
+}  // namespace detail
+
+// The tree of Op::apply(in0) in type t (Op::apply(Mask in0) for Bool ops).
+template <class Op> NodePtr trace_unary(ScalarType t) {
+  detail::check_trace_domain<Op>(t);
+  if constexpr (Op::domain == ops::Domain::boolean) return Op::apply(Mask::input(0)).node();
+  else return Op::apply(Expr::input(0)).node();
+}
+
+// The tree of Op::apply(in0, in1) in type t.
+template <class Op> NodePtr trace_binary(ScalarType t) {
+  detail::check_trace_domain<Op>(t);
+  if constexpr (Op::domain == ops::Domain::boolean) {
+    return Op::apply(Mask::input(0), Mask::input(1)).node();
+  } else {
+    if constexpr (detail::has_integer_branch<Op>) {
+      if (is_integer(t)) return make_node(detail::integer_kind<Op>(), {make_input(0), make_input(1)});
+    }
+    return Op::apply(Expr::input(0), Expr::input(1)).node();
+  }
+}
+
+// The tree of Op::grad(x = in0, y = in1, dy = in2): dL/dx.
+template <class Op> NodePtr trace_unary_grad(ScalarType t) {
+  detail::check_trace_domain<Op>(t);
+  detail::check_grad_type(Op::name, t);
+  return Op::grad(Expr::input(0), Expr::input(1), Expr::input(2)).node();
+}
+
+// The tree of Op::grad_lhs / grad_rhs(a = in0, b = in1, y = in2, dy = in3).
+template <class Op, ops::Operand side> NodePtr trace_binary_grad(ScalarType t) {
+  detail::check_trace_domain<Op>(t);
+  detail::check_grad_type(Op::name, t);
+  const Expr a = Expr::input(0), b = Expr::input(1), y = Expr::input(2), dy = Expr::input(3);
+  if constexpr (side == ops::Operand::lhs) return Op::grad_lhs(a, b, y, dy).node();
+  else return Op::grad_rhs(a, b, y, dy).node();
+}
+
+}  // namespace kiln::codegen

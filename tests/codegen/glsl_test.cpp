@@ -1,0 +1,365 @@
+// Codegen: render_glsl for every op, gradient and type: it renders (or, for f64
+// transcendentals, refuses by name), exact renderings of a few ops and constants, the
+// formulas run with the GLSL helpers in f32, and, where glslc is installed, every
+// rendering compiled as part of a GLSL 4.50 compute shader.
+#include "evaluate.hpp"
+
+#include <kiln/codegen/glsl.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <optional>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ops = kiln::ops;
+using kiln::codegen::Kind;
+using kiln::codegen::NodePtr;
+using kiln::codegen::render_glsl;
+using kiln::codegen::ScalarType;
+
+constexpr ScalarType all_types[] = {ScalarType::f32, ScalarType::f64, ScalarType::i32,
+                                    ScalarType::i64, ScalarType::u8,  ScalarType::boolean};
+
+bool in_domain(ops::Domain d, ScalarType t) {
+  if (d == ops::Domain::float_only) return kiln::codegen::is_float(t);
+  if (d == ops::Domain::numeric) return t != ScalarType::boolean;
+  return t == ScalarType::boolean;
+}
+
+// One traced tree: what, in which type.
+struct Traced {
+  std::string name;
+  ScalarType type;
+  NodePtr tree;
+};
+
+// Every forward op in every type of its domain, every gradient in f32 and f64.
+std::vector<Traced> every_trace() {
+  std::vector<Traced> all;
+  for (const ScalarType t : all_types) {
+    const std::string ts(kiln::codegen::scalar_type_name(t));
+#define KILN_ADD(Op) \
+  if (in_domain(ops::Op::domain, t)) all.push_back({#Op " " + ts, t, kiln::codegen::trace_unary<ops::Op>(t)});
+    KILN_UNARY_OPS(KILN_ADD)
+#undef KILN_ADD
+#define KILN_ADD(Op) \
+  if (in_domain(ops::Op::domain, t)) all.push_back({#Op " " + ts, t, kiln::codegen::trace_binary<ops::Op>(t)});
+    KILN_BINARY_OPS(KILN_ADD)
+#undef KILN_ADD
+    if (!kiln::codegen::is_float(t)) continue;
+#define KILN_ADD(Op) all.push_back({#Op " grad " + ts, t, kiln::codegen::trace_unary_grad<ops::Op>(t)});
+    KILN_DIFFERENTIABLE_UNARY_OPS(KILN_ADD)
+#undef KILN_ADD
+#define KILN_ADD(Op)                                                                                          \
+  all.push_back({#Op " grad_lhs " + ts, t, kiln::codegen::trace_binary_grad<ops::Op, ops::Operand::lhs>(t)}); \
+  all.push_back({#Op " grad_rhs " + ts, t, kiln::codegen::trace_binary_grad<ops::Op, ops::Operand::rhs>(t)});
+    KILN_DIFFERENTIABLE_BINARY_OPS(KILN_ADD)
+#undef KILN_ADD
+  }
+  return all;
+}
+
+// The first kind in the tree that GLSL has for float only, or nullopt.
+std::optional<Kind> float_only_transcendental(const NodePtr& n) {
+  switch (n->kind) {
+    case Kind::exp: case Kind::log: case Kind::log1p: case Kind::sin: case Kind::cos: case Kind::tan:
+    case Kind::tanh: case Kind::erf: case Kind::pow: return n->kind;
+    default: break;
+  }
+  for (const NodePtr& a : n->args)
+    if (auto k = float_only_transcendental(a)) return k;
+  return std::nullopt;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(CodegenGlsl, RendersEveryOpAndGradientInEveryType) {
+  int rendered = 0, refused = 0;
+  for (const Traced& t : every_trace()) {
+    SCOPED_TRACE(t.name);
+    const auto transcendental = float_only_transcendental(t.tree);
+    if (t.type == ScalarType::f64 && transcendental) {
+      try {
+        render_glsl(t.tree, t.type);
+        ADD_FAILURE() << "rendered an f64 " << kiln::codegen::kind_name(*transcendental);
+      } catch (const kiln::Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("f64"), std::string::npos) << message;
+        ++refused;
+      }
+      continue;
+    }
+    const kiln::codegen::GlslExpression g = render_glsl(t.tree, t.type);
+    ++rendered;
+    EXPECT_FALSE(g.value.empty());
+    // Only the inputs the tree reads, and each helper defined once, before the value uses it.
+    const int inputs = kiln::codegen::input_count(t.tree);
+    EXPECT_EQ(count(g.value, "in" + std::to_string(inputs)), 0u);
+    for (const char* helper : {"kiln_erf_f32", "kiln_log1p_f32", "kiln_tanh_f32", "kiln_pow_f32", "kiln_int_div_",
+                               "kiln_int_rem_", "kiln_int_pow_"}) {
+      const std::string definition = std::string(helper);
+      const bool called = count(g.value, helper) > 0;
+      EXPECT_EQ(count(g.helpers, definition), called ? 1u : 0u) << helper << "\n" << g.helpers;
+    }
+    EXPECT_EQ(count(g.value, "("), count(g.value, ")"));
+  }
+  EXPECT_GT(rendered, 150);
+  EXPECT_GT(refused, 20);
+}
+
+TEST(CodegenGlsl, ExactRenderings) {
+  auto value = [](const NodePtr& tree, ScalarType t) { return render_glsl(tree, t).value; };
+  using kiln::codegen::trace_binary;
+  using kiln::codegen::trace_unary;
+  EXPECT_EQ(value(trace_unary<ops::Exp>(ScalarType::f32), ScalarType::f32), "exp(in0)");
+  EXPECT_EQ(value(trace_unary<ops::Round>(ScalarType::f64), ScalarType::f64), "roundEven(in0)");
+  EXPECT_EQ(value(trace_unary<ops::Sqrt>(ScalarType::f64), ScalarType::f64), "sqrt(in0)");
+  EXPECT_EQ(value(trace_unary<ops::GeluErf>(ScalarType::f32), ScalarType::f32),
+            "((in0 * float(0.5)) * (kiln_erf_f32((in0 * float(0.7071067811865476))) + float(1.0)))");
+  EXPECT_EQ(value(trace_unary<ops::Relu>(ScalarType::f64), ScalarType::f64),
+            "((in0 < double(0.0lf)) ? double(0.0lf) : in0)");
+  EXPECT_EQ(value(trace_unary<ops::Relu>(ScalarType::i64), ScalarType::i64),
+            "((in0 < int64_t(0)) ? int64_t(0) : in0)");
+  EXPECT_EQ(value(trace_unary<ops::Sign>(ScalarType::u8), ScalarType::u8),
+            "((in0 > uint8_t(0)) ? uint8_t(1) : ((in0 < uint8_t(0)) ? uint8_t(255) : uint8_t(0)))");
+  EXPECT_EQ(value(trace_unary<ops::Abs>(ScalarType::u8), ScalarType::u8), "in0");
+  EXPECT_EQ(value(trace_unary<ops::Neg>(ScalarType::u8), ScalarType::u8), "(uint8_t(0) - in0)");
+  EXPECT_EQ(value(trace_unary<ops::LogicalNot>(ScalarType::boolean), ScalarType::boolean), "(!in0)");
+  EXPECT_EQ(value(trace_binary<ops::LogicalXor>(ScalarType::boolean), ScalarType::boolean), "(in0 != in1)");
+  EXPECT_EQ(value(trace_binary<ops::Less>(ScalarType::i32), ScalarType::i32), "(in0 < in1)");
+  // fn::max keeps NaN for floats; the checks vanish where nothing can be NaN.
+  EXPECT_EQ(value(trace_binary<ops::Maximum>(ScalarType::f32), ScalarType::f32),
+            "(isnan(in0) ? in0 : (isnan(in1) ? in1 : max(in0, in1)))");
+  EXPECT_EQ(value(trace_binary<ops::Maximum>(ScalarType::i32), ScalarType::i32), "max(in0, in1)");
+  EXPECT_EQ(value(trace_unary<ops::Softplus>(ScalarType::f32), ScalarType::f32),
+            "((in0 > float(20.0)) ? in0 : kiln_log1p_f32(exp((isnan(in0) ? in0 : min(in0, float(20.0))))))");
+
+  const auto div = render_glsl(trace_binary<ops::Div>(ScalarType::i32), ScalarType::i32);
+  EXPECT_EQ(div.value, "kiln_int_div_i32(in0, in1)");
+  EXPECT_EQ(div.helpers,
+            "int kiln_int_div_i32(int a, int b) { if (b == int(0)) return int(0); "
+            "if (b == int(-1)) return int(0) - a; int q = a / b; int r = a - q * b; "
+            "return (r != int(0) && ((r < int(0)) != (b < int(0)))) ? int(q - int(1)) : q; }\n");
+  const auto pow = render_glsl(trace_binary<ops::Pow>(ScalarType::f32), ScalarType::f32);
+  EXPECT_EQ(pow.value, "kiln_pow_f32(in0, in1)");
+  EXPECT_EQ(pow.helpers.rfind("float kiln_pow_f32(float a, float b) {", 0), 0u);
+  // GeluTanh's gradient uses tanh three times: its helper once.
+  const auto gelu = render_glsl(kiln::codegen::trace_unary_grad<ops::GeluTanh>(ScalarType::f32), ScalarType::f32);
+  EXPECT_EQ(count(gelu.value, "kiln_tanh_f32("), 3u);
+  EXPECT_EQ(count(gelu.helpers, "kiln_tanh_f32("), 1u);
+}
+
+TEST(CodegenGlsl, ConstantsAreExactAndTyped) {
+  using kiln::codegen::glsl_constant;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(glsl_constant(0.5, ScalarType::f32), "float(0.5)");
+  EXPECT_EQ(glsl_constant(20, ScalarType::f32), "float(20.0)");
+  EXPECT_EQ(glsl_constant(-0.0, ScalarType::f32), "float(-0.0)");
+  EXPECT_EQ(glsl_constant(1.0 / 6.0, ScalarType::f32), "float(0.16666666666666666)");
+  EXPECT_EQ(glsl_constant(1e-30, ScalarType::f32), "float(1e-30)");
+  EXPECT_EQ(glsl_constant(0.1, ScalarType::f64), "double(0.1lf)");
+  EXPECT_EQ(glsl_constant(3, ScalarType::f64), "double(3.0lf)");
+  EXPECT_EQ(glsl_constant(inf, ScalarType::f32), "uintBitsToFloat(0x7f800000u)");
+  EXPECT_EQ(glsl_constant(-inf, ScalarType::f32), "uintBitsToFloat(0xff800000u)");
+  EXPECT_EQ(glsl_constant(nan, ScalarType::f32), "uintBitsToFloat(0x7fc00000u)");
+  EXPECT_EQ(glsl_constant(-inf, ScalarType::f64), "packDouble2x32(uvec2(0u, 0xfff00000u))");
+  EXPECT_EQ(glsl_constant(3, ScalarType::i32), "int(3)");
+  EXPECT_EQ(glsl_constant(-1, ScalarType::i32), "int(-1)");
+  EXPECT_EQ(glsl_constant(0.5, ScalarType::i32), "int(0)");  // truncates, like fn::constant
+  EXPECT_EQ(glsl_constant(-2147483648.0, ScalarType::i32), "(int(-2147483647) - int(1))");
+  EXPECT_EQ(glsl_constant(3, ScalarType::i64), "int64_t(3)");
+  EXPECT_EQ(glsl_constant(5e9, ScalarType::i64), "int64_t(5000000000l)");
+  EXPECT_EQ(glsl_constant(-1, ScalarType::u8), "uint8_t(255)");  // wraps, like fn::constant
+  EXPECT_THROW(glsl_constant(nan, ScalarType::i32), kiln::Error);
+  EXPECT_THROW(glsl_constant(1, ScalarType::boolean), kiln::Error);
+}
+
+TEST(CodegenGlsl, RefusesWhatGlslCannotDo) {
+  using kiln::codegen::make_input;
+  using kiln::codegen::make_node;
+  const NodePtr x = make_input(0), y = make_input(1);
+  try {
+    render_glsl(kiln::codegen::trace_unary<ops::Exp>(ScalarType::f64), ScalarType::f64);
+    FAIL() << "no error";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("render_glsl: exp is not available for f64", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(render_glsl(make_node(Kind::exp, {x}), ScalarType::i32), kiln::Error);
+  EXPECT_THROW(render_glsl(make_node(Kind::int_div, {x, y}), ScalarType::f32), kiln::Error);
+  EXPECT_THROW(render_glsl(make_node(Kind::add, {x, y}), ScalarType::boolean), kiln::Error);
+  EXPECT_THROW(render_glsl(nullptr, ScalarType::f32), kiln::Error);
+}
+
+// The forward formulas and gradients in f32 with the GLSL helpers (erf, log1p, tanh, pow)
+// agree with the catalogue in f32 with the C library: NaN and infinities exactly, finite
+// values to a few float roundings of the inputs' size (GeluErf's erf(x) + 1 cancels, so
+// the error is relative to |x|, not to the result).
+const std::vector<float> float_grid = {0.0f,  -0.0f, 0.5f,  -0.5f, 1.0f,   -1.0f,  1.5f,   -2.0f,  2.5f,  -3.0f,
+                                       0.1f,  -0.1f, 0.7f,  -0.7f, 1e-6f,  -1e-6f, 1e-30f, -1e-30f, 3.9f, -4.5f,
+                                       7.25f, 19.5f, 20.0f, 20.5f, -20.5f, 100.0f, -100.0f, 1e30f, -1e30f,
+                                       std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                       std::numeric_limits<float>::quiet_NaN()};
+
+template <class R> float as_float(R r) {
+  if constexpr (std::is_same_v<R, bool>) return r ? 1.0f : 0.0f;
+  else return r;
+}
+
+void expect_close(const char* what, std::initializer_list<float> inputs, float got, float want) {
+  std::ostringstream where;
+  where << what << " at";
+  float size = 1;
+  for (const float x : inputs) {
+    where << ' ' << x;
+    if (std::isfinite(x)) size = std::max(size, std::abs(x));
+  }
+  if (!std::isfinite(want) || !std::isfinite(got)) {
+    const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+    EXPECT_TRUE(same) << where.str() << ": " << got << ", the catalogue " << want;
+  } else {
+    EXPECT_LE(std::abs(got - want), 1e-6f * std::max(size, std::abs(want))) << where.str() << ": " << got
+                                                                           << ", the catalogue " << want;
+  }
+}
+
+template <class Op> void check_f32() {
+  using kiln::codegen::test::evaluate;
+  if constexpr (Op::domain != ops::Domain::boolean) {
+    const NodePtr tree = kiln::codegen::trace_unary<Op>(ScalarType::f32);
+    for (const float x : float_grid) {
+      const float in[] = {x};
+      expect_close(Op::name.data(), {x}, evaluate<float>(tree, in), as_float(Op::apply(x)));
+    }
+  }
+}
+template <class Op> void check_f32_binary() {
+  using kiln::codegen::test::evaluate;
+  if constexpr (Op::domain != ops::Domain::boolean) {
+    const NodePtr tree = kiln::codegen::trace_binary<Op>(ScalarType::f32);
+    for (const float a : float_grid) {
+      for (const float b : float_grid) {
+        const float in[] = {a, b};
+        expect_close(Op::name.data(), {a, b}, evaluate<float>(tree, in), as_float(Op::apply(a, b)));
+      }
+    }
+  }
+}
+template <class Op> void check_f32_grad() {
+  using kiln::codegen::test::evaluate;
+  const NodePtr tree = kiln::codegen::trace_unary_grad<Op>(ScalarType::f32);
+  for (const float x : float_grid) {
+    const float y = Op::apply(x);
+    for (const float dy : {1.5f, -0.75f}) {
+      const float in[] = {x, y, dy};
+      expect_close(Op::name.data(), {x, dy}, evaluate<float>(tree, in), Op::grad(x, y, dy));
+    }
+  }
+}
+template <class Op> void check_f32_binary_grad() {
+  using kiln::codegen::test::evaluate;
+  const NodePtr lhs = kiln::codegen::trace_binary_grad<Op, ops::Operand::lhs>(ScalarType::f32);
+  const NodePtr rhs = kiln::codegen::trace_binary_grad<Op, ops::Operand::rhs>(ScalarType::f32);
+  for (const float a : float_grid) {
+    for (const float b : float_grid) {
+      const float y = Op::apply(a, b), dy = 1.5f;
+      const float in[] = {a, b, y, dy};
+      expect_close(Op::name.data(), {a, b}, evaluate<float>(lhs, in), Op::grad_lhs(a, b, y, dy));
+      expect_close(Op::name.data(), {a, b}, evaluate<float>(rhs, in), Op::grad_rhs(a, b, y, dy));
+    }
+  }
+}
+
+TEST(CodegenGlsl, FormulasWithTheHelpersMatchTheCatalogueInF32) {
+#define KILN_CHECK_OP(Op) check_f32<ops::Op>();
+  KILN_UNARY_OPS(KILN_CHECK_OP)
+#undef KILN_CHECK_OP
+#define KILN_CHECK_OP(Op) check_f32_binary<ops::Op>();
+  KILN_BINARY_OPS(KILN_CHECK_OP)
+#undef KILN_CHECK_OP
+#define KILN_CHECK_OP(Op) check_f32_grad<ops::Op>();
+  KILN_DIFFERENTIABLE_UNARY_OPS(KILN_CHECK_OP)
+#undef KILN_CHECK_OP
+#define KILN_CHECK_OP(Op) check_f32_binary_grad<ops::Op>();
+  KILN_DIFFERENTIABLE_BINARY_OPS(KILN_CHECK_OP)
+#undef KILN_CHECK_OP
+}
+
+#ifndef KILN_GLSLC
+TEST(CodegenGlsl, EveryRenderingCompilesWithGlslc) {
+  GTEST_SKIP() << "glslc was not found when Kiln was configured (apt-get install glslc)";
+}
+#else
+// One compute shader per type that computes every rendering it can (as the Vulkan backend
+// declares them: inputs of the GLSL type, bool for Bool, masks stored as uint), compiled
+// with glslc for Vulkan 1.1.
+std::string shader_for(ScalarType t, const std::vector<Traced>& traces) {
+  const bool boolean = t == ScalarType::boolean;
+  const std::string type = boolean ? "uint" : kiln::codegen::glsl_type(t);
+  std::vector<std::string> helper_lines;
+  std::string body;
+  int slot = 0;
+  for (const Traced& traced : traces) {
+    if (traced.type != t || (t == ScalarType::f64 && float_only_transcendental(traced.tree))) continue;
+    const auto g = render_glsl(traced.tree, t);
+    std::istringstream lines(g.helpers);
+    for (std::string line; std::getline(lines, line);)
+      if (std::find(helper_lines.begin(), helper_lines.end(), line) == helper_lines.end()) helper_lines.push_back(line);
+    body += "  // " + traced.name + "\n";
+    if (traced.tree->mask) body += fmt::format("  masks[{}] = ({}) ? 1u : 0u;\n", slot++, g.value);
+    else body += fmt::format("  values[{}] = {};\n", slot++, g.value);
+  }
+  std::string src =
+      "#version 450\n"
+      "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n"
+      "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+      "#extension GL_EXT_shader_8bit_storage : require\n"
+      "layout(local_size_x = 64) in;\n";
+  src += fmt::format("layout(std430, binding = 0) readonly buffer In {{ {} inputs[]; }};\n", type);
+  src += fmt::format("layout(std430, binding = 1) writeonly buffer Values {{ {} values[]; }};\n", type);
+  src += "layout(std430, binding = 2) writeonly buffer Masks { uint masks[]; };\n";
+  for (const std::string& line : helper_lines) src += line + "\n";
+  src += "void main() {\n  uint i = gl_GlobalInvocationID.x;\n";
+  for (int k = 0; k < 4; ++k) {
+    if (boolean) src += fmt::format("  bool in{} = inputs[4u * i + {}u] != 0u;\n", k, k);
+    else src += fmt::format("  {} in{} = inputs[4u * i + {}u];\n", type, k, k);
+  }
+  return src + body + "}\n";
+}
+
+TEST(CodegenGlsl, EveryRenderingCompilesWithGlslc) {
+  const std::vector<Traced> traces = every_trace();
+  for (const ScalarType t : all_types) {
+    const std::string name(kiln::codegen::scalar_type_name(t));
+    SCOPED_TRACE(name);
+    const std::string source = shader_for(t, traces);
+    const std::string dir = ::testing::TempDir();
+    const std::string path = dir + "kiln_codegen_" + name + ".comp", log = path + ".log";
+    std::ofstream(path) << source;
+    const std::string command = fmt::format(
+        "\"{}\" --target-env=vulkan1.1 -fshader-stage=compute \"{}\" -o \"{}.spv\" > \"{}\" 2>&1", KILN_GLSLC, path,
+        path, log);
+    const int status = std::system(command.c_str());
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(status, 0) << output << "\n" << source;
+  }
+}
+#endif
+
+}  // namespace

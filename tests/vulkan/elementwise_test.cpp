@@ -1,0 +1,194 @@
+// The Vulkan backend's ops so far (creation, host transfer, casts, every elementwise op of
+// the catalogue and every gradient formula), each compared with the CPU backend on the
+// same inputs, broadcast and strided operands included. Skipped, with the reason, when
+// no Vulkan device is available.
+#include "golden.hpp"
+
+#include <kiln/vulkan/backend.hpp>
+
+#include <cmath>
+#include <tuple>
+
+using namespace kiln;
+
+namespace {
+
+class VulkanOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = vulkan::unavailable_reason();
+    if (!reason.empty()) GTEST_SKIP() << "no Vulkan device: " << reason;
+  }
+};
+
+// Values of every sign and size, with the specials for float dtypes.
+TensorData sample(const Shape& shape, DType dtype, std::uint64_t seed, bool positive = false) {
+  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double u = Distribution::uniform(positive ? 0.1 : -3.0, 3.0).sample(seed, i);
+    v[i] = is_float(dtype) ? u : std::round(u * (dtype == DType::u8 ? 20 : 7));
+    if (dtype == DType::u8) v[i] = std::abs(v[i]);
+    if (dtype == DType::boolean) v[i] = u > 0 ? 1 : 0;
+  }
+  if (is_float(dtype) && v.size() > 6 && !positive) {
+    v[1] = 0.0;
+    v[3] = std::numeric_limits<double>::quiet_NaN();
+    v[5] = std::numeric_limits<double>::infinity();
+  }
+  return TensorData::from(v, shape).convert(dtype);
+}
+
+::testing::AssertionResult same(const Cpu::Primitive& cpu, const Vulkan::Primitive& gpu, double tol) {
+  return test::all_close(Vulkan::into_data(gpu), Cpu::into_data(cpu), tol, tol);
+}
+
+double tolerance(DType dtype) { return dtype == DType::f32 ? 2e-5 : 0.0; }
+
+template <class Op> std::vector<DType> domain_dtypes() {
+  if constexpr (Op::domain == ops::Domain::boolean) return {DType::boolean};
+  else if constexpr (Op::domain == ops::Domain::float_only) return {DType::f32};
+  else return {DType::f32, DType::i32, DType::i64};
+}
+
+// Inputs where the float-only ops are defined (log, sqrt... of positives).
+template <class Op> constexpr bool wants_positive =
+    std::is_same_v<Op, ops::Log> || std::is_same_v<Op, ops::Sqrt> || std::is_same_v<Op, ops::Rsqrt> ||
+    std::is_same_v<Op, ops::Log1p>;
+
+template <class Op> void check_unary() {
+  for (DType dtype : domain_dtypes<Op>()) {
+    SCOPED_TRACE(std::string(Op::name) + " " + std::string(dtype_name(dtype)));
+    const TensorData x = sample(Shape{3, 37}, dtype, 1, wants_positive<Op>);
+    const auto cpu = Cpu::unary<Op>(Cpu::from_data(x, {}));
+    const auto gpu = Vulkan::unary<Op>(Vulkan::from_data(x, {}));
+    EXPECT_TRUE(same(cpu, gpu, tolerance(dtype)));
+  }
+}
+
+template <class Op> void check_binary() {
+  for (DType dtype : domain_dtypes<Op>()) {
+    SCOPED_TRACE(std::string(Op::name) + " " + std::string(dtype_name(dtype)));
+    const bool positive = std::is_same_v<Op, ops::Pow>;
+    // Broadcast: [4, 1, 5] op [3, 1].
+    const TensorData a = sample(Shape{4, 1, 5}, dtype, 2, positive), b = sample(Shape{3, 1}, dtype, 3);
+    const auto cpu = Cpu::binary<Op>(Cpu::from_data(a, {}), Cpu::from_data(b, {}));
+    const auto gpu = Vulkan::binary<Op>(Vulkan::from_data(a, {}), Vulkan::from_data(b, {}));
+    EXPECT_TRUE(same(cpu, gpu, tolerance(dtype)));
+    if constexpr (Op::domain != ops::Domain::boolean) {
+      const double s = is_float(dtype) ? 1.5 : 2.0;
+      EXPECT_TRUE(same(Cpu::binary_scalar<Op>(Cpu::from_data(a, {}), s),
+                       Vulkan::binary_scalar<Op>(Vulkan::from_data(a, {}), s), tolerance(dtype)));
+    }
+  }
+}
+
+template <class Op> void check_unary_backward() {
+  SCOPED_TRACE(std::string(Op::name) + " backward");
+  const TensorData x = sample(Shape{2, 29}, DType::f32, 4, true);
+  const TensorData dy = sample(Shape{2, 29}, DType::f32, 5);
+  const auto cx = Cpu::from_data(x, {});
+  const auto gx = Vulkan::from_data(x, {});
+  const auto cy = Cpu::unary<Op>(cx);
+  const auto gy = Vulkan::from_data(Cpu::into_data(cy), {});
+  EXPECT_TRUE(same(Cpu::unary_backward<Op>(cx, cy, Cpu::from_data(dy, {})),
+                   Vulkan::unary_backward<Op>(gx, gy, Vulkan::from_data(dy, {})), 2e-5));
+}
+
+template <class Op> void check_binary_backward() {
+  SCOPED_TRACE(std::string(Op::name) + " backward");
+  const TensorData a = sample(Shape{3, 4}, DType::f32, 6, true), b = sample(Shape{1, 4}, DType::f32, 7, true);
+  const auto ca = Cpu::from_data(a, {}), cb = Cpu::from_data(b, {});
+  const auto cy = Cpu::binary<Op>(ca, cb);
+  const TensorData dy = sample(Shape{3, 4}, DType::f32, 8);
+  const auto ga = Vulkan::from_data(a, {}), gb = Vulkan::from_data(b, {});
+  const auto gy = Vulkan::from_data(Cpu::into_data(cy), {});
+  for (ops::Operand side : {ops::Operand::lhs, ops::Operand::rhs}) {
+    EXPECT_TRUE(same(Cpu::binary_backward<Op>(ca, cb, cy, Cpu::from_data(dy, {}), side),
+                     Vulkan::binary_backward<Op>(ga, gb, gy, Vulkan::from_data(dy, {}), side), 2e-5));
+  }
+}
+
+}  // namespace
+
+TEST_F(VulkanOps, ListsTheDeviceItRunsOn) {
+  const auto list = vulkan::devices();
+  ASSERT_FALSE(list.empty());
+  EXPECT_FALSE(list[0].name.empty());
+}
+
+TEST_F(VulkanOps, HostRoundTripForEveryDtype) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const TensorData x = sample(Shape{5, 7}, dtype, 9);
+    EXPECT_CLOSE(Vulkan::into_data(Vulkan::from_data(x, {})), x, 0.0, 0.0);
+  }
+  EXPECT_EQ(Vulkan::into_data(Vulkan::from_data(TensorData::from(std::vector<float>{}, Shape{0, 3}), {})).numel(), 0);
+}
+
+TEST_F(VulkanOps, FullRandomAndCastMatchTheCpu) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double value = dtype == DType::boolean ? 1.0 : 3.0;
+    EXPECT_TRUE(same(Cpu::full(Shape{4, 3}, value, dtype, {}), Vulkan::full(Shape{4, 3}, value, dtype, {}), 0.0));
+    const RandomStream stream{17, 5};
+    EXPECT_TRUE(same(Cpu::random(Shape{64}, Distribution::normal(0, 1), stream, dtype, {}),
+                     Vulkan::random(Shape{64}, Distribution::normal(0, 1), stream, dtype, {}), 0.0));
+    for (DType to : {DType::f32, DType::f64, DType::i32, DType::i64, DType::boolean}) {
+      SCOPED_TRACE(std::string("to ") + std::string(dtype_name(to)));
+      const TensorData x = sample(Shape{2, 9}, dtype, 10);
+      // NaN and inf have no integer value (the CPU's result is undefined there too).
+      const TensorData finite = is_float(dtype) && !is_float(to) && to != DType::boolean
+                                    ? sample(Shape{2, 9}, dtype, 10, true)
+                                    : x;
+      EXPECT_TRUE(same(Cpu::cast(Cpu::from_data(finite, {}), to), Vulkan::cast(Vulkan::from_data(finite, {}), to), 0.0));
+    }
+  }
+}
+
+TEST_F(VulkanOps, EveryUnaryOpMatchesTheCpu) {
+#define KILN_CHECK_UNARY(Op) check_unary<ops::Op>();
+  KILN_UNARY_OPS(KILN_CHECK_UNARY)
+#undef KILN_CHECK_UNARY
+}
+
+TEST_F(VulkanOps, EveryBinaryOpMatchesTheCpu) {
+#define KILN_CHECK_BINARY(Op) check_binary<ops::Op>();
+  KILN_BINARY_OPS(KILN_CHECK_BINARY)
+#undef KILN_CHECK_BINARY
+}
+
+TEST_F(VulkanOps, EveryGradientFormulaMatchesTheCpu) {
+#define KILN_CHECK_UNARY_BACKWARD(Op) check_unary_backward<ops::Op>();
+#define KILN_CHECK_BINARY_BACKWARD(Op) check_binary_backward<ops::Op>();
+  KILN_DIFFERENTIABLE_UNARY_OPS(KILN_CHECK_UNARY_BACKWARD)
+  KILN_DIFFERENTIABLE_BINARY_OPS(KILN_CHECK_BINARY_BACKWARD)
+#undef KILN_CHECK_UNARY_BACKWARD
+#undef KILN_CHECK_BINARY_BACKWARD
+}
+
+TEST_F(VulkanOps, WhereAndStridedOperandsMatchTheCpu) {
+  const TensorData c = sample(Shape{3, 1}, DType::boolean, 11), a = sample(Shape{3, 5}, DType::f32, 12),
+                   b = sample(Shape{1, 5}, DType::f32, 13);
+  EXPECT_TRUE(same(Cpu::where(Cpu::from_data(c, {}), Cpu::from_data(a, {}), Cpu::from_data(b, {})),
+                   Vulkan::where(Vulkan::from_data(c, {}), Vulkan::from_data(a, {}), Vulkan::from_data(b, {})), 0.0));
+  // A transposed view (strides swapped) read by a kernel and copied back to the host.
+  auto view = Vulkan::from_data(a, {});
+  view.shape = Shape{5, 3};
+  view.strides = {1, 5};
+  auto cpu_view = Cpu::from_data(a, {});
+  cpu_view.shape = Shape{5, 3};
+  cpu_view.strides = {1, 5};
+  EXPECT_TRUE(same(Cpu::unary<ops::Exp>(cpu_view), Vulkan::unary<ops::Exp>(view), 2e-5));
+  EXPECT_TRUE(same(cpu_view, view, 0.0));
+}
+
+TEST_F(VulkanOps, BadInputIsAnError) {
+  const auto f = Vulkan::from_data(sample(Shape{2, 3}, DType::f32, 14), {});
+  const auto i = Vulkan::from_data(sample(Shape{2, 3}, DType::i32, 15), {});
+  EXPECT_KILN_ERROR(Vulkan::binary<ops::Add>(f, i), "add: both operands must have the same dtype");
+  EXPECT_KILN_ERROR(Vulkan::unary<ops::Exp>(i), "exp: expected a float tensor, got i32");
+  EXPECT_KILN_ERROR(Vulkan::binary<ops::Add>(f, Vulkan::from_data(sample(Shape{4, 3}, DType::f32, 16), {})), "add");
+  EXPECT_KILN_ERROR(Vulkan::binary_scalar<ops::Add>(i, 0.5), "the scalar 0.5 is not a i32 value");
+  EXPECT_KILN_ERROR(Vulkan::from_data(TensorData::from(std::vector<float>{1}, Shape{1}).convert(DType::f16), {}),
+                    "f16 tensors are not supported");
+}
