@@ -49,22 +49,7 @@ CpuTensor contiguous(const CpuTensor& x) {
   return out;
 }
 
-CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape) {
-  if (x.shape == shape) return x;
-  const std::size_t rank = shape.rank();
-  KILN_CHECK(x.shape.rank() <= rank, "expand: cannot broadcast shape {} to {}", x.shape, shape);
-  CpuTensor v = x;
-  v.shape = shape;
-  v.strides.assign(rank, 0);
-  const std::size_t lead = rank - x.shape.rank();
-  for (std::size_t d = 0; d < x.shape.rank(); ++d) {
-    KILN_CHECK(x.shape[d] == shape[lead + d] || x.shape[d] == 1,
-               "expand: cannot broadcast shape {} to {} (dim {}: {} vs {})", x.shape, shape, d, x.shape[d],
-               shape[lead + d]);
-    v.strides[lead + d] = x.shape[d] == 1 ? 0 : x.strides[d];
-  }
-  return v;
-}
+CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape) { return strided::broadcast(x, shape); }
 
 std::vector<std::int64_t> read_indices(std::string_view op, const CpuTensor& index, std::int64_t limit) {
   KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,

@@ -21,40 +21,26 @@ Cpu::Primitive Cpu::slice_assign(const Primitive& x, std::span<const ops::SliceR
 
 Cpu::Primitive Cpu::flip(const Primitive& x, std::span<const std::int64_t> dims) {
   // A view with negated strides on the flipped dims, copied out contiguously.
-  CpuTensor view = x;
-  std::vector<bool> flipped(x.shape.rank(), false);
-  for (auto d : dims) {
-    KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < x.shape.rank(), "flip: dim {} is out of range for shape {}", d,
-               x.shape);
-    const auto i = static_cast<std::size_t>(d);
-    KILN_CHECK(!flipped[i], "flip: dim {} appears twice in the dims given for shape {}", d, x.shape);
-    flipped[i] = true;
-    if (x.shape[i] > 0) view.offset += (x.shape[i] - 1) * x.strides[i];
-    view.strides[i] = -x.strides[i];
-  }
+  const CpuTensor view = strided::flip(x, dims);
   CpuTensor out = cpu::empty(x.shape, x.dtype);
   if (x.numel() > 0) cpu::copy_into(view, out);
   return out;
 }
 
 Cpu::Primitive Cpu::cat(std::span<const Primitive> xs, std::int64_t dim) {
-  KILN_CHECK(!xs.empty(), "cat: no tensors given");
-  const Shape& first = xs[0].shape;
-  const std::size_t rank = first.rank();
-  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < rank, "cat: dim {} is out of range for shape {}", dim, first);
-  const auto d = static_cast<std::size_t>(dim);
-  std::vector<std::int64_t> out_dims = first.dims();
-  out_dims[d] = 0;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   bool all_contiguous = true;
   for (const auto& x : xs) {
-    KILN_CHECK(x.dtype == xs[0].dtype, "cat: dtypes {} and {} differ", xs[0].dtype, x.dtype);
-    bool match = x.shape.rank() == rank;
-    for (std::size_t i = 0; match && i < rank; ++i) match = i == d || x.shape[i] == first[i];
-    KILN_CHECK(match, "cat: shapes {} and {} differ outside dim {}", first, x.shape, d);
-    out_dims[d] += x.shape[d];
+    shapes.push_back(x.shape);
+    dtypes.push_back(x.dtype);
     all_contiguous = all_contiguous && x.is_contiguous();
   }
-  const Shape out_shape(out_dims);
+  const Shape out_shape = strided::cat_shape(shapes, dtypes, dim);
+  const Shape& first = xs[0].shape;
+  const std::size_t rank = first.rank();
+  const auto d = static_cast<std::size_t>(dim);
+  const std::vector<std::int64_t> out_dims = out_shape.dims();
   CpuTensor out = cpu::empty(out_shape, xs[0].dtype);
   if (out.numel() == 0) return out;
 

@@ -35,7 +35,7 @@ std::string extensions(const ElementwiseSpec& spec) {
 }
 
 // Strided: each input's index from the output index and its strides; flat: offset + i * step.
-std::string shader(const ElementwiseSpec& spec, bool strided) {
+std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided) {
   std::string s = "#version 450\n" + extensions(spec);
   s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
   s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
@@ -70,11 +70,14 @@ std::string shader(const ElementwiseSpec& spec, bool strided) {
     else
       s += fmt::format("  const {} in{} = in{}_data[index_of(i, {})];\n", value_type(spec.inputs[k]), k, k, base);
   }
+  const std::string out_index =
+      out_strided ? fmt::format("index_of(i, {})", kFirstInput + static_cast<int>(spec.inputs.size()) * kInputParams)
+                  : "i";
   if (spec.value_is_bool)
-    s += fmt::format("  out_data[i] = ({}) ? {}(1) : {}(0);\n", spec.value, storage_type(spec.out),
+    s += fmt::format("  out_data[{}] = ({}) ? {}(1) : {}(0);\n", out_index, spec.value, storage_type(spec.out),
                      storage_type(spec.out));
   else
-    s += fmt::format("  out_data[i] = {}({});\n", storage_type(spec.out), spec.value);
+    s += fmt::format("  out_data[{}] = {}({});\n", out_index, storage_type(spec.out), spec.value);
   s += "}\n";
   return s;
 }
@@ -141,24 +144,36 @@ VulkanTensor empty(const Shape& shape, DType dtype) {
 
 VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
                              const Shape& shape) {
+  VulkanTensor out = empty(shape, spec.out);
+  run_elementwise_into(spec, inputs, out);
+  return out;
+}
+
+void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                          const VulkanTensor& out) {
   KILN_CHECK(inputs.size() == spec.inputs.size(), "vulkan: a kernel of {} inputs got {}", spec.inputs.size(),
              inputs.size());
+  KILN_CHECK(out.dtype == spec.out, "vulkan: a kernel writing {} got a {} output", spec.out, out.dtype);
+  const Shape& shape = out.shape;
   KILN_CHECK(shape.rank() <= kMaxRank, "vulkan: tensors of rank {} (at most {})", shape.rank(), kMaxRank);
-  VulkanTensor out = empty(shape, spec.out);
   const std::int64_t n = shape.numel();
-  if (n == 0) return out;
+  if (n == 0) return;
 
-  // Flat when every input is contiguous with the output's shape or is a single element.
-  bool strided = false;
+  // Flat when the output is contiguous and every input is contiguous with its shape or is
+  // a single element; else every index goes through the strides.
+  const bool out_strided = !out.is_contiguous();
+  bool strided = out_strided;
   for (const VulkanTensor* t : inputs)
     strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
 
-  std::vector<std::int32_t> params(static_cast<std::size_t>(kFirstInput + kInputParams * inputs.size()), 0);
+  std::vector<const StridedView*> views(inputs.begin(), inputs.end());
+  if (out_strided) views.push_back(&out);
+  std::vector<std::int32_t> params(static_cast<std::size_t>(kFirstInput + kInputParams * views.size()), 0);
   params[0] = checked_int(n, "a tensor of");
   params[1] = static_cast<std::int32_t>(shape.rank());
   for (std::size_t d = 0; d < shape.rank(); ++d) params[2 + d] = checked_int(shape[d], "a dim of");
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const VulkanTensor& t = *inputs[k];
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    const StridedView& t = *views[k];
     const std::size_t base = static_cast<std::size_t>(kFirstInput) + k * kInputParams;
     params[base] = checked_int(t.offset, "an offset of");
     if (!strided) {
@@ -169,6 +184,8 @@ VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const Vulkan
     const std::size_t lead = shape.rank() - t.shape.rank();
     for (std::size_t d = 0; d < t.shape.rank(); ++d) {
       const std::int64_t stride = t.shape[d] == 1 ? 0 : t.strides[d];
+      KILN_CHECK(std::abs(stride) <= std::numeric_limits<std::int32_t>::max(), "vulkan: stride {} is too large",
+                 stride);
       params[base + 1 + lead + d] = static_cast<std::int32_t>(stride);
     }
   }
@@ -178,19 +195,20 @@ VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const Vulkan
 
   std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
   for (const VulkanTensor* t : inputs) buffers.push_back(t->buffer);
-  const Pipeline& pipeline = context.pipeline(shader(spec, strided), static_cast<std::uint32_t>(buffers.size()));
+  const Pipeline& pipeline =
+      context.pipeline(shader(spec, strided, out_strided), static_cast<std::uint32_t>(buffers.size()));
   const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
   const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
   const std::int64_t y = (groups + x - 1) / x;
   context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
-  return out;
 }
+
+ElementwiseSpec copy_spec(DType dtype) { return {{dtype}, dtype, "", "in0", dtype == DType::boolean}; }
 
 VulkanTensor contiguous(const VulkanTensor& x) {
   if (x.is_contiguous()) return x;
-  ElementwiseSpec copy{{x.dtype}, x.dtype, "", "in0", x.dtype == DType::boolean};
   const std::array<const VulkanTensor*, 1> inputs{&x};
-  return run_elementwise(copy, inputs, x.shape);
+  return run_elementwise(copy_spec(x.dtype), inputs, x.shape);
 }
 
 }  // namespace kiln::vulkan

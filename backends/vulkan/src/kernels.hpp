@@ -27,6 +27,12 @@ VulkanTensor empty(const Shape& shape, DType dtype);
 // Runs the kernel over `shape` (the inputs broadcast to it) into a new contiguous tensor.
 VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
                              const Shape& shape);
+// Runs the kernel into `out`, any strided view of a buffer (the inputs broadcast to its
+// shape); writes only the elements the view shows.
+void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                          const VulkanTensor& out);
+// The identity kernel of a dtype (copies).
+ElementwiseSpec copy_spec(DType dtype);
 // `x` itself when contiguous, else a contiguous copy.
 VulkanTensor contiguous(const VulkanTensor& x);
 

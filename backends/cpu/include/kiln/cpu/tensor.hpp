@@ -3,7 +3,7 @@
 // (reshape of contiguous data, permute, expand, slice) share the buffer.
 #pragma once
 
-#include "kiln/core/strided.hpp"
+#include "kiln/backend/strided.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,17 +2,19 @@
 // the CPU for tests). Kernels are GLSL compute shaders compiled to SPIR-V at run time;
 // elementwise kernels are rendered from the op catalogue's formulas (kiln/codegen).
 //
-// In progress: this version has creation, host transfer, casts and every elementwise op
-// (with their gradient formulas). Reductions, matmul, layout, indexing and the nn ops are
-// still to come, so kiln::Vulkan does not satisfy kiln::Backend yet and Tensor<Vulkan, N>
+// In progress: this version has creation, host transfer, casts, every elementwise op (with
+// their gradient formulas) and the layout ops (reshape, permute, expand, slice,
+// slice_assign, flip, cat). Reductions, matmul, indexing and the nn ops are still to come, so kiln::Vulkan does not satisfy kiln::Backend yet and Tensor<Vulkan, N>
 // is not available; tests drive the primitives directly (tests/vulkan).
 #pragma once
 
 #include "kiln/core/rng.hpp"
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/ops/elementwise.hpp"
+#include "kiln/ops/layout.hpp"
 #include "kiln/vulkan/tensor.hpp"
 
+#include <span>
 #include <string_view>
 
 namespace kiln {
@@ -36,6 +38,15 @@ struct Vulkan {
   static Device device(const Primitive&) { return {}; }
   static Primitive to_device(const Primitive& p, const Device& device);
   static Primitive cast(const Primitive& p, DType dtype);
+
+  // layout (backends/vulkan/src/layout.cpp): views where strides allow, else copies
+  static Primitive reshape(const Primitive& x, const Shape& shape);
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive expand(const Primitive& x, const Shape& shape);
+  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges);
+  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value);
+  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim);
 
   // elementwise, rendered from the op catalogue (backends/vulkan/src/elementwise.cpp)
   template <class Op> static Primitive unary(const Primitive& x);

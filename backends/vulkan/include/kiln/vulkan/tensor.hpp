@@ -3,7 +3,7 @@
 // header reaches this file: buffers are opaque to users.
 #pragma once
 
-#include "kiln/core/strided.hpp"
+#include "kiln/backend/strided.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,0 +1,160 @@
+// A strided view of a buffer's elements: shape, element strides and offset, and dtype,
+// and the layout ops that only change the view (reshape where strides allow, permute,
+// broadcast, slice, flip). Backends whose tensors are views into device or host buffers
+// (CPU, Vulkan) build their handles on it; a broadcast dim has stride 0.
+#pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/ops/layout.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+struct StridedView {
+  Shape shape;
+  std::vector<std::int64_t> strides;  // in elements; 0 on broadcast dims
+  std::int64_t offset = 0;            // in elements
+  DType dtype = DType::f32;
+
+  std::int64_t numel() const { return shape.numel(); }
+  // Row-major and dense (size-1 dims may have any stride); the offset may be non-zero.
+  bool is_contiguous() const {
+    std::int64_t expected = 1;
+    for (std::size_t i = shape.rank(); i-- > 0;) {
+      if (shape[i] != 1 && strides[i] != expected) return false;
+      expected *= shape[i];
+    }
+    return true;
+  }
+};
+
+namespace strided {
+
+// Strides that show x's elements, in row-major order, with `shape`; none when x's strides
+// cannot. x's dims (size-1 dims aside) fall into blocks that are contiguous among
+// themselves, each one evenly spaced run of elements; a reshape is a view when every new
+// dim lies within one block.
+inline std::optional<std::vector<std::int64_t>> reshape_strides(const StridedView& x, const Shape& shape) {
+  if (x.numel() == 0) return shape.contiguous_strides();
+  struct Block {
+    std::int64_t numel;
+    std::int64_t stride;  // of the block's innermost dim
+  };
+  std::vector<Block> blocks;
+  for (std::size_t d = 0; d < x.shape.rank(); ++d) {
+    if (x.shape[d] == 1) continue;
+    if (!blocks.empty() && blocks.back().stride == x.strides[d] * x.shape[d]) {
+      blocks.back().numel *= x.shape[d];
+      blocks.back().stride = x.strides[d];
+    } else {
+      blocks.push_back({x.shape[d], x.strides[d]});
+    }
+  }
+  std::vector<std::int64_t> strides(shape.rank(), 1);
+  std::size_t b = 0;
+  std::int64_t left = blocks.empty() ? 1 : blocks[0].numel;  // elements of block b not yet given to a new dim
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 1) continue;
+    if (b == blocks.size() || left % shape[i] != 0) return std::nullopt;
+    left /= shape[i];
+    strides[i] = blocks[b].stride * left;
+    if (left == 1 && ++b < blocks.size()) left = blocks[b].numel;
+  }
+  return strides;
+}
+
+// x with its dims in the order `dims` (a permutation).
+template <class View> View permute(const View& x, std::span<const std::int64_t> dims) {
+  KILN_CHECK(dims.size() == x.shape.rank(), "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape);
+  std::vector<bool> seen(dims.size(), false);
+  for (auto d : dims) {
+    KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < dims.size() && !seen[static_cast<std::size_t>(d)],
+               "permute: dims {} are not a permutation of the dims of shape {}", Shape(dims), x.shape);
+    seen[static_cast<std::size_t>(d)] = true;
+  }
+  View v = x;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    v.shape[i] = x.shape[static_cast<std::size_t>(dims[i])];
+    v.strides[i] = x.strides[static_cast<std::size_t>(dims[i])];
+  }
+  return v;
+}
+
+// x broadcast to `shape` (NumPy rules: missing leading dims and size-1 dims get stride 0).
+template <class View> View broadcast(const View& x, const Shape& shape) {
+  if (x.shape == shape) return x;
+  const std::size_t rank = shape.rank();
+  KILN_CHECK(x.shape.rank() <= rank, "expand: cannot broadcast shape {} to {}", x.shape, shape);
+  View v = x;
+  v.shape = shape;
+  v.strides.assign(rank, 0);
+  const std::size_t lead = rank - x.shape.rank();
+  for (std::size_t d = 0; d < x.shape.rank(); ++d) {
+    KILN_CHECK(x.shape[d] == shape[lead + d] || x.shape[d] == 1,
+               "expand: cannot broadcast shape {} to {} (dim {}: {} vs {})", x.shape, shape, d, x.shape[d],
+               shape[lead + d]);
+    v.strides[lead + d] = x.shape[d] == 1 ? 0 : x.strides[d];
+  }
+  return v;
+}
+
+// The elements of x in `ranges` (one per dim, validated here).
+template <class View> View slice(const View& x, std::span<const ops::SliceRange> ranges) {
+  KILN_CHECK(ranges.size() == x.shape.rank(), "slice: {} ranges given for a tensor of shape {}", ranges.size(),
+             x.shape);
+  View v = x;
+  for (std::size_t d = 0; d < ranges.size(); ++d) {
+    const auto& r = ranges[d];
+    KILN_CHECK(r.start >= 0 && r.step >= 1 && (r.size == 0 || r.start + (r.size - 1) * r.step < x.shape[d]),
+               "slice: range start {} size {} step {} does not fit dim {} of shape {}", r.start, r.size, r.step, d,
+               x.shape);
+    if (r.size > 0) v.offset += r.start * x.strides[d];
+    v.shape[d] = r.size;
+    v.strides[d] = x.strides[d] * r.step;
+  }
+  return v;
+}
+
+// x read backwards along each of `dims` (negated strides).
+template <class View> View flip(const View& x, std::span<const std::int64_t> dims) {
+  View view = x;
+  std::vector<bool> flipped(x.shape.rank(), false);
+  for (auto d : dims) {
+    KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < x.shape.rank(), "flip: dim {} is out of range for shape {}", d,
+               x.shape);
+    const auto i = static_cast<std::size_t>(d);
+    KILN_CHECK(!flipped[i], "flip: dim {} appears twice in the dims given for shape {}", d, x.shape);
+    flipped[i] = true;
+    if (x.shape[i] > 0) view.offset += (x.shape[i] - 1) * x.strides[i];
+    view.strides[i] = -x.strides[i];
+  }
+  return view;
+}
+
+// The shape of concatenating `shapes` along dim, checking that they agree elsewhere.
+inline Shape cat_shape(std::span<const Shape> shapes, std::span<const DType> dtypes, std::int64_t dim) {
+  KILN_CHECK(!shapes.empty(), "cat: no tensors given");
+  const Shape& first = shapes[0];
+  const std::size_t rank = first.rank();
+  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < rank, "cat: dim {} is out of range for shape {}", dim, first);
+  const auto d = static_cast<std::size_t>(dim);
+  std::vector<std::int64_t> out = first.dims();
+  out[d] = 0;
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    KILN_CHECK(dtypes[k] == dtypes[0], "cat: dtypes {} and {} differ", dtypes[0], dtypes[k]);
+    bool match = shapes[k].rank() == rank;
+    for (std::size_t i = 0; match && i < rank; ++i) match = i == d || shapes[k][i] == first[i];
+    KILN_CHECK(match, "cat: shapes {} and {} differ outside dim {}", first, shapes[k], d);
+    out[d] += shapes[k][d];
+  }
+  return Shape(std::move(out));
+}
+
+}  // namespace strided
+}  // namespace kiln
