@@ -12,6 +12,7 @@
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/layout.hpp"
+#include "kiln/ops/reduce.hpp"
 #include "kiln/vulkan/tensor.hpp"
 
 #include <span>
@@ -38,6 +39,22 @@ struct Vulkan {
   static Device device(const Primitive&) { return {}; }
   static Primitive to_device(const Primitive& p, const Device& device);
   static Primitive cast(const Primitive& p, DType dtype);
+
+  // reductions and scans (backends/vulkan/src/reduce.cpp): the reduced dim is kept with size 1
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
+  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op);  // shape [1]
+  static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim);  // i64
+  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim);
+
+  // linear algebra (backends/vulkan/src/matmul.cpp): [..., m, k] @ [..., k, n], broadcast batch dims
+  static Primitive matmul(const Primitive& a, const Primitive& b);
+
+  // indexing (backends/vulkan/src/indexing.cpp)
+  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index);
+  static Primitive scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+                           ops::ScatterMode mode);
+  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
+  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
   // layout (backends/vulkan/src/layout.cpp): views where strides allow, else copies
   static Primitive reshape(const Primitive& x, const Shape& shape);

@@ -1,0 +1,313 @@
+// Indexing on the Vulkan backend: gather and scatter (per-element indices along one dim,
+// torch.gather / torch.scatter semantics), index_select and index_add (one index per slice
+// along a dim), with the CPU backend's checks and error messages.
+//
+// The index tensor (i64 or i32, negative entries counting from the end) is read back to the
+// host and validated like the CPU's read_indices: the first entry out of range, in row-major
+// order, raises kiln::Error naming the op. The wrapped indices go back to the device as a
+// contiguous i32 buffer, so the kernels need no 64-bit integers for them.
+//
+// Two kernels, one invocation per output element:
+// - gather: reads x at the output's coordinates with the indexed dim replaced by its index
+//   (index_select is a gather whose index is read with stride 0 outside the dim).
+// - scatter: starts from x's element and walks the fiber of index entries that can land on
+//   it (same coordinates outside the dim), in order, assigning (the last match wins, as on
+//   the CPU) or adding (in index order, so duplicates accumulate deterministically and
+//   bit-for-bit like the CPU; no atomics). index_add is a scatter add whose index is read
+//   with stride 0 outside the dim. The cost is numel(x) * index.shape[dim] reads.
+#include "kernels.hpp"
+
+#include "kiln/vulkan/backend.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+
+namespace kiln::vulkan {
+namespace {
+
+constexpr std::size_t kMaxRank = 8;
+constexpr int kR = static_cast<int>(kMaxRank);
+
+std::int32_t to_int(std::string_view op, std::int64_t v, const char* what) {
+  KILN_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
+             "{}: {} {} exceeds the 32-bit indices of the Vulkan kernels", op, what, v);
+  return static_cast<std::int32_t>(v);
+}
+
+void check_dim(std::string_view op, std::int64_t dim, const Shape& shape) {
+  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < shape.rank(), "{}: dim {} is out of range for shape {}", op,
+             dim, shape);
+}
+
+void check_index_dtype(std::string_view op, const VulkanTensor& index) {
+  KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,
+             index.dtype);
+}
+
+// The CPU's read_indices: every index in row-major order, wrapped, or the CPU's error.
+std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& index, std::int64_t limit) {
+  check_index_dtype(op, index);
+  const TensorData data = Vulkan::into_data(index);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(data.numel()));
+  const std::byte* bytes = data.bytes().data();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::int64_t v;
+    if (data.dtype() == DType::i64) {
+      std::memcpy(&v, bytes + i * 8, 8);
+    } else {
+      std::int32_t w;
+      std::memcpy(&w, bytes + i * 4, 4);
+      v = w;
+    }
+    KILN_CHECK(v >= -limit && v < limit, "{}: index {} is out of range for a dim of size {}", op, v, limit);
+    out[i] = static_cast<std::int32_t>(v < 0 ? v + limit : v);
+  }
+  return out;
+}
+
+std::shared_ptr<Buffer> upload_ints(const std::vector<std::int32_t>& v) {
+  Context& context = Context::get();
+  auto buffer = context.allocate(std::max<std::size_t>(1, v.size()) * sizeof(std::int32_t));
+  if (!v.empty()) context.upload(*buffer, 0, v.data(), v.size() * sizeof(std::int32_t));
+  return buffer;
+}
+
+std::string extensions(DType dtype) {
+  std::string s;
+  if (dtype == DType::i64) s += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (dtype == DType::u8 || dtype == DType::boolean)
+    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+         "#extension GL_EXT_shader_8bit_storage : require\n";
+  return s;
+}
+
+std::string header(DType dtype) {
+  const std::string t = storage_type(dtype);
+  return "#version 450\n" + extensions(dtype) +
+         fmt::format("layout(local_size_x = {}) in;\n"
+                     "layout(std430, binding = 0) readonly buffer Params {{ int params[]; }};\n"
+                     "layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n"
+                     "layout(std430, binding = 2) readonly buffer X {{ {} x_data[]; }};\n"
+                     "layout(std430, binding = 3) readonly buffer Index {{ int index_data[]; }};\n",
+                     kWorkgroupSize, t, t);
+}
+
+std::string invocation() {
+  return fmt::format("  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n"
+                     "  if (i >= params[0]) return;\n",
+                     kWorkgroupSize);
+}
+
+// Gather params: [0] n, [1] rank, [2] dim, [3] x offset, then out dims, x strides, index strides
+// (index strides apply to the output's coordinates; the index buffer is contiguous).
+std::string gather_shader(DType dtype) {
+  return header(dtype) + "void main() {\n" + invocation() +
+         fmt::format("  const int rank = params[1], dim = params[2];\n"
+                     "  int rest = i, x_at = params[3], index_at = 0, dim_stride = 0;\n"
+                     "  for (int d = rank - 1; d >= 0; --d) {{\n"
+                     "    const int size = params[4 + d];\n"
+                     "    const int c = rest % size;\n"
+                     "    rest /= size;\n"
+                     "    index_at += c * params[{} + d];\n"
+                     "    if (d == dim) dim_stride = params[{} + d];\n"
+                     "    else x_at += c * params[{} + d];\n"
+                     "  }}\n"
+                     "  out_data[i] = x_data[x_at + index_data[index_at] * dim_stride];\n"
+                     "}}\n",
+                     4 + 2 * kR, 4 + kR, 4 + kR);
+}
+
+// Scatter params: [0] n (x's elements), [1] rank, [2] dim, [3] x offset, [4] src offset, then
+// x dims, x strides, index dims (the positions that scatter), src strides, index strides.
+constexpr int kDims = 5, kXStrides = 5 + kR, kIndexDims = 5 + 2 * kR, kSrcStrides = 5 + 3 * kR,
+              kIndexStrides = 5 + 4 * kR;
+
+std::string scatter_shader(DType dtype, ops::ScatterMode mode) {
+  const std::string t = storage_type(dtype);
+  std::string combine;
+  if (mode == ops::ScatterMode::assign) combine = "acc = v;";
+  else if (dtype == DType::boolean)
+    combine = "acc = (acc != uint8_t(0) || v != uint8_t(0)) ? uint8_t(1) : uint8_t(0);";
+  else combine = fmt::format("acc = {}(acc + v);", t);
+  return header(dtype) +
+         fmt::format("layout(std430, binding = 4) readonly buffer Src {{ {} src_data[]; }};\n", t) +
+         "void main() {\n" + invocation() +
+         fmt::format("  const int rank = params[1], dim = params[2];\n"
+                     "  int rest = i, x_at = params[3], src_at = params[4], index_at = 0, j = 0;\n"
+                     "  bool covered = true;\n"
+                     "  for (int d = rank - 1; d >= 0; --d) {{\n"
+                     "    const int size = params[{0} + d];\n"
+                     "    const int c = rest % size;\n"
+                     "    rest /= size;\n"
+                     "    x_at += c * params[{1} + d];\n"
+                     "    if (d == dim) {{ j = c; continue; }}\n"
+                     "    covered = covered && c < params[{2} + d];\n"
+                     "    src_at += c * params[{3} + d];\n"
+                     "    index_at += c * params[{4} + d];\n"
+                     "  }}\n"
+                     "  {5} acc = x_data[x_at];\n"
+                     "  if (covered) {{\n"
+                     "    const int fiber = params[{2} + dim], src_step = params[{3} + dim], index_step = params[{4} + dim];\n"
+                     "    for (int f = 0; f < fiber; ++f) {{\n"
+                     "      if (index_data[index_at + f * index_step] != j) continue;\n"
+                     "      const {5} v = src_data[src_at + f * src_step];\n"
+                     "      {6}\n"
+                     "    }}\n"
+                     "  }}\n"
+                     "  out_data[i] = acc;\n"
+                     "}}\n",
+                     kDims, kXStrides, kIndexDims, kSrcStrides, kIndexStrides, t, combine);
+}
+
+void run(std::string_view op, const std::string& source, std::vector<std::shared_ptr<Buffer>> buffers,
+         std::int64_t n) {
+  Context& context = Context::get();
+  const Pipeline& pipeline = context.pipeline(source, static_cast<std::uint32_t>(buffers.size()));
+  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
+  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
+  const std::int64_t y = (groups + x - 1) / x;
+  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, n);
+  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+}
+
+// out (contiguous, shape `shape`) = x at the output's coordinates, dim `d` taken from the
+// index buffer at sum(coordinate * index_strides).
+VulkanTensor run_gather(std::string_view op, const VulkanTensor& x, std::size_t d, const Shape& shape,
+                        const std::vector<std::int32_t>& indices, const std::vector<std::int64_t>& index_strides) {
+  KILN_CHECK(x.shape.rank() <= kMaxRank, "{}: tensors of rank {} (the Vulkan kernels take at most {})", op,
+             x.shape.rank(), kMaxRank);
+  VulkanTensor out = empty(shape, x.dtype);
+  const std::int64_t n = shape.numel();
+  std::vector<std::int32_t> params(static_cast<std::size_t>(4 + 3 * kR), 0);
+  params[0] = to_int(op, n, "a tensor of");
+  params[1] = static_cast<std::int32_t>(shape.rank());
+  params[2] = static_cast<std::int32_t>(d);
+  params[3] = to_int(op, x.offset, "an offset of");
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    params[4 + i] = to_int(op, shape[i], "a dim of");
+    params[4 + kMaxRank + i] = to_int(op, x.strides[i], "a stride of");
+    params[4 + 2 * kMaxRank + i] = to_int(op, index_strides[i], "a stride of");
+  }
+  run(op, gather_shader(x.dtype), {upload_ints(params), out.buffer, x.buffer, upload_ints(indices)}, n);
+  return out;
+}
+
+// out = x with src's entries at `index_shape` positions scattered along dim d by the index
+// buffer (read at sum(position * index_strides)).
+VulkanTensor run_scatter(std::string_view op, const VulkanTensor& x, std::size_t d, const VulkanTensor& src,
+                         const Shape& index_shape, const std::vector<std::int32_t>& indices,
+                         const std::vector<std::int64_t>& index_strides, ops::ScatterMode mode) {
+  KILN_CHECK(x.shape.rank() <= kMaxRank, "{}: tensors of rank {} (the Vulkan kernels take at most {})", op,
+             x.shape.rank(), kMaxRank);
+  VulkanTensor out = empty(x.shape, x.dtype);
+  const std::int64_t n = x.numel();
+  std::vector<std::int32_t> params(static_cast<std::size_t>(5 + 5 * kR), 0);
+  params[0] = to_int(op, n, "a tensor of");
+  params[1] = static_cast<std::int32_t>(x.shape.rank());
+  params[2] = static_cast<std::int32_t>(d);
+  params[3] = to_int(op, x.offset, "an offset of");
+  params[4] = to_int(op, src.offset, "an offset of");
+  for (std::size_t i = 0; i < x.shape.rank(); ++i) {
+    params[kDims + i] = to_int(op, x.shape[i], "a dim of");
+    params[kXStrides + i] = to_int(op, x.strides[i], "a stride of");
+    params[kIndexDims + i] = to_int(op, index_shape[i], "a dim of");
+    params[kSrcStrides + i] = to_int(op, src.strides[i], "a stride of");
+    params[kIndexStrides + i] = to_int(op, index_strides[i], "a stride of");
+  }
+  run(op, scatter_shader(x.dtype, mode),
+      {upload_ints(params), out.buffer, x.buffer, upload_ints(indices), src.buffer}, n);
+  return out;
+}
+
+VulkanTensor copy(const VulkanTensor& x) {
+  const std::array<const VulkanTensor*, 1> inputs{&x};
+  return run_elementwise(copy_spec(x.dtype), inputs, x.shape);
+}
+
+// Index strides of a 1-d index used along dim d of a rank-r tensor: 1 on d, 0 elsewhere.
+std::vector<std::int64_t> along(std::size_t rank, std::size_t d) {
+  std::vector<std::int64_t> s(rank, 0);
+  s[d] = 1;
+  return s;
+}
+
+}  // namespace
+}  // namespace kiln::vulkan
+
+namespace kiln {
+
+using vulkan::VulkanTensor;
+
+Vulkan::Primitive Vulkan::gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
+  vulkan::check_dim("gather", dim, x.shape);
+  const auto d = static_cast<std::size_t>(dim);
+  const std::size_t rank = x.shape.rank();
+  bool fits = index.shape.rank() == rank;
+  for (std::size_t i = 0; fits && i < rank; ++i) fits = i == d || index.shape[i] <= x.shape[i];
+  KILN_CHECK(fits, "gather: index of shape {} does not fit input of shape {}: same rank, and no larger outside dim {}",
+             index.shape, x.shape, d);
+  vulkan::check_dtype_supported("gather", x.dtype);
+  if (index.numel() == 0) {
+    vulkan::check_index_dtype("gather", index);
+    return vulkan::empty(index.shape, x.dtype);
+  }
+  const std::vector<std::int32_t> indices = vulkan::read_indices("gather", index, x.shape[d]);
+  return vulkan::run_gather("gather", x, d, index.shape, indices, index.shape.contiguous_strides());
+}
+
+Vulkan::Primitive Vulkan::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+                                  ops::ScatterMode mode) {
+  const char* op = mode == ops::ScatterMode::add ? "scatter_add" : "scatter";
+  vulkan::check_dim(op, dim, x.shape);
+  const auto d = static_cast<std::size_t>(dim);
+  const std::size_t rank = x.shape.rank();
+  KILN_CHECK(src.dtype == x.dtype, "{}: src is {}, the tensor is {}", op, src.dtype, x.dtype);
+  bool fits = index.shape.rank() == rank && src.shape.rank() == rank;
+  for (std::size_t i = 0; fits && i < rank; ++i)
+    fits = index.shape[i] <= src.shape[i] && (i == d || index.shape[i] <= x.shape[i]);
+  KILN_CHECK(fits,
+             "{}: index of shape {} does not fit src of shape {} and input of shape {}: same rank, no larger than src, "
+             "and no larger than the input outside dim {}",
+             op, index.shape, src.shape, x.shape, d);
+  vulkan::check_index_dtype(op, index);
+  vulkan::check_dtype_supported(op, x.dtype);
+  if (index.numel() == 0) return vulkan::copy(x);
+  const std::vector<std::int32_t> indices = vulkan::read_indices(op, index, x.shape[d]);
+  return vulkan::run_scatter(op, x, d, src, index.shape, indices, index.shape.contiguous_strides(), mode);
+}
+
+Vulkan::Primitive Vulkan::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
+  vulkan::check_dim("index_select", dim, x.shape);
+  const auto d = static_cast<std::size_t>(dim);
+  KILN_CHECK(index.shape.rank() <= 1, "index_select: the index must be 1-d, got shape {}", index.shape);
+  vulkan::check_dtype_supported("index_select", x.dtype);
+  const std::vector<std::int32_t> indices = vulkan::read_indices("index_select", index, x.shape[d]);
+  std::vector<std::int64_t> out_dims = x.shape.dims();
+  out_dims[d] = static_cast<std::int64_t>(indices.size());
+  const Shape out_shape(out_dims);
+  if (out_shape.numel() == 0) return vulkan::empty(out_shape, x.dtype);
+  return vulkan::run_gather("index_select", x, d, out_shape, indices, vulkan::along(x.shape.rank(), d));
+}
+
+Vulkan::Primitive Vulkan::index_add(const Primitive& x, std::int64_t dim, const Primitive& index,
+                                    const Primitive& values) {
+  vulkan::check_dim("index_add", dim, x.shape);
+  const auto d = static_cast<std::size_t>(dim);
+  KILN_CHECK(index.shape.rank() <= 1, "index_add: the index must be 1-d, got shape {}", index.shape);
+  KILN_CHECK(values.dtype == x.dtype, "index_add: values are {}, the tensor is {}", values.dtype, x.dtype);
+  vulkan::check_dtype_supported("index_add", x.dtype);
+  const std::vector<std::int32_t> indices = vulkan::read_indices("index_add", index, x.shape[d]);
+  const auto n = static_cast<std::int64_t>(indices.size());
+  std::vector<std::int64_t> expected = x.shape.dims();
+  expected[d] = n;
+  KILN_CHECK(values.shape == Shape(expected),
+             "index_add: values of shape {} do not match: {} indices into dim {} of shape {} need values of shape {}",
+             values.shape, n, d, x.shape, Shape(expected));
+  if (values.numel() == 0) return vulkan::copy(x);
+  return vulkan::run_scatter("index_add", x, d, values, values.shape, indices, vulkan::along(x.shape.rank(), d),
+                             ops::ScatterMode::add);
+}
+
+}  // namespace kiln
