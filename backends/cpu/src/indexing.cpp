@@ -28,10 +28,6 @@ template <class T> T add_values(T a, T b) {
   else return static_cast<T>(a + b);
 }
 
-void check_dim(std::string_view op, std::int64_t dim, const Shape& shape) {
-  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < shape.rank(), "{}: dim {} is out of range for shape {}", op,
-             dim, shape);
-}
 
 // Calls fn.template operator()<I>() with the index tensor's element type (i64 or i32).
 template <class F> void visit_index_type(std::string_view op, const CpuTensor& index, F&& fn) {
@@ -74,13 +70,10 @@ namespace kiln {
 using cpu::CpuTensor;
 
 Cpu::Primitive Cpu::gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
-  cpu::check_dim("gather", dim, x.shape);
+  ops::check_dim("gather", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
-  bool fits = index.shape.rank() == rank;
-  for (std::size_t i = 0; fits && i < rank; ++i) fits = i == d || index.shape[i] <= x.shape[i];
-  KILN_CHECK(fits, "gather: index of shape {} does not fit input of shape {}: same rank, and no larger outside dim {}",
-             index.shape, x.shape, d);
+  ops::check_gather_index(x.shape, index.shape, d);
   const std::int64_t size = x.shape[d];
   CpuTensor out = cpu::empty(index.shape, x.dtype);
   if (out.numel() == 0) {
@@ -126,7 +119,7 @@ Cpu::Primitive Cpu::gather(const Primitive& x, std::int64_t dim, const Primitive
 Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
                             ops::ScatterMode mode) {
   const char* op = mode == ops::ScatterMode::add ? "scatter_add" : "scatter";
-  cpu::check_dim(op, dim, x.shape);
+  ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
   KILN_CHECK(src.dtype == x.dtype, "{}: src is {}, the tensor is {}", op, src.dtype, x.dtype);
@@ -210,7 +203,7 @@ Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitiv
 }
 
 Cpu::Primitive Cpu::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
-  cpu::check_dim("index_select", dim, x.shape);
+  ops::check_dim("index_select", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   KILN_CHECK(index.shape.rank() <= 1, "index_select: the index must be 1-d, got shape {}", index.shape);
   const std::vector<std::int64_t> idx = cpu::read_indices("index_select", index, x.shape[d]);
@@ -246,7 +239,7 @@ Cpu::Primitive Cpu::index_select(const Primitive& x, std::int64_t dim, const Pri
 }
 
 Cpu::Primitive Cpu::index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values) {
-  cpu::check_dim("index_add", dim, x.shape);
+  ops::check_dim("index_add", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   KILN_CHECK(index.shape.rank() <= 1, "index_add: the index must be 1-d, got shape {}", index.shape);
   KILN_CHECK(values.dtype == x.dtype, "index_add: values are {}, the tensor is {}", values.dtype, x.dtype);

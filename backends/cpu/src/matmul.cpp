@@ -3,6 +3,8 @@
 // Eigen's GEMM on strided maps; f16/bf16 compute in f32.
 #include "internal.hpp"
 
+#include "kiln/ops/matmul.hpp"
+
 #include <Eigen/Core>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -157,33 +159,13 @@ namespace kiln {
 using cpu::CpuTensor;
 
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
-  KILN_CHECK(a.dtype == b.dtype, "matmul: dtypes differ: {} {} @ {} {}", a.shape, a.dtype, b.shape, b.dtype);
-  KILN_CHECK(is_float(a.dtype), "matmul: expected float tensors, got {} {} @ {} {}", a.shape, a.dtype, b.shape,
-             b.dtype);
-  const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
-  KILN_CHECK(ra >= 2 && rb >= 2, "matmul: both operands need at least 2 dims, got {} @ {}", a.shape, b.shape);
-  const std::int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  KILN_CHECK(k == b.shape[rb - 2], "matmul: inner dims do not match: {} @ {} ({} vs {})", a.shape, b.shape, k,
-             b.shape[rb - 2]);
-
-  // Batch dims broadcast NumPy-style (size 1 stretches, missing leading dims count as 1).
-  const std::size_t nb = std::max(ra, rb) - 2;
-  std::vector<std::int64_t> batch(nb);
-  for (std::size_t i = 0; i < nb; ++i) {
-    const std::int64_t da = i + ra - 2 >= nb ? a.shape[i + ra - 2 - nb] : 1;
-    const std::int64_t db = i + rb - 2 >= nb ? b.shape[i + rb - 2 - nb] : 1;
-    KILN_CHECK(da == db || da == 1 || db == 1,
-               "matmul: batch dims of {} and {} do not broadcast (batch dim {}: {} vs {})", a.shape, b.shape, i, da,
-               db);
-    batch[i] = da == 1 ? db : da;
-  }
+  const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
+  const std::int64_t m = shape.m, k = shape.k, n = shape.n;
+  const std::vector<std::int64_t>& batch = shape.batch;
 
   if (!cpu::is_native_float(a.dtype)) return cast(matmul(cast(a, DType::f32), cast(b, DType::f32)), a.dtype);
 
-  std::vector<std::int64_t> out_dims = batch;
-  out_dims.push_back(m);
-  out_dims.push_back(n);
-  CpuTensor out = cpu::empty(Shape(out_dims), a.dtype);
+  CpuTensor out = cpu::empty(shape.out(), a.dtype);
   if (out.numel() == 0) return out;
   if (k == 0) return full(out.shape, 0.0, a.dtype, {});
 

@@ -12,24 +12,9 @@ namespace {
 
 using ops::ReduceOp;
 
-// The contiguous input viewed as [outer, n, inner] around the reduced dim.
-struct Split {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-
-Split split_at(const Shape& shape, std::size_t dim) {
-  Split s;
-  for (std::size_t d = 0; d < dim; ++d) s.outer *= shape[d];
-  s.n = shape[dim];
-  for (std::size_t d = dim + 1; d < shape.rank(); ++d) s.inner *= shape[d];
-  return s;
-}
-
-Shape keep_dim(const Shape& shape, std::size_t dim) {
-  Shape out = shape;
-  out[dim] = 1;
-  return out;
-}
+using ops::keep_dim;
+using ops::split_at;
+using Split = ops::DimSplit;
 
 // Tuning: columns of a [n, inner] block handled together (the accumulators stay in L1),
 // rows summed linearly before pairwise combination, elements per work item along n when n

@@ -36,10 +36,6 @@ std::int32_t to_int(std::string_view op, std::int64_t v, const char* what) {
   return static_cast<std::int32_t>(v);
 }
 
-void check_dim(std::string_view op, std::int64_t dim, const Shape& shape) {
-  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < shape.rank(), "{}: dim {} is out of range for shape {}", op,
-             dim, shape);
-}
 
 void check_index_dtype(std::string_view op, const VulkanTensor& index) {
   KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,
@@ -241,13 +237,10 @@ namespace kiln {
 using vulkan::VulkanTensor;
 
 Vulkan::Primitive Vulkan::gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
-  vulkan::check_dim("gather", dim, x.shape);
+  ops::check_dim("gather", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
-  bool fits = index.shape.rank() == rank;
-  for (std::size_t i = 0; fits && i < rank; ++i) fits = i == d || index.shape[i] <= x.shape[i];
-  KILN_CHECK(fits, "gather: index of shape {} does not fit input of shape {}: same rank, and no larger outside dim {}",
-             index.shape, x.shape, d);
+  ops::check_gather_index(x.shape, index.shape, d);
   vulkan::check_dtype_supported("gather", x.dtype);
   if (index.numel() == 0) {
     vulkan::check_index_dtype("gather", index);
@@ -260,7 +253,7 @@ Vulkan::Primitive Vulkan::gather(const Primitive& x, std::int64_t dim, const Pri
 Vulkan::Primitive Vulkan::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
                                   ops::ScatterMode mode) {
   const char* op = mode == ops::ScatterMode::add ? "scatter_add" : "scatter";
-  vulkan::check_dim(op, dim, x.shape);
+  ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
   KILN_CHECK(src.dtype == x.dtype, "{}: src is {}, the tensor is {}", op, src.dtype, x.dtype);
@@ -279,7 +272,7 @@ Vulkan::Primitive Vulkan::scatter(const Primitive& x, std::int64_t dim, const Pr
 }
 
 Vulkan::Primitive Vulkan::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
-  vulkan::check_dim("index_select", dim, x.shape);
+  ops::check_dim("index_select", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   KILN_CHECK(index.shape.rank() <= 1, "index_select: the index must be 1-d, got shape {}", index.shape);
   vulkan::check_dtype_supported("index_select", x.dtype);
@@ -293,7 +286,7 @@ Vulkan::Primitive Vulkan::index_select(const Primitive& x, std::int64_t dim, con
 
 Vulkan::Primitive Vulkan::index_add(const Primitive& x, std::int64_t dim, const Primitive& index,
                                     const Primitive& values) {
-  vulkan::check_dim("index_add", dim, x.shape);
+  ops::check_dim("index_add", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   KILN_CHECK(index.shape.rank() <= 1, "index_add: the index must be 1-d, got shape {}", index.shape);
   KILN_CHECK(values.dtype == x.dtype, "index_add: values are {}, the tensor is {}", values.dtype, x.dtype);

@@ -5,6 +5,8 @@
 // transposed, sliced and broadcast (stride-0) views need no copy; the output is contiguous.
 #include "kernels.hpp"
 
+#include "kiln/ops/matmul.hpp"
+
 #include "kiln/vulkan/backend.hpp"
 
 #include <fmt/format.h>
@@ -81,33 +83,16 @@ namespace kiln {
 using vulkan::VulkanTensor;
 
 Vulkan::Primitive Vulkan::matmul(const Primitive& a, const Primitive& b) {
-  KILN_CHECK(a.dtype == b.dtype, "matmul: dtypes differ: {} {} @ {} {}", a.shape, a.dtype, b.shape, b.dtype);
-  KILN_CHECK(is_float(a.dtype), "matmul: expected float tensors, got {} {} @ {} {}", a.shape, a.dtype, b.shape,
-             b.dtype);
+  const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
+  const std::int64_t m = shape.m, k = shape.k, n = shape.n;
+  const std::vector<std::int64_t>& batch = shape.batch;
+  const std::size_t nb = batch.size();
   const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
-  KILN_CHECK(ra >= 2 && rb >= 2, "matmul: both operands need at least 2 dims, got {} @ {}", a.shape, b.shape);
-  const std::int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  KILN_CHECK(k == b.shape[rb - 2], "matmul: inner dims do not match: {} @ {} ({} vs {})", a.shape, b.shape, k,
-             b.shape[rb - 2]);
-
-  const std::size_t nb = std::max(ra, rb) - 2;
-  std::vector<std::int64_t> batch(nb);
-  for (std::size_t i = 0; i < nb; ++i) {
-    const std::int64_t da = i + ra - 2 >= nb ? a.shape[i + ra - 2 - nb] : 1;
-    const std::int64_t db = i + rb - 2 >= nb ? b.shape[i + rb - 2 - nb] : 1;
-    KILN_CHECK(da == db || da == 1 || db == 1,
-               "matmul: batch dims of {} and {} do not broadcast (batch dim {}: {} vs {})", a.shape, b.shape, i, da,
-               db);
-    batch[i] = da == 1 ? db : da;
-  }
   vulkan::check_dtype_supported("matmul", a.dtype);
   KILN_CHECK(nb <= vulkan::kMaxBatchRank, "matmul: {} batch dims (the Vulkan kernel takes at most {})", nb,
              vulkan::kMaxBatchRank);
 
-  std::vector<std::int64_t> out_dims = batch;
-  out_dims.push_back(m);
-  out_dims.push_back(n);
-  const Shape out_shape(out_dims);
+  const Shape out_shape = shape.out();
   if (out_shape.numel() == 0) return vulkan::empty(out_shape, a.dtype);
   if (k == 0) return full(out_shape, 0.0, a.dtype, {});
   VulkanTensor out = vulkan::empty(out_shape, a.dtype);

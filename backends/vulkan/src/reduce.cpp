@@ -39,23 +39,9 @@ constexpr std::int64_t kGroupRows = 512;
 constexpr std::int64_t kMinPart = 4096;
 constexpr std::int64_t kTargetGroups = 256;
 
-struct Split {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-
-Split split_at(const Shape& shape, std::size_t dim) {
-  Split s;
-  for (std::size_t d = 0; d < dim; ++d) s.outer *= shape[d];
-  s.n = shape[dim];
-  for (std::size_t d = dim + 1; d < shape.rank(); ++d) s.inner *= shape[d];
-  return s;
-}
-
-Shape keep_dim(const Shape& shape, std::size_t dim) {
-  Shape out = shape;
-  out[dim] = 1;
-  return out;
-}
+using ops::keep_dim;
+using ops::split_at;
+using Split = ops::DimSplit;
 
 std::int32_t checked_int(std::int64_t v, const char* what) {
   KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),

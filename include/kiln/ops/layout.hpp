@@ -61,6 +61,21 @@ inline Shape sliced_shape(std::span<const SliceRange> ranges) {
   return Shape(std::move(dims));
 }
 
+// A dim argument that backends receive already normalized; checked once more where an op
+// indexes along it.
+inline void check_dim(std::string_view op, std::int64_t dim, const Shape& shape) {
+  KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < shape.rank(), "{}: dim {} is out of range for shape {}", op,
+             dim, shape);
+}
+
+// gather's index: the input's rank, and no larger than the input outside dim.
+inline void check_gather_index(const Shape& x, const Shape& index, std::size_t dim) {
+  bool fits = index.rank() == x.rank();
+  for (std::size_t i = 0; fits && i < x.rank(); ++i) fits = i == dim || index[i] <= x[i];
+  KILN_CHECK(fits, "gather: index of shape {} does not fit input of shape {}: same rank, and no larger outside dim {}",
+             index, x, dim);
+}
+
 enum class ScatterMode : std::uint8_t { assign, add };
 enum class PadMode : std::uint8_t { constant, reflect, replicate };
 

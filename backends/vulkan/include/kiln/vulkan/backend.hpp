@@ -2,21 +2,25 @@
 // the CPU for tests). Kernels are GLSL compute shaders compiled to SPIR-V at run time;
 // elementwise kernels are rendered from the op catalogue's formulas (kiln/codegen).
 //
-// In progress: this version has creation, host transfer, casts, every elementwise op (with
-// their gradient formulas) and the layout ops (reshape, permute, expand, slice,
-// slice_assign, flip, cat). Reductions, matmul, indexing and the nn ops are still to come, so kiln::Vulkan does not satisfy kiln::Backend yet and Tensor<Vulkan, N>
-// is not available; tests drive the primitives directly (tests/vulkan).
+// Every primitive of the Backend concept exists (static_assert below), each tested against
+// the CPU backend in tests/vulkan. Still in progress: the conformance suite and the
+// autodiff tests do not run on it yet, f16/bf16 are not supported, and several kernels
+// are first, simple versions (see docs/backends.md); the backend is not installed yet.
 #pragma once
 
+#include "kiln/backend/backend.hpp"
 #include "kiln/core/rng.hpp"
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/layout.hpp"
+#include "kiln/ops/module.hpp"
 #include "kiln/ops/reduce.hpp"
 #include "kiln/vulkan/tensor.hpp"
 
+#include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 
 namespace kiln {
 
@@ -56,6 +60,31 @@ struct Vulkan {
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
+  // convolution (backends/vulkan/src/conv.cpp): NCHW, weight [out, in/groups, kh, kw]; direct kernels
+  static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          const ops::Conv2dOptions& options);
+  static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
+                                         const ops::Conv2dOptions& options);
+  static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
+                                          const ops::Conv2dOptions& options);
+
+  // sorting (backends/vulkan/src/sort.cpp): stable; {values, i64 indices}; NaN last ascending, first descending
+  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending);
+
+  // interpolation (backends/vulkan/src/interpolate.cpp): NCHW, nearest / bilinear / bicubic
+  static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+                               const ops::InterpolateOptions& options);
+  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& options);
+
+  // pooling (backends/vulkan/src/pool.cpp): NCHW; max_pool2d returns {values, i64 flat h * W + w index per plane}
+  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
+  static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+                                       const ops::Pool2dOptions& options);
+  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
+  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& options);
+  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size);
+  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy);
+
   // layout (backends/vulkan/src/layout.cpp): views where strides allow, else copies
   static Primitive reshape(const Primitive& x, const Shape& shape);
   static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims);
@@ -75,6 +104,8 @@ struct Vulkan {
   static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
                                    ops::Operand operand);
 };
+
+static_assert(Backend<Vulkan>, "kiln::Vulkan must satisfy the Backend concept");
 
 #define KILN_VULKAN_EXTERN_UNARY(Op) \
   extern template Vulkan::Primitive Vulkan::unary<ops::Op>(const Vulkan::Primitive&);

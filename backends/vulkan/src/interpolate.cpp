@@ -1,0 +1,321 @@
+// Resampling of NCHW tensors (nearest, bilinear, bicubic) on the Vulkan backend, forward and
+// backward, with the CPU backend's index and weight rules, checks and error messages
+// (backends/cpu/src/interpolate.cpp, after torch.nn.functional.interpolate). f32, and f64
+// where the device has shaderFloat64.
+//
+// Every mode is separable: output (oh, ow) reads K x K inputs (K = 1, 2, 4) through the taps
+// of its row and column. The taps (input index and weight per output position and axis) are
+// computed on the host by the CPU backend's formulas, in the element type, and uploaded, so
+// the kernels use the very same indices and weights.
+// - forward: one invocation per output element, summing in the CPU's order.
+// - backward: one invocation per INPUT element, looping over the output taps that read it
+//   (inverse tap lists per axis, built on the host: the (o, k) slots whose index is i, o
+//   ascending), in the CPU's scatter order (oh, ow, then the taps a, c). Deterministic, no
+//   atomics. Bicubic taps clamped at the border appear once per slot, as on the CPU.
+// Arithmetic is `precise` (no fused multiply-add, a fixed evaluation order); the CPU build may
+// contract or reorder its own, so f32 results agree with it to a few ulps, not bit for bit.
+#include "kernels.hpp"
+
+#include "kiln/vulkan/backend.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace kiln::vulkan {
+namespace {
+
+using ops::InterpolateMode;
+
+std::int32_t checked_int(std::int64_t v, const char* what) {
+  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
+             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
+  return static_cast<std::int32_t>(v);
+}
+
+// ---- the CPU backend's tap math (kept identical to backends/cpu/src/interpolate.cpp)
+
+template <class T>
+struct AxisTaps {
+  std::vector<std::int32_t> index;
+  std::vector<T> weight;
+};
+
+template <class T>
+T source_scale(std::int64_t in, std::int64_t out, bool align_corners) {
+  if (align_corners) return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
+  return static_cast<T>(in) / static_cast<T>(out);
+}
+
+template <class T>
+T source_coordinate(T scale, std::int64_t o, bool align_corners, bool cubic) {
+  if (align_corners) return scale * static_cast<T>(o);
+  const T src = scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
+  return !cubic && src < T(0) ? T(0) : src;
+}
+
+template <class T>
+std::array<T, 4> cubic_weights(T t) {
+  constexpr T a = T(-0.75);
+  auto near = [&](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
+  auto far = [&](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+template <class T>
+AxisTaps<T> axis_taps(int K, std::int64_t in, std::int64_t out, bool align_corners) {
+  AxisTaps<T> taps;
+  taps.index.resize(static_cast<std::size_t>(out * K));
+  taps.weight.resize(static_cast<std::size_t>(out * K));
+  for (std::int64_t o = 0; o < out; ++o) {
+    std::int32_t* index = taps.index.data() + o * K;
+    T* weight = taps.weight.data() + o * K;
+    if (K == 1) {
+      std::int64_t src = o;
+      if (out == 2 * in)
+        src = o >> 1;
+      else if (out != in)
+        src = std::min(static_cast<std::int64_t>(
+                           std::floor(static_cast<float>(o) * (static_cast<float>(in) / static_cast<float>(out)))),
+                       in - 1);
+      index[0] = static_cast<std::int32_t>(src);
+      weight[0] = T(1);
+    } else if (K == 2) {
+      if (out == in) {
+        index[0] = index[1] = static_cast<std::int32_t>(o);
+        weight[0] = T(1);
+        weight[1] = T(0);
+        continue;
+      }
+      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, false);
+      const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(real)), in - 1);
+      const T lambda = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
+      index[0] = static_cast<std::int32_t>(i0);
+      index[1] = static_cast<std::int32_t>(i0 + (i0 < in - 1 ? 1 : 0));
+      weight[0] = T(1) - lambda;
+      weight[1] = lambda;
+    } else {
+      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, true);
+      const T floor = std::floor(real);
+      const std::array<T, 4> w = cubic_weights(real - floor);
+      for (int k = 0; k < 4; ++k) {
+        index[k] = static_cast<std::int32_t>(std::clamp<std::int64_t>(static_cast<std::int64_t>(floor) - 1 + k, 0, in - 1));
+        weight[k] = w[static_cast<std::size_t>(k)];
+      }
+    }
+  }
+  return taps;
+}
+
+int taps_of(InterpolateMode mode) {
+  switch (mode) {
+    case InterpolateMode::nearest: return 1;
+    case InterpolateMode::bilinear: return 2;
+    case InterpolateMode::bicubic: return 4;
+  }
+  return 1;
+}
+
+// The inverse of an axis's taps: for input i, the slots o * K + k reading it are
+// slots[start[i] .. start[i + 1]), o (then k) ascending. Appended to `out` as
+// [start (in + 1)] [slots (out * K)], slot values offset by `slot_base`.
+void append_inverse(const std::vector<std::int32_t>& index, std::int64_t in, std::int32_t slot_base,
+                    std::vector<std::int32_t>& out) {
+  std::vector<std::int32_t> count(static_cast<std::size_t>(in) + 1, 0);
+  for (std::int32_t i : index) ++count[static_cast<std::size_t>(i) + 1];
+  for (std::size_t i = 1; i < count.size(); ++i) count[i] += count[i - 1];
+  out.insert(out.end(), count.begin(), count.end());
+  const std::size_t slots = out.size();
+  out.resize(out.size() + index.size());
+  std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
+  for (std::size_t s = 0; s < index.size(); ++s)
+    out[slots + static_cast<std::size_t>(fill[static_cast<std::size_t>(index[s])]++)] =
+        slot_base + static_cast<std::int32_t>(s);
+}
+
+// Parameter buffer (ints): [0] invocations, [1] H, [2] W, [3] OH, [4] OW, [5] K, [6] source
+// element offset (x forward, dy backward), [7] first column weight (OH * K); backward adds
+// [8] the row inverse's start, [9] the column inverse's start (in the taps buffer).
+std::string shader(DType dtype, bool backward) {
+  const std::string t = storage_type(dtype);
+  std::string s = "#version 450\n";
+  s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
+  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
+  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", t);
+  s += fmt::format("layout(std430, binding = 2) readonly buffer In {{ {} in_data[]; }};\n", t);
+  s += "layout(std430, binding = 3) readonly buffer Taps { int taps[]; };\n";
+  s += fmt::format("layout(std430, binding = 4) readonly buffer Weights {{ {} weights[]; }};\n", t);
+  s += "void main() {\n";
+  s += fmt::format(
+      "  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n",
+      kWorkgroupSize);
+  s += "  if (i >= params[0]) return;\n"
+       "  const int H = params[1], W = params[2], OH = params[3], OW = params[4], K = params[5];\n"
+       "  const int offset = params[6], cols = params[7];\n";
+  if (!backward) {
+    // taps: [row index (OH * K)] [column index (OW * K)]; weights likewise.
+    s += fmt::format(
+        "  const int p = i / (OH * OW), r = i - p * OH * OW;\n"
+        "  const int oh = r / OW, ow = r - oh * OW;\n"
+        "  const int plane = offset + p * H * W;\n"
+        "  precise {0} sum = {0}(0);\n"
+        "  for (int a = 0; a < K; ++a) {{\n"
+        "    const int row = plane + taps[oh * K + a] * W;\n"
+        "    precise {0} inner = {0}(0);\n"
+        "    for (int c = 0; c < K; ++c)\n"
+        "      inner += weights[cols + ow * K + c] * in_data[row + taps[cols + ow * K + c]];\n"
+        "    sum += weights[oh * K + a] * inner;\n"
+        "  }}\n"
+        "  out_data[i] = sum;\n"
+        "}}\n",
+        t);
+  } else {
+    // taps: [row inverse: start (H + 1), slots (OH * K)] [column inverse: start (W + 1),
+    // slots (OW * K)]; a slot is the position of its weight (column slots from `cols`).
+    s += fmt::format(
+        "  const int p = i / (H * W), r = i - p * H * W;\n"
+        "  const int ih = r / W, iw = r - ih * W;\n"
+        "  const int rows_at = params[8], cols_at = params[9];\n"
+        "  const int r0 = taps[rows_at + ih], r1 = taps[rows_at + ih + 1];\n"
+        "  const int c0 = taps[cols_at + iw], c1 = taps[cols_at + iw + 1];\n"
+        "  const int rslots = rows_at + H + 1, cslots = cols_at + W + 1;\n"
+        "  const int grad = offset + p * OH * OW;\n"
+        "  precise {0} acc = {0}(0);\n"
+        "  int ra = r0;\n"
+        "  while (ra < r1) {{\n"
+        "    const int oh = taps[rslots + ra] / K;\n"
+        "    int re = ra + 1;\n"
+        "    while (re < r1 && taps[rslots + re] / K == oh) ++re;\n"
+        "    int ca = c0;\n"
+        "    while (ca < c1) {{\n"
+        "      const int ow = (taps[cslots + ca] - cols) / K;\n"
+        "      int ce = ca + 1;\n"
+        "      while (ce < c1 && (taps[cslots + ce] - cols) / K == ow) ++ce;\n"
+        "      const {0} g = in_data[grad + oh * OW + ow];\n"
+        "      for (int a = ra; a < re; ++a)\n"
+        "        for (int c = ca; c < ce; ++c) {{\n"
+        "          precise {0} term = weights[taps[rslots + a]] * weights[taps[cslots + c]];\n"
+        "          term = term * g;\n"
+        "          acc += term;\n"
+        "        }}\n"
+        "      ca = ce;\n"
+        "    }}\n"
+        "    ra = re;\n"
+        "  }}\n"
+        "  out_data[i] = acc;\n"
+        "}}\n",
+        t);
+  }
+  return s;
+}
+
+// Runs the resampling of `src` (contiguous, [planes, SH, SW]) into `dst` ([planes, DH, DW]).
+// Forward: src is x, dst the output; backward: src is dy, dst dx.
+template <class T>
+void run(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, std::int64_t h, std::int64_t w,
+         std::int64_t oh, std::int64_t ow, const ops::InterpolateOptions& options, bool backward) {
+  const int K = taps_of(options.mode);
+  const AxisTaps<T> rows = axis_taps<T>(K, h, oh, options.align_corners);
+  const AxisTaps<T> cols = axis_taps<T>(K, w, ow, options.align_corners);
+  std::vector<T> weights(rows.weight);
+  weights.insert(weights.end(), cols.weight.begin(), cols.weight.end());
+  const std::int32_t col_base = checked_int(oh * K, "a tap table of");
+  std::vector<std::int32_t> taps;
+  std::int32_t rows_at = 0, cols_at = 0;
+  if (!backward) {
+    taps = rows.index;
+    taps.insert(taps.end(), cols.index.begin(), cols.index.end());
+  } else {
+    rows_at = 0;
+    append_inverse(rows.index, h, 0, taps);
+    cols_at = checked_int(static_cast<std::int64_t>(taps.size()), "a tap table of");
+    append_inverse(cols.index, w, col_base, taps);
+  }
+  const std::int64_t invocations = dst.numel();
+  const std::vector<std::int32_t> params{checked_int(invocations, "a tensor of"),
+                                         checked_int(h, "a dim of"),
+                                         checked_int(w, "a dim of"),
+                                         checked_int(oh, "a dim of"),
+                                         checked_int(ow, "a dim of"),
+                                         K,
+                                         checked_int(src.offset, "an offset of"),
+                                         col_base,
+                                         rows_at,
+                                         cols_at};
+  checked_int(src.numel(), "a tensor of");
+  (void)planes;
+  Context& context = Context::get();
+  auto upload = [&](const void* data, std::size_t bytes) {
+    auto buffer = context.allocate(std::max<std::size_t>(bytes, 4));
+    context.upload(*buffer, 0, data, bytes);
+    return buffer;
+  };
+  const std::vector<std::shared_ptr<Buffer>> buffers{
+      upload(params.data(), params.size() * sizeof(std::int32_t)), dst.buffer, src.buffer,
+      upload(taps.data(), taps.size() * sizeof(std::int32_t)), upload(weights.data(), weights.size() * sizeof(T))};
+  const Pipeline& pipeline = context.pipeline(shader(src.dtype, backward), 5);
+  const std::int64_t groups = (invocations + kWorkgroupSize - 1) / kWorkgroupSize;
+  const std::int64_t gx = std::min<std::int64_t>(groups, context.max_groups_x());
+  const std::int64_t gy = (groups + gx - 1) / gx;
+  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy));
+}
+
+void check_input(std::string_view op, const VulkanTensor& x) {
+  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
+  KILN_CHECK(x.shape.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x.shape);
+  KILN_CHECK(x.shape[2] > 0 && x.shape[3] > 0, "{}: input {} has an empty spatial dim", op, x.shape);
+}
+
+void resample(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, std::int64_t h, std::int64_t w,
+              std::int64_t oh, std::int64_t ow, const ops::InterpolateOptions& options, bool backward) {
+  if (dst.numel() == 0) return;
+  if (src.dtype == DType::f64)
+    run<double>(src, dst, planes, h, w, oh, ow, options, backward);
+  else
+    run<float>(src, dst, planes, h, w, oh, ow, options, backward);
+}
+
+}  // namespace
+}  // namespace kiln::vulkan
+
+namespace kiln {
+
+using vulkan::VulkanTensor;
+
+Vulkan::Primitive Vulkan::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+                                      const ops::InterpolateOptions& options) {
+  vulkan::check_input("interpolate", x);
+  KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
+             "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x.shape);
+  vulkan::check_dtype_supported("interpolate", x.dtype);
+  VulkanTensor out = vulkan::empty(Shape{x.shape[0], x.shape[1], output_size[0], output_size[1]}, x.dtype);
+  if (out.numel() == 0) return out;
+  const VulkanTensor in = vulkan::contiguous(x);
+  vulkan::resample(in, out, x.shape[0] * x.shape[1], x.shape[2], x.shape[3], output_size[0], output_size[1], options,
+                   false);
+  return out;
+}
+
+Vulkan::Primitive Vulkan::interpolate_backward(const Primitive& x, const Primitive& dy,
+                                               const ops::InterpolateOptions& options) {
+  vulkan::check_input("interpolate_backward", x);
+  KILN_CHECK(dy.dtype == x.dtype, "interpolate_backward: dy must have the input's dtype {}, got {}", x.dtype,
+             dy.dtype);
+  KILN_CHECK(dy.shape.rank() == 4 && dy.shape[0] == x.shape[0] && dy.shape[1] == x.shape[1] && dy.shape[2] > 0 &&
+                 dy.shape[3] > 0,
+             "interpolate_backward: dy of shape {} does not match an input of shape {}", dy.shape, x.shape);
+  vulkan::check_dtype_supported("interpolate_backward", x.dtype);
+  VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
+  if (dx.numel() == 0) return dx;
+  const VulkanTensor grad = vulkan::contiguous(dy);
+  vulkan::resample(grad, dx, x.shape[0] * x.shape[1], x.shape[2], x.shape[3], dy.shape[2], dy.shape[3], options,
+                   true);
+  return dx;
+}
+
+}  // namespace kiln

@@ -1,0 +1,49 @@
+// The shape rule of matmul, checked once for every backend: [..., m, k] @ [..., k, n] with
+// NumPy-broadcast batch dims (size 1 stretches, missing leading dims count as 1).
+#pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace kiln::ops {
+
+struct MatmulShape {
+  std::vector<std::int64_t> batch;  // the broadcast batch dims
+  std::int64_t m = 0, k = 0, n = 0;
+
+  Shape out() const {
+    std::vector<std::int64_t> dims = batch;
+    dims.push_back(m);
+    dims.push_back(n);
+    return Shape(std::move(dims));
+  }
+};
+
+inline MatmulShape matmul_shape(const Shape& a, DType a_dtype, const Shape& b, DType b_dtype) {
+  KILN_CHECK(a_dtype == b_dtype, "matmul: dtypes differ: {} {} @ {} {}", a, a_dtype, b, b_dtype);
+  KILN_CHECK(is_float(a_dtype), "matmul: expected float tensors, got {} {} @ {} {}", a, a_dtype, b, b_dtype);
+  const std::size_t ra = a.rank(), rb = b.rank();
+  KILN_CHECK(ra >= 2 && rb >= 2, "matmul: both operands need at least 2 dims, got {} @ {}", a, b);
+  MatmulShape s;
+  s.m = a[ra - 2];
+  s.k = a[ra - 1];
+  s.n = b[rb - 1];
+  KILN_CHECK(s.k == b[rb - 2], "matmul: inner dims do not match: {} @ {} ({} vs {})", a, b, s.k, b[rb - 2]);
+  const std::size_t nb = std::max(ra, rb) - 2;
+  s.batch.resize(nb);
+  for (std::size_t i = 0; i < nb; ++i) {
+    const std::int64_t da = i + ra - 2 >= nb ? a[i + ra - 2 - nb] : 1;
+    const std::int64_t db = i + rb - 2 >= nb ? b[i + rb - 2 - nb] : 1;
+    KILN_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of {} and {} do not broadcast (batch dim {}: {} vs {})",
+               a, b, i, da, db);
+    s.batch[i] = da == 1 ? db : da;
+  }
+  return s;
+}
+
+}  // namespace kiln::ops
