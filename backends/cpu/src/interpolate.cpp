@@ -4,6 +4,8 @@
 // (K = 1, 2, 4) with weights computed once per axis. f16/bf16 compute through f32.
 #include "internal.hpp"
 
+#include "kiln/ops/interpolate.hpp"
+
 #include <cmath>
 
 namespace kiln::cpu {
@@ -11,83 +13,8 @@ namespace {
 
 using ops::InterpolateMode;
 
-// The input taps of every output position along one axis: index[o * K + k], weight[o * K + k].
-template <class T>
-struct AxisTaps {
-  std::vector<std::int64_t> index;
-  std::vector<T> weight;
-};
-
-// PyTorch's ratio between input and output coordinates.
-template <class T>
-T source_scale(std::int64_t in, std::int64_t out, bool align_corners) {
-  if (align_corners) return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
-  return static_cast<T>(in) / static_cast<T>(out);
-}
-
-// The input coordinate of output position o; linear modes clamp it at 0, cubic does not.
-template <class T>
-T source_coordinate(T scale, std::int64_t o, bool align_corners, bool cubic) {
-  if (align_corners) return scale * static_cast<T>(o);
-  const T src = scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
-  return !cubic && src < T(0) ? T(0) : src;
-}
-
-// Keys' cubic convolution with A = -0.75, the weights of the taps at -1, 0, 1, 2 for offset t.
-template <class T>
-std::array<T, 4> cubic_weights(T t) {
-  constexpr T a = T(-0.75);
-  auto near = [&](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
-  auto far = [&](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
-  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
-}
-
-template <class T, int K>
-AxisTaps<T> axis_taps(std::int64_t in, std::int64_t out, bool align_corners) {
-  AxisTaps<T> taps;
-  taps.index.resize(static_cast<std::size_t>(out * K));
-  taps.weight.resize(static_cast<std::size_t>(out * K));
-  for (std::int64_t o = 0; o < out; ++o) {
-    std::int64_t* index = taps.index.data() + o * K;
-    T* weight = taps.weight.data() + o * K;
-    if constexpr (K == 1) {
-      // PyTorch computes the nearest index in float whatever the dtype; so does this.
-      std::int64_t src = o;
-      if (out == 2 * in)
-        src = o >> 1;
-      else if (out != in)
-        src = std::min(static_cast<std::int64_t>(
-                           std::floor(static_cast<float>(o) * (static_cast<float>(in) / static_cast<float>(out)))),
-                       in - 1);
-      index[0] = src;
-      weight[0] = T(1);
-    } else if constexpr (K == 2) {
-      if (out == in) {
-        index[0] = index[1] = o;
-        weight[0] = T(1);
-        weight[1] = T(0);
-        continue;
-      }
-      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, false);
-      const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(real)), in - 1);
-      const T lambda = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
-      index[0] = i0;
-      index[1] = i0 + (i0 < in - 1 ? 1 : 0);
-      weight[0] = T(1) - lambda;
-      weight[1] = lambda;
-    } else {
-      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, true);
-      const T floor = std::floor(real);
-      const std::array<T, 4> w = cubic_weights(real - floor);
-      for (int k = 0; k < 4; ++k) {
-        // Taps past the border read the border value, as in PyTorch.
-        index[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(floor) - 1 + k, 0, in - 1);
-        weight[k] = w[static_cast<std::size_t>(k)];
-      }
-    }
-  }
-  return taps;
-}
+using ops::AxisTaps;
+using ops::axis_taps;
 
 struct Extents {
   std::int64_t planes, h, w, oh, ow;

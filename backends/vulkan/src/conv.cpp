@@ -129,11 +129,6 @@ std::string shader(Kind kind, DType dtype) {
   return s;
 }
 
-std::int32_t to_int(std::string_view op, std::int64_t v) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "{}: {} exceeds the 32-bit indices of the Vulkan kernels", op, v);
-  return static_cast<std::int32_t>(v);
-}
 
 // The CPU's check (both operands float, of one dtype), then the device's support for it.
 void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
@@ -147,36 +142,36 @@ std::vector<std::int32_t> params_of(std::string_view op, const Shape& x, const S
                                     const ops::Conv2dOptions& o) {
   // Every flat index the kernels form stays below the largest operand (plus its offset,
   // checked by the callers); the spatial products stay below the padded extents.
-  for (const Shape* s : {&x, &w, &y}) to_int(op, s->numel());
+  for (const Shape* s : {&x, &w, &y}) checked_int(s->numel(), "a size of", op);
   for (int d = 0; d < 2; ++d) {
-    to_int(op, x[2 + d] + 2 * o.padding[d] + o.stride[d]);
-    to_int(op, o.dilation[d] * (w[2 + d] - 1) + o.stride[d]);
+    checked_int(x[2 + d] + 2 * o.padding[d] + o.stride[d], "a size of", op);
+    checked_int(o.dilation[d] * (w[2 + d] - 1) + o.stride[d], "a size of", op);
   }
   return {0,
-          to_int(op, x[0]),
-          to_int(op, x[1]),
-          to_int(op, x[2]),
-          to_int(op, x[3]),
-          to_int(op, w[0]),
-          to_int(op, w[2]),
-          to_int(op, w[3]),
-          to_int(op, y[2]),
-          to_int(op, y[3]),
-          to_int(op, o.groups),
-          to_int(op, o.stride[0]),
-          to_int(op, o.stride[1]),
-          to_int(op, o.padding[0]),
-          to_int(op, o.padding[1]),
-          to_int(op, o.dilation[0]),
-          to_int(op, o.dilation[1]),
+          checked_int(x[0], "a size of", op),
+          checked_int(x[1], "a size of", op),
+          checked_int(x[2], "a size of", op),
+          checked_int(x[3], "a size of", op),
+          checked_int(w[0], "a size of", op),
+          checked_int(w[2], "a size of", op),
+          checked_int(w[3], "a size of", op),
+          checked_int(y[2], "a size of", op),
+          checked_int(y[3], "a size of", op),
+          checked_int(o.groups, "a size of", op),
+          checked_int(o.stride[0], "a size of", op),
+          checked_int(o.stride[1], "a size of", op),
+          checked_int(o.padding[0], "a size of", op),
+          checked_int(o.padding[1], "a size of", op),
+          checked_int(o.dilation[0], "a size of", op),
+          checked_int(o.dilation[1], "a size of", op),
           0,
           0,
           0};
 }
 
 std::int32_t offset_of(std::string_view op, const VulkanTensor& t) {
-  to_int(op, t.offset + t.numel());
-  return to_int(op, t.offset);
+  checked_int(t.offset + t.numel(), "a size of", op);
+  return checked_int(t.offset, "a size of", op);
 }
 
 // Runs `kind` with one invocation per element of `out` over [params, out, a, b, extra...].
@@ -185,7 +180,7 @@ void run(std::string_view op, Kind kind, std::vector<std::int32_t> params, const
   static_assert(kParams == 20);
   const std::int64_t n = out.numel();
   if (n == 0) return;
-  params[0] = to_int(op, n);
+  params[0] = checked_int(n, "a size of", op);
   Context& context = Context::get();
   auto param_buffer = context.allocate(params.size() * sizeof(std::int32_t));
   context.upload(*param_buffer, 0, params.data(), params.size() * sizeof(std::int32_t));

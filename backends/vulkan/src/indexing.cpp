@@ -30,11 +30,6 @@ namespace {
 constexpr std::size_t kMaxRank = 8;
 constexpr int kR = static_cast<int>(kMaxRank);
 
-std::int32_t to_int(std::string_view op, std::int64_t v, const char* what) {
-  KILN_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
-             "{}: {} {} exceeds the 32-bit indices of the Vulkan kernels", op, what, v);
-  return static_cast<std::int32_t>(v);
-}
 
 
 void check_index_dtype(std::string_view op, const VulkanTensor& index) {
@@ -177,14 +172,14 @@ VulkanTensor run_gather(std::string_view op, const VulkanTensor& x, std::size_t 
   VulkanTensor out = empty(shape, x.dtype);
   const std::int64_t n = shape.numel();
   std::vector<std::int32_t> params(static_cast<std::size_t>(4 + 3 * kR), 0);
-  params[0] = to_int(op, n, "a tensor of");
+  params[0] = checked_int(n, "a tensor of", op);
   params[1] = static_cast<std::int32_t>(shape.rank());
   params[2] = static_cast<std::int32_t>(d);
-  params[3] = to_int(op, x.offset, "an offset of");
+  params[3] = checked_int(x.offset, "an offset of", op);
   for (std::size_t i = 0; i < shape.rank(); ++i) {
-    params[4 + i] = to_int(op, shape[i], "a dim of");
-    params[4 + kMaxRank + i] = to_int(op, x.strides[i], "a stride of");
-    params[4 + 2 * kMaxRank + i] = to_int(op, index_strides[i], "a stride of");
+    params[4 + i] = checked_int(shape[i], "a dim of", op);
+    params[4 + kMaxRank + i] = checked_int(x.strides[i], "a stride of", op);
+    params[4 + 2 * kMaxRank + i] = checked_int(index_strides[i], "a stride of", op);
   }
   run(op, gather_shader(x.dtype), {upload_ints(params), out.buffer, x.buffer, upload_ints(indices)}, n);
   return out;
@@ -200,17 +195,17 @@ VulkanTensor run_scatter(std::string_view op, const VulkanTensor& x, std::size_t
   VulkanTensor out = empty(x.shape, x.dtype);
   const std::int64_t n = x.numel();
   std::vector<std::int32_t> params(static_cast<std::size_t>(5 + 5 * kR), 0);
-  params[0] = to_int(op, n, "a tensor of");
+  params[0] = checked_int(n, "a tensor of", op);
   params[1] = static_cast<std::int32_t>(x.shape.rank());
   params[2] = static_cast<std::int32_t>(d);
-  params[3] = to_int(op, x.offset, "an offset of");
-  params[4] = to_int(op, src.offset, "an offset of");
+  params[3] = checked_int(x.offset, "an offset of", op);
+  params[4] = checked_int(src.offset, "an offset of", op);
   for (std::size_t i = 0; i < x.shape.rank(); ++i) {
-    params[kDims + i] = to_int(op, x.shape[i], "a dim of");
-    params[kXStrides + i] = to_int(op, x.strides[i], "a stride of");
-    params[kIndexDims + i] = to_int(op, index_shape[i], "a dim of");
-    params[kSrcStrides + i] = to_int(op, src.strides[i], "a stride of");
-    params[kIndexStrides + i] = to_int(op, index_strides[i], "a stride of");
+    params[kDims + i] = checked_int(x.shape[i], "a dim of", op);
+    params[kXStrides + i] = checked_int(x.strides[i], "a stride of", op);
+    params[kIndexDims + i] = checked_int(index_shape[i], "a dim of", op);
+    params[kSrcStrides + i] = checked_int(src.strides[i], "a stride of", op);
+    params[kIndexStrides + i] = checked_int(index_strides[i], "a stride of", op);
   }
   run(op, scatter_shader(x.dtype, mode),
       {upload_ints(params), out.buffer, x.buffer, upload_ints(indices), src.buffer}, n);

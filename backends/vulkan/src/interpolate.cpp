@@ -16,6 +16,8 @@
 // contract or reorder its own, so f32 results agree with it to a few ulps, not bit for bit.
 #include "kernels.hpp"
 
+#include "kiln/ops/interpolate.hpp"
+
 #include "kiln/vulkan/backend.hpp"
 
 #include <fmt/format.h>
@@ -32,14 +34,9 @@ namespace {
 
 using ops::InterpolateMode;
 
-std::int32_t checked_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
-  return static_cast<std::int32_t>(v);
-}
 
-// ---- the CPU backend's tap math (kept identical to backends/cpu/src/interpolate.cpp)
-
+// The taps of one axis with 32-bit indices, as the kernels read them (the rule itself is
+// the catalogue's, kiln/ops/interpolate.hpp).
 template <class T>
 struct AxisTaps {
   std::vector<std::int32_t> index;
@@ -47,79 +44,20 @@ struct AxisTaps {
 };
 
 template <class T>
-T source_scale(std::int64_t in, std::int64_t out, bool align_corners) {
-  if (align_corners) return out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0);
-  return static_cast<T>(in) / static_cast<T>(out);
-}
-
-template <class T>
-T source_coordinate(T scale, std::int64_t o, bool align_corners, bool cubic) {
-  if (align_corners) return scale * static_cast<T>(o);
-  const T src = scale * (static_cast<T>(o) + T(0.5)) - T(0.5);
-  return !cubic && src < T(0) ? T(0) : src;
-}
-
-template <class T>
-std::array<T, 4> cubic_weights(T t) {
-  constexpr T a = T(-0.75);
-  auto near = [&](T x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
-  auto far = [&](T x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
-  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
-}
-
-template <class T>
 AxisTaps<T> axis_taps(int K, std::int64_t in, std::int64_t out, bool align_corners) {
-  AxisTaps<T> taps;
-  taps.index.resize(static_cast<std::size_t>(out * K));
-  taps.weight.resize(static_cast<std::size_t>(out * K));
-  for (std::int64_t o = 0; o < out; ++o) {
-    std::int32_t* index = taps.index.data() + o * K;
-    T* weight = taps.weight.data() + o * K;
-    if (K == 1) {
-      std::int64_t src = o;
-      if (out == 2 * in)
-        src = o >> 1;
-      else if (out != in)
-        src = std::min(static_cast<std::int64_t>(
-                           std::floor(static_cast<float>(o) * (static_cast<float>(in) / static_cast<float>(out)))),
-                       in - 1);
-      index[0] = static_cast<std::int32_t>(src);
-      weight[0] = T(1);
-    } else if (K == 2) {
-      if (out == in) {
-        index[0] = index[1] = static_cast<std::int32_t>(o);
-        weight[0] = T(1);
-        weight[1] = T(0);
-        continue;
-      }
-      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, false);
-      const std::int64_t i0 = std::min(static_cast<std::int64_t>(std::floor(real)), in - 1);
-      const T lambda = std::min(std::max(real - static_cast<T>(i0), T(0)), T(1));
-      index[0] = static_cast<std::int32_t>(i0);
-      index[1] = static_cast<std::int32_t>(i0 + (i0 < in - 1 ? 1 : 0));
-      weight[0] = T(1) - lambda;
-      weight[1] = lambda;
-    } else {
-      const T real = source_coordinate(source_scale<T>(in, out, align_corners), o, align_corners, true);
-      const T floor = std::floor(real);
-      const std::array<T, 4> w = cubic_weights(real - floor);
-      for (int k = 0; k < 4; ++k) {
-        index[k] = static_cast<std::int32_t>(std::clamp<std::int64_t>(static_cast<std::int64_t>(floor) - 1 + k, 0, in - 1));
-        weight[k] = w[static_cast<std::size_t>(k)];
-      }
-    }
+  ops::AxisTaps<T> taps;
+  switch (K) {
+    case 1: taps = ops::axis_taps<T, 1>(in, out, align_corners); break;
+    case 2: taps = ops::axis_taps<T, 2>(in, out, align_corners); break;
+    default: taps = ops::axis_taps<T, 4>(in, out, align_corners); break;
   }
-  return taps;
+  AxisTaps<T> narrow;
+  narrow.index.assign(taps.index.begin(), taps.index.end());
+  narrow.weight = std::move(taps.weight);
+  return narrow;
 }
 
-int taps_of(InterpolateMode mode) {
-  switch (mode) {
-    case InterpolateMode::nearest: return 1;
-    case InterpolateMode::bilinear: return 2;
-    case InterpolateMode::bicubic: return 4;
-  }
-  return 1;
-}
+using ops::taps_of;
 
 // The inverse of an axis's taps: for input i, the slots o * K + k reading it are
 // slots[start[i] .. start[i + 1]), o (then k) ascending. Appended to `out` as

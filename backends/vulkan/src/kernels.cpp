@@ -82,13 +82,14 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided) 
   return s;
 }
 
-std::int32_t checked_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
-  return static_cast<std::int32_t>(v);
-}
 
 }  // namespace
+
+std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op) {
+  KILN_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
+             "{}: {} {} exceeds the 32-bit indices of the Vulkan kernels", op, what, v);
+  return static_cast<std::int32_t>(v);
+}
 
 std::string storage_type(DType dtype) {
   switch (dtype) {

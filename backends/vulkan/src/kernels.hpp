@@ -8,6 +8,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::vulkan {
@@ -35,6 +36,10 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
 ElementwiseSpec copy_spec(DType dtype);
 // `x` itself when contiguous, else a contiguous copy.
 VulkanTensor contiguous(const VulkanTensor& x);
+
+// v as a 32-bit int for a kernel's parameters (the kernels index with 32-bit ints); the
+// error names the op and what v is ("a dim of", "an offset of"...).
+std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op = "vulkan");
 
 // GLSL spelling of a dtype in storage buffers and in arithmetic (bool: uint8_t / bool).
 std::string storage_type(DType dtype);

@@ -69,11 +69,6 @@ std::string matmul_shader(DType dtype) {
       kTile, t);
 }
 
-std::int32_t to_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
-             "matmul: {} {} exceeds the 32-bit indices of the Vulkan kernels", what, v);
-  return static_cast<std::int32_t>(v);
-}
 
 }  // namespace
 }  // namespace kiln::vulkan
@@ -97,32 +92,32 @@ Vulkan::Primitive Vulkan::matmul(const Primitive& a, const Primitive& b) {
   if (k == 0) return full(out_shape, 0.0, a.dtype, {});
   VulkanTensor out = vulkan::empty(out_shape, a.dtype);
   const std::int64_t count = Shape(batch).numel();
-  vulkan::to_int(out_shape.numel(), "an output of");
+  vulkan::checked_int(out_shape.numel(), "an output of", "matmul");
 
   std::vector<std::int32_t> params(static_cast<std::size_t>(vulkan::kParams), 0);
-  params[0] = vulkan::to_int(m, "a dim of");
-  params[1] = vulkan::to_int(n, "a dim of");
-  params[2] = vulkan::to_int(k, "a dim of");
+  params[0] = vulkan::checked_int(m, "a dim of", "matmul");
+  params[1] = vulkan::checked_int(n, "a dim of", "matmul");
+  params[2] = vulkan::checked_int(k, "a dim of", "matmul");
   params[3] = static_cast<std::int32_t>(nb);
   const std::int64_t row_tiles = (m + vulkan::kTile - 1) / vulkan::kTile;
   const std::int64_t col_tiles = (n + vulkan::kTile - 1) / vulkan::kTile;
-  params[4] = vulkan::to_int(row_tiles, "a row tile count of");
-  params[6] = vulkan::to_int(a.offset, "an offset of");
-  params[7] = vulkan::to_int(b.offset, "an offset of");
+  params[4] = vulkan::checked_int(row_tiles, "a row tile count of", "matmul");
+  params[6] = vulkan::checked_int(a.offset, "an offset of", "matmul");
+  params[7] = vulkan::checked_int(b.offset, "an offset of", "matmul");
   // A size-1 dim's stride is never multiplied by a non-zero coordinate, so it may be anything.
-  params[8] = vulkan::to_int(a.strides[ra - 2], "a stride of");
-  params[9] = vulkan::to_int(a.strides[ra - 1], "a stride of");
-  params[10] = vulkan::to_int(b.strides[rb - 2], "a stride of");
-  params[11] = vulkan::to_int(b.strides[rb - 1], "a stride of");
+  params[8] = vulkan::checked_int(a.strides[ra - 2], "a stride of", "matmul");
+  params[9] = vulkan::checked_int(a.strides[ra - 1], "a stride of", "matmul");
+  params[10] = vulkan::checked_int(b.strides[rb - 2], "a stride of", "matmul");
+  params[11] = vulkan::checked_int(b.strides[rb - 1], "a stride of", "matmul");
   for (std::size_t i = 0; i < nb; ++i) {
-    params[12 + i] = vulkan::to_int(batch[i], "a batch dim of");
+    params[12 + i] = vulkan::checked_int(batch[i], "a batch dim of", "matmul");
     if (i + ra - 2 >= nb) {
       const std::size_t d = i + ra - 2 - nb;
-      params[20 + i] = a.shape[d] == 1 ? 0 : vulkan::to_int(a.strides[d], "a stride of");
+      params[20 + i] = a.shape[d] == 1 ? 0 : vulkan::checked_int(a.strides[d], "a stride of", "matmul");
     }
     if (i + rb - 2 >= nb) {
       const std::size_t d = i + rb - 2 - nb;
-      params[28 + i] = b.shape[d] == 1 ? 0 : vulkan::to_int(b.strides[d], "a stride of");
+      params[28 + i] = b.shape[d] == 1 ? 0 : vulkan::checked_int(b.strides[d], "a stride of", "matmul");
     }
   }
 

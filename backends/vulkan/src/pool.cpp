@@ -176,11 +176,6 @@ std::string shader(Kind kind, DType dtype) {
   return s;
 }
 
-std::int32_t to_int(std::string_view op, std::int64_t v) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "{}: {} exceeds the 32-bit indices of the Vulkan kernels", op, v);
-  return static_cast<std::int32_t>(v);
-}
 
 void check_float(std::string_view op, const VulkanTensor& x) {
   KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
@@ -210,25 +205,25 @@ Shape adaptive_output_shape(std::string_view op, const Shape& x, std::span<const
 std::vector<std::int32_t> params_of(std::string_view op, const Shape& x_shape, const Shape& out_shape,
                                     std::int64_t n, const ops::Pool2dOptions& o, std::int64_t source_offset) {
   // The kernels form products such as (oh + 1) * H and p * H * W in 32 bits.
-  to_int(op, (x_shape[2] + 1) * (out_shape[2] + 1));
-  to_int(op, (x_shape[3] + 1) * (out_shape[3] + 1));
-  to_int(op, x_shape.numel() + source_offset);
-  to_int(op, out_shape.numel() + source_offset);
-  return {to_int(op, n),
-          to_int(op, x_shape[2]),
-          to_int(op, x_shape[3]),
-          to_int(op, out_shape[2]),
-          to_int(op, out_shape[3]),
-          to_int(op, o.kernel[0]),
-          to_int(op, o.kernel[1]),
-          to_int(op, o.stride[0]),
-          to_int(op, o.stride[1]),
-          to_int(op, o.padding[0]),
-          to_int(op, o.padding[1]),
-          to_int(op, o.dilation[0]),
-          to_int(op, o.dilation[1]),
+  checked_int((x_shape[2] + 1) * (out_shape[2] + 1), "a size of", op);
+  checked_int((x_shape[3] + 1) * (out_shape[3] + 1), "a size of", op);
+  checked_int(x_shape.numel() + source_offset, "a size of", op);
+  checked_int(out_shape.numel() + source_offset, "a size of", op);
+  return {checked_int(n, "a size of", op),
+          checked_int(x_shape[2], "a size of", op),
+          checked_int(x_shape[3], "a size of", op),
+          checked_int(out_shape[2], "a size of", op),
+          checked_int(out_shape[3], "a size of", op),
+          checked_int(o.kernel[0], "a size of", op),
+          checked_int(o.kernel[1], "a size of", op),
+          checked_int(o.stride[0], "a size of", op),
+          checked_int(o.stride[1], "a size of", op),
+          checked_int(o.padding[0], "a size of", op),
+          checked_int(o.padding[1], "a size of", op),
+          checked_int(o.dilation[0], "a size of", op),
+          checked_int(o.dilation[1], "a size of", op),
           o.count_include_pad ? 1 : 0,
-          to_int(op, source_offset)};
+          checked_int(source_offset, "a size of", op)};
 }
 
 std::shared_ptr<Buffer> upload_ints(const std::vector<std::int32_t>& v) {

@@ -43,11 +43,6 @@ using ops::keep_dim;
 using ops::split_at;
 using Split = ops::DimSplit;
 
-std::int32_t checked_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
-  return static_cast<std::int32_t>(v);
-}
 
 // The shader's header: version, the extensions its text needs, the workgroup size.
 std::string header(const std::string& body) {

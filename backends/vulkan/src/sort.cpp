@@ -25,11 +25,6 @@
 namespace kiln::vulkan {
 namespace {
 
-std::int32_t checked_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= 0 && v <= std::numeric_limits<std::int32_t>::max(),
-             "vulkan: {} {} exceeds the 2^31 elements the kernels index", what, v);
-  return static_cast<std::int32_t>(v);
-}
 
 // Parameter buffer (ints): [0] elements, [1] n, [2] inner, [3] input element offset.
 std::string sort_shader(DType dtype, bool descending) {
