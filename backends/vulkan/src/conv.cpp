@@ -182,16 +182,11 @@ void run(std::string_view op, Kind kind, std::vector<std::int32_t> params, const
   if (n == 0) return;
   params[0] = checked_int(n, "a size of", op);
   Context& context = Context::get();
-  auto param_buffer = context.allocate(params.size() * sizeof(std::int32_t));
-  context.upload(*param_buffer, 0, params.data(), params.size() * sizeof(std::int32_t));
+  auto param_buffer = vulkan::upload_ints(params);
   std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
   buffers.insert(buffers.end(), inputs.begin(), inputs.end());
   const Pipeline& pipeline = context.pipeline(shader(kind, out.dtype), static_cast<std::uint32_t>(buffers.size()));
-  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
-  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t y = (groups + x - 1) / x;
-  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, n);
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+  dispatch_invocations(op, pipeline, buffers, n);
 }
 
 }  // namespace

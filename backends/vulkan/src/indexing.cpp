@@ -58,12 +58,6 @@ std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& 
   return out;
 }
 
-std::shared_ptr<Buffer> upload_ints(const std::vector<std::int32_t>& v) {
-  Context& context = Context::get();
-  auto buffer = context.allocate(std::max<std::size_t>(1, v.size()) * sizeof(std::int32_t));
-  if (!v.empty()) context.upload(*buffer, 0, v.data(), v.size() * sizeof(std::int32_t));
-  return buffer;
-}
 
 std::string extensions(DType dtype) {
   std::string s;
@@ -156,11 +150,7 @@ void run(std::string_view op, const std::string& source, std::vector<std::shared
          std::int64_t n) {
   Context& context = Context::get();
   const Pipeline& pipeline = context.pipeline(source, static_cast<std::uint32_t>(buffers.size()));
-  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
-  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t y = (groups + x - 1) / x;
-  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, n);
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+  dispatch_invocations(op, pipeline, buffers, n);
 }
 
 // out (contiguous, shape `shape`) = x at the output's coordinates, dim `d` taken from the

@@ -194,13 +194,10 @@ void run(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, 
     return buffer;
   };
   const std::vector<std::shared_ptr<Buffer>> buffers{
-      upload(params.data(), params.size() * sizeof(std::int32_t)), dst.buffer, src.buffer,
-      upload(taps.data(), taps.size() * sizeof(std::int32_t)), upload(weights.data(), weights.size() * sizeof(T))};
+      upload_ints(params), dst.buffer, src.buffer, upload_ints(taps),
+      upload(weights.data(), weights.size() * sizeof(T))};
   const Pipeline& pipeline = context.pipeline(shader(src.dtype, backward), 5);
-  const std::int64_t groups = (invocations + kWorkgroupSize - 1) / kWorkgroupSize;
-  const std::int64_t gx = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t gy = (groups + gx - 1) / gx;
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy));
+  dispatch_invocations(backward ? "interpolate_backward" : "interpolate", pipeline, buffers, invocations);
 }
 
 void check_input(std::string_view op, const VulkanTensor& x) {

@@ -91,6 +91,23 @@ std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view
   return static_cast<std::int32_t>(v);
 }
 
+std::shared_ptr<Buffer> upload_ints(std::span<const std::int32_t> values) {
+  Context& context = Context::get();
+  auto buffer = context.allocate(std::max<std::size_t>(1, values.size()) * sizeof(std::int32_t));
+  if (!values.empty()) context.upload(*buffer, 0, values.data(), values.size_bytes());
+  return buffer;
+}
+
+void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
+                          std::span<const std::shared_ptr<Buffer>> buffers, std::int64_t invocations) {
+  Context& context = Context::get();
+  const std::int64_t groups = (invocations + kWorkgroupSize - 1) / kWorkgroupSize;
+  const std::int64_t x = std::max<std::int64_t>(1, std::min<std::int64_t>(groups, context.max_groups_x()));
+  const std::int64_t y = (groups + x - 1) / x;
+  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, invocations);
+  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+}
+
 std::string storage_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return "float";
@@ -191,17 +208,13 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
     }
   }
   Context& context = Context::get();
-  auto param_buffer = context.allocate(params.size() * sizeof(std::int32_t));
-  context.upload(*param_buffer, 0, params.data(), params.size() * sizeof(std::int32_t));
+  auto param_buffer = upload_ints(params);
 
   std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
   for (const VulkanTensor* t : inputs) buffers.push_back(t->buffer);
   const Pipeline& pipeline =
       context.pipeline(shader(spec, strided, out_strided), static_cast<std::uint32_t>(buffers.size()));
-  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
-  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t y = (groups + x - 1) / x;
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+dispatch_invocations("vulkan elementwise", pipeline, buffers, n);
 }
 
 ElementwiseSpec copy_spec(DType dtype) { return {{dtype}, dtype, "", "in0", dtype == DType::boolean}; }

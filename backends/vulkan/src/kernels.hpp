@@ -37,6 +37,13 @@ ElementwiseSpec copy_spec(DType dtype);
 // `x` itself when contiguous, else a contiguous copy.
 VulkanTensor contiguous(const VulkanTensor& x);
 
+// A fresh buffer holding `values` (a kernel's parameters).
+std::shared_ptr<Buffer> upload_ints(std::span<const std::int32_t> values);
+// Records `pipeline` over `invocations` invocations: workgroups of kWorkgroupSize, spread
+// over x (up to the device's limit) and y; `op` names the op when there are too many.
+void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
+                          std::span<const std::shared_ptr<Buffer>> buffers, std::int64_t invocations);
+
 // v as a 32-bit int for a kernel's parameters (the kernels index with 32-bit ints); the
 // error names the op and what v is ("a dim of", "an offset of"...).
 std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op = "vulkan");

@@ -226,12 +226,6 @@ std::vector<std::int32_t> params_of(std::string_view op, const Shape& x_shape, c
           checked_int(source_offset, "a size of", op)};
 }
 
-std::shared_ptr<Buffer> upload_ints(const std::vector<std::int32_t>& v) {
-  Context& context = Context::get();
-  auto buffer = context.allocate(std::max<std::size_t>(1, v.size()) * sizeof(std::int32_t));
-  if (!v.empty()) context.upload(*buffer, 0, v.data(), v.size() * sizeof(std::int32_t));
-  return buffer;
-}
 
 // Runs `kind` with `n` invocations over [params, out, source, extra...].
 void run(std::string_view op, Kind kind, DType dtype, const std::vector<std::int32_t>& params,
@@ -241,11 +235,7 @@ void run(std::string_view op, Kind kind, DType dtype, const std::vector<std::int
   Context& context = Context::get();
   buffers.insert(buffers.begin(), upload_ints(params));
   const Pipeline& pipeline = context.pipeline(shader(kind, dtype), static_cast<std::uint32_t>(buffers.size()));
-  const std::int64_t groups = (n + kWorkgroupSize - 1) / kWorkgroupSize;
-  const std::int64_t x = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t y = (groups + x - 1) / x;
-  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, n);
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
+  dispatch_invocations(op, pipeline, buffers, n);
 }
 
 }  // namespace

@@ -97,14 +97,10 @@ std::pair<Vulkan::Primitive, Vulkan::Primitive> Vulkan::sort(const Primitive& x,
                                          vulkan::checked_int(s.inner, "a tensor of"),
                                          vulkan::checked_int(c.offset, "an offset of")};
   vulkan::Context& context = vulkan::Context::get();
-  auto param_buffer = context.allocate(params.size() * sizeof(std::int32_t));
-  context.upload(*param_buffer, 0, params.data(), params.size() * sizeof(std::int32_t));
+  auto param_buffer = vulkan::upload_ints(params);
   const std::vector<std::shared_ptr<vulkan::Buffer>> buffers{param_buffer, values.buffer, indices.buffer, c.buffer};
   const vulkan::Pipeline& pipeline = context.pipeline(vulkan::sort_shader(x.dtype, descending), 4);
-  const std::int64_t groups = (x.numel() + vulkan::kWorkgroupSize - 1) / vulkan::kWorkgroupSize;
-  const std::int64_t gx = std::min<std::int64_t>(groups, context.max_groups_x());
-  const std::int64_t gy = (groups + gx - 1) / gx;
-  context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy));
+  vulkan::dispatch_invocations("sort", pipeline, buffers, x.numel());
   return {values, indices};
 }
 
