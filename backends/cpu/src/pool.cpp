@@ -34,19 +34,8 @@ std::int64_t grain_for(std::int64_t work_per_item) {
   return std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, work_per_item));
 }
 
-void check_float(std::string_view op, const CpuTensor& x) {
-  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
-}
 
-void check_same(std::string_view op, const CpuTensor& x, const CpuTensor& dy, const Shape& expected_dy) {
-  KILN_CHECK(dy.dtype == x.dtype, "{}: dy must have the input's dtype {}, got {}", op, x.dtype, dy.dtype);
-  KILN_CHECK(dy.shape == expected_dy, "{}: dy has shape {}, expected {} for an input of shape {}", op, dy.shape,
-             expected_dy, x.shape);
-}
 
-void check_no_dilation(std::string_view op, const ops::Pool2dOptions& o) {
-  KILN_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, "{}: average pooling has no dilation, got {}", op, o.dilation);
-}
 
 // Runs `fn` on f32 copies of half-precision tensors and casts the result back.
 template <class F>
@@ -412,14 +401,6 @@ void adaptive_avg_backward(const CpuTensor& dy, CpuTensor& dx, const Geometry& g
   });
 }
 
-Shape adaptive_output_shape(std::string_view op, const Shape& x, std::span<const std::int64_t> size) {
-  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
-  KILN_CHECK(size.size() == 2, "{}: expected 2 output sizes, got {}", op, size.size());
-  KILN_CHECK(size[0] > 0 && size[1] > 0, "{}: output size [{}, {}] must be positive (input {})", op, size[0], size[1],
-             x);
-  KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
-  return Shape{x[0], x[1], size[0], size[1]};
-}
 
 }  // namespace
 }  // namespace kiln::cpu
@@ -429,7 +410,7 @@ namespace kiln {
 using cpu::CpuTensor;
 
 std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
-  cpu::check_float("max_pool2d", x);
+  ops::check_pool_input_float("max_pool2d", x.shape, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape("max_pool2d", x.shape, options);
   if (!cpu::is_native_float(x.dtype)) {
     auto [out, indices] = max_pool2d(cast(x, DType::f32), options);
@@ -445,9 +426,9 @@ std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, co
 
 Cpu::Primitive Cpu::max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
                                         const ops::Pool2dOptions& options) {
-  cpu::check_float("max_pool2d_backward", x);
+  ops::check_pool_input_float("max_pool2d_backward", x.shape, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape("max_pool2d_backward", x.shape, options);
-  cpu::check_same("max_pool2d_backward", x, dy, out_shape);
+  ops::check_pool_gradient("max_pool2d_backward", x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   KILN_CHECK(indices.dtype == DType::i64 && indices.shape == out_shape,
              "max_pool2d_backward: indices must be i64 of shape {}, got {} {}", out_shape, indices.shape,
              indices.dtype);
@@ -463,8 +444,8 @@ Cpu::Primitive Cpu::max_pool2d_backward(const Primitive& x, const Primitive& dy,
 }
 
 Cpu::Primitive Cpu::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
-  cpu::check_float("avg_pool2d", x);
-  cpu::check_no_dilation("avg_pool2d", options);
+  ops::check_pool_input_float("avg_pool2d", x.shape, x.dtype);
+  ops::check_no_dilation("avg_pool2d", options);
   const Shape out_shape = ops::pool2d_output_shape("avg_pool2d", x.shape, options);
   if (!cpu::is_native_float(x.dtype))
     return cpu::via_f32(x, [&](const CpuTensor& f) { return avg_pool2d(f, options); });
@@ -478,10 +459,10 @@ Cpu::Primitive Cpu::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& opt
 }
 
 Cpu::Primitive Cpu::avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& options) {
-  cpu::check_float("avg_pool2d_backward", x);
-  cpu::check_no_dilation("avg_pool2d_backward", options);
+  ops::check_pool_input_float("avg_pool2d_backward", x.shape, x.dtype);
+  ops::check_no_dilation("avg_pool2d_backward", options);
   const Shape out_shape = ops::pool2d_output_shape("avg_pool2d_backward", x.shape, options);
-  cpu::check_same("avg_pool2d_backward", x, dy, out_shape);
+  ops::check_pool_gradient("avg_pool2d_backward", x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   if (!cpu::is_native_float(x.dtype))
     return cast(avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
   const CpuTensor grad = cpu::contiguous(dy);
@@ -495,8 +476,8 @@ Cpu::Primitive Cpu::avg_pool2d_backward(const Primitive& x, const Primitive& dy,
 }
 
 Cpu::Primitive Cpu::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
-  cpu::check_float("adaptive_avg_pool2d", x);
-  const Shape out_shape = cpu::adaptive_output_shape("adaptive_avg_pool2d", x.shape, output_size);
+  ops::check_pool_input_float("adaptive_avg_pool2d", x.shape, x.dtype);
+  const Shape out_shape = ops::adaptive_output_shape("adaptive_avg_pool2d", x.shape, output_size);
   if (!cpu::is_native_float(x.dtype))
     return cpu::via_f32(x, [&](const CpuTensor& f) { return adaptive_avg_pool2d(f, output_size); });
   const CpuTensor in = cpu::contiguous(x);
@@ -507,11 +488,11 @@ Cpu::Primitive Cpu::adaptive_avg_pool2d(const Primitive& x, std::span<const std:
 }
 
 Cpu::Primitive Cpu::adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
-  cpu::check_float("adaptive_avg_pool2d_backward", x);
+  ops::check_pool_input_float("adaptive_avg_pool2d_backward", x.shape, x.dtype);
   KILN_CHECK(dy.shape.rank() == 4, "adaptive_avg_pool2d_backward: dy must be NCHW, got shape {}", dy.shape);
   const std::array<std::int64_t, 2> size{dy.shape[2], dy.shape[3]};
-  const Shape out_shape = cpu::adaptive_output_shape("adaptive_avg_pool2d_backward", x.shape, size);
-  cpu::check_same("adaptive_avg_pool2d_backward", x, dy, out_shape);
+  const Shape out_shape = ops::adaptive_output_shape("adaptive_avg_pool2d_backward", x.shape, size);
+  ops::check_pool_gradient("adaptive_avg_pool2d_backward", x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   if (!cpu::is_native_float(x.dtype))
     return cast(adaptive_avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32)), x.dtype);
   const CpuTensor grad = cpu::contiguous(dy);

@@ -177,29 +177,9 @@ std::string shader(Kind kind, DType dtype) {
 }
 
 
-void check_float(std::string_view op, const VulkanTensor& x) {
-  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
-  check_dtype_supported(op, x.dtype);
-}
 
-void check_same(std::string_view op, const VulkanTensor& x, const VulkanTensor& dy, const Shape& expected_dy) {
-  KILN_CHECK(dy.dtype == x.dtype, "{}: dy must have the input's dtype {}, got {}", op, x.dtype, dy.dtype);
-  KILN_CHECK(dy.shape == expected_dy, "{}: dy has shape {}, expected {} for an input of shape {}", op, dy.shape,
-             expected_dy, x.shape);
-}
 
-void check_no_dilation(std::string_view op, const ops::Pool2dOptions& o) {
-  KILN_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, "{}: average pooling has no dilation, got {}", op, o.dilation);
-}
 
-Shape adaptive_output_shape(std::string_view op, const Shape& x, std::span<const std::int64_t> size) {
-  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
-  KILN_CHECK(size.size() == 2, "{}: expected 2 output sizes, got {}", op, size.size());
-  KILN_CHECK(size[0] > 0 && size[1] > 0, "{}: output size [{}, {}] must be positive (input {})", op, size[0], size[1],
-             x);
-  KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
-  return Shape{x[0], x[1], size[0], size[1]};
-}
 
 // The parameter buffer of a problem: input x_shape, output out_shape, `n` invocations.
 std::vector<std::int32_t> params_of(std::string_view op, const Shape& x_shape, const Shape& out_shape,
@@ -248,7 +228,8 @@ using vulkan::VulkanTensor;
 std::pair<Vulkan::Primitive, Vulkan::Primitive> Vulkan::max_pool2d(const Primitive& x,
                                                                    const ops::Pool2dOptions& options) {
   constexpr std::string_view op = "max_pool2d";
-  vulkan::check_float(op, x);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
@@ -268,9 +249,10 @@ std::pair<Vulkan::Primitive, Vulkan::Primitive> Vulkan::max_pool2d(const Primiti
 Vulkan::Primitive Vulkan::max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
                                               const ops::Pool2dOptions& options) {
   constexpr std::string_view op = "max_pool2d_backward";
-  vulkan::check_float(op, x);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
-  vulkan::check_same(op, x, dy, out_shape);
+  ops::check_pool_gradient(op, x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   KILN_CHECK(indices.dtype == DType::i64 && indices.shape == out_shape,
              "max_pool2d_backward: indices must be i64 of shape {}, got {} {}", out_shape, indices.shape,
              indices.dtype);
@@ -297,8 +279,9 @@ Vulkan::Primitive Vulkan::max_pool2d_backward(const Primitive& x, const Primitiv
 
 Vulkan::Primitive Vulkan::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
   constexpr std::string_view op = "avg_pool2d";
-  vulkan::check_float(op, x);
-  vulkan::check_no_dilation(op, options);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
+  ops::check_no_dilation(op, options);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
@@ -310,10 +293,11 @@ Vulkan::Primitive Vulkan::avg_pool2d(const Primitive& x, const ops::Pool2dOption
 Vulkan::Primitive Vulkan::avg_pool2d_backward(const Primitive& x, const Primitive& dy,
                                               const ops::Pool2dOptions& options) {
   constexpr std::string_view op = "avg_pool2d_backward";
-  vulkan::check_float(op, x);
-  vulkan::check_no_dilation(op, options);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
+  ops::check_no_dilation(op, options);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
-  vulkan::check_same(op, x, dy, out_shape);
+  ops::check_pool_gradient(op, x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   const VulkanTensor grad = vulkan::contiguous(dy);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, dx.numel(), options, grad.offset);
@@ -323,8 +307,9 @@ Vulkan::Primitive Vulkan::avg_pool2d_backward(const Primitive& x, const Primitiv
 
 Vulkan::Primitive Vulkan::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
   constexpr std::string_view op = "adaptive_avg_pool2d";
-  vulkan::check_float(op, x);
-  const Shape out_shape = vulkan::adaptive_output_shape(op, x.shape, output_size);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
+  const Shape out_shape = ops::adaptive_output_shape(op, x.shape, output_size);
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, out_shape.numel(), {}, in.offset);
@@ -334,11 +319,12 @@ Vulkan::Primitive Vulkan::adaptive_avg_pool2d(const Primitive& x, std::span<cons
 
 Vulkan::Primitive Vulkan::adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
   constexpr std::string_view op = "adaptive_avg_pool2d_backward";
-  vulkan::check_float(op, x);
+  ops::check_pool_input_float(op, x.shape, x.dtype);
+  vulkan::check_dtype_supported(op, x.dtype);
   KILN_CHECK(dy.shape.rank() == 4, "adaptive_avg_pool2d_backward: dy must be NCHW, got shape {}", dy.shape);
   const std::array<std::int64_t, 2> size{dy.shape[2], dy.shape[3]};
-  const Shape out_shape = vulkan::adaptive_output_shape(op, x.shape, size);
-  vulkan::check_same(op, x, dy, out_shape);
+  const Shape out_shape = ops::adaptive_output_shape(op, x.shape, size);
+  ops::check_pool_gradient(op, x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
   const VulkanTensor grad = vulkan::contiguous(dy);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, dx.numel(), {}, grad.offset);

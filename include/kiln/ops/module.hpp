@@ -3,6 +3,7 @@
 // 2-d ops with a height of 1).
 #pragma once
 
+#include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 
@@ -186,6 +187,34 @@ inline Shape conv_transpose_output_shape(std::string_view op, const Shape& x, co
     out.push_back(o);
   }
   return Shape(std::move(out));
+}
+
+// ---- checks shared by the pooling kernels of every backend
+
+// A float input (pooling computes on f32/f64; f16/bf16 go through f32 where a backend can).
+inline void check_pool_input_float(std::string_view op, const Shape& x, DType dtype) {
+  KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {} {}", op, x, dtype);
+}
+
+// The gradient dy of a pooling op: the input's dtype and the forward output's shape.
+inline void check_pool_gradient(std::string_view op, const Shape& x, DType x_dtype, const Shape& dy, DType dy_dtype,
+                                const Shape& expected_dy) {
+  KILN_CHECK(dy_dtype == x_dtype, "{}: dy must have the input's dtype {}, got {}", op, x_dtype, dy_dtype);
+  KILN_CHECK(dy == expected_dy, "{}: dy has shape {}, expected {} for an input of shape {}", op, dy, expected_dy, x);
+}
+
+inline void check_no_dilation(std::string_view op, const Pool2dOptions& o) {
+  KILN_CHECK(o.dilation[0] == 1 && o.dilation[1] == 1, "{}: average pooling has no dilation, got {}", op, o.dilation);
+}
+
+// The output shape of adaptive pooling of NCHW `x` to `size` (height, width).
+inline Shape adaptive_output_shape(std::string_view op, const Shape& x, std::span<const std::int64_t> size) {
+  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
+  KILN_CHECK(size.size() == 2, "{}: expected 2 output sizes, got {}", op, size.size());
+  KILN_CHECK(size[0] > 0 && size[1] > 0, "{}: output size [{}, {}] must be positive (input {})", op, size[0], size[1],
+             x);
+  KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
+  return Shape{x[0], x[1], size[0], size[1]};
 }
 
 }  // namespace kiln::ops
