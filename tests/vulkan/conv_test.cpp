@@ -4,47 +4,17 @@
 // the CPU's errors.
 #include "vulkan_test.hpp"
 
-#include <functional>
 #include <optional>
+#include <tuple>
 
 using namespace kiln;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
-class VulkanConv : public kiln::test::VulkanOps {};
-
-// Values in [-1, 1), no specials.
-TensorData dense(const Shape& shape, DType dtype, std::uint64_t seed) {
-  std::vector<double> v(static_cast<std::size_t>(shape.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = Distribution::uniform(-1.0, 1.0).sample(seed, i);
-  return TensorData::from(v, shape).convert(dtype);
-}
-
-bool has_f64() {
-  try {
-    (void)Vulkan::full(Shape{1}, 0.0, DType::f64, {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-std::vector<DType> float_dtypes() {
-  if (has_f64()) return {DType::f32, DType::f64};
-  return {DType::f32};
-}
+class VulkanConv : public VulkanOps {};
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-4 : 1e-10; }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 struct Case {
   std::string name;
@@ -71,14 +41,12 @@ void check(const Case& c, DType dtype, std::uint64_t seed) {
                                                c.options.dilation, c.options.groups);
   const TensorData x = dense(c.x, dtype, seed), w = dense(c.w, dtype, seed + 1), b = dense(Shape{c.w[0]}, dtype, seed + 2);
   const TensorData dy = dense(y_shape, dtype, seed + 3);
-  const auto cx = Cpu::from_data(x, {}), cw = Cpu::from_data(w, {}), cdy = Cpu::from_data(dy, {});
-  const auto gx = Vulkan::from_data(x, {}), gw = Vulkan::from_data(w, {}), gdy = Vulkan::from_data(dy, {});
+  const auto [cx, gx] = both(x);
+  const auto [cw, gw] = both(w);
+  const auto [cdy, gdy] = both(dy);
   std::optional<Cpu::Primitive> cb;
   std::optional<Vulkan::Primitive> gb;
-  if (c.bias) {
-    cb = Cpu::from_data(b, {});
-    gb = Vulkan::from_data(b, {});
-  }
+  if (c.bias) std::tie(cb, gb) = both(b);
   const double tol = tolerance(dtype);
 
   const auto y = Vulkan::conv2d(gx, gw, gb, c.options);
@@ -121,9 +89,8 @@ TEST_F(VulkanConv, NonContiguousOperands) {
   const Shape x_stored{2, 3, 6, 5}, w_stored{4, 3, 2, 3};
   const std::vector<std::int64_t> swap{0, 1, 3, 2};
   const TensorData x = dense(x_stored, DType::f32, 1), w = dense(w_stored, DType::f32, 2);
-  const auto cx = Cpu::permute(Cpu::from_data(x, {}), swap), cw = Cpu::permute(Cpu::from_data(w, {}), swap);
-  const auto gx = Vulkan::permute(Vulkan::from_data(x, {}), swap);
-  const auto gw = Vulkan::permute(Vulkan::from_data(w, {}), swap);
+  const auto [cx, gx] = both(x, swap);
+  const auto [cw, gw] = both(w, swap);
   const Shape x_shape = Cpu::shape(cx), w_shape = Cpu::shape(cw);
   const Shape y_shape = ops::conv_output_shape("test", x_shape, w_shape, options.stride, options.padding,
                                                options.dilation, options.groups);
@@ -132,8 +99,9 @@ TEST_F(VulkanConv, NonContiguousOperands) {
   const TensorData d = dense(big, DType::f32, 3);
   const std::vector<ops::SliceRange> ranges{
       {y_shape[0], y_shape[0], 1}, {0, y_shape[1], 1}, {0, y_shape[2], 1}, {0, y_shape[3], 1}};
-  const auto cdy = Cpu::slice(Cpu::from_data(d, {}), ranges);
-  const auto gdy = Vulkan::slice(Vulkan::from_data(d, {}), ranges);
+  const auto [cd, gd] = both(d);
+  const auto cdy = Cpu::slice(cd, ranges);
+  const auto gdy = Vulkan::slice(gd, ranges);
   ASSERT_EQ(Cpu::shape(cdy), y_shape);
   EXPECT_TRUE(same(Cpu::conv2d(cx, cw, std::nullopt, options), Vulkan::conv2d(gx, gw, std::nullopt, options), 1e-4));
   EXPECT_TRUE(same(Cpu::conv2d_backward_input(cdy, cw, x_shape, options),
@@ -176,12 +144,10 @@ TEST_F(VulkanConv, ErrorsMatchCpu) {
     const TensorData x = dense(s.x, DType::f32, 1), w = dense(s.w, s.w_dtype, 2), dy = dense(s.dy, DType::f32, 3);
     std::optional<Cpu::Primitive> cb;
     std::optional<Vulkan::Primitive> gb;
-    if (s.bias) {
-      cb = Cpu::from_data(dense(*s.bias, DType::f32, 4), {});
-      gb = Vulkan::from_data(dense(*s.bias, DType::f32, 4), {});
-    }
-    const auto cx = Cpu::from_data(x, {}), cw = Cpu::from_data(w, {}), cdy = Cpu::from_data(dy, {});
-    const auto gx = Vulkan::from_data(x, {}), gw = Vulkan::from_data(w, {}), gdy = Vulkan::from_data(dy, {});
+    if (s.bias) std::tie(cb, gb) = both(dense(*s.bias, DType::f32, 4));
+    const auto [cx, gx] = both(x);
+    const auto [cw, gw] = both(w);
+    const auto [cdy, gdy] = both(dy);
     const std::string forward = error_of([&] { Cpu::conv2d(cx, cw, cb, s.options); });
     const std::string input = error_of([&] { Cpu::conv2d_backward_input(cdy, cw, s.x, s.options); });
     const std::string weight = error_of([&] { Cpu::conv2d_backward_weight(cx, cdy, s.w, s.options); });

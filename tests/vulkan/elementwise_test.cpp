@@ -8,9 +8,7 @@
 #include <tuple>
 
 using namespace kiln;
-using kiln::test::VulkanOps;
-using kiln::test::sample;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
@@ -61,7 +59,7 @@ template <class Op> void check_unary_backward() {
   const auto cx = Cpu::from_data(x, {});
   const auto gx = Vulkan::from_data(x, {});
   const auto cy = Cpu::unary<Op>(cx);
-  const auto gy = Vulkan::from_data(Cpu::into_data(cy), {});
+  const auto gy = to_vulkan(cy);
   EXPECT_TRUE(same(Cpu::unary_backward<Op>(cx, cy, Cpu::from_data(dy, {})),
                    Vulkan::unary_backward<Op>(gx, gy, Vulkan::from_data(dy, {})), 2e-5));
 }
@@ -73,7 +71,7 @@ template <class Op> void check_binary_backward() {
   const auto cy = Cpu::binary<Op>(ca, cb);
   const TensorData dy = sample(Shape{3, 4}, DType::f32, 8);
   const auto ga = Vulkan::from_data(a, {}), gb = Vulkan::from_data(b, {});
-  const auto gy = Vulkan::from_data(Cpu::into_data(cy), {});
+  const auto gy = to_vulkan(cy);
   for (ops::Operand side : {ops::Operand::lhs, ops::Operand::rhs}) {
     EXPECT_TRUE(same(Cpu::binary_backward<Op>(ca, cb, cy, Cpu::from_data(dy, {}), side),
                      Vulkan::binary_backward<Op>(ga, gb, gy, Vulkan::from_data(dy, {}), side), 2e-5));
@@ -89,7 +87,7 @@ TEST_F(VulkanOps, ListsTheDeviceItRunsOn) {
 }
 
 TEST_F(VulkanOps, HostRoundTripForEveryDtype) {
-  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean}) {
+  for (DType dtype : kAllDtypes) {
     SCOPED_TRACE(dtype_name(dtype));
     const TensorData x = sample(Shape{5, 7}, dtype, 9);
     EXPECT_CLOSE(Vulkan::into_data(Vulkan::from_data(x, {})), x, 0.0, 0.0);
@@ -98,7 +96,7 @@ TEST_F(VulkanOps, HostRoundTripForEveryDtype) {
 }
 
 TEST_F(VulkanOps, FullRandomAndCastMatchTheCpu) {
-  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean}) {
+  for (DType dtype : kAllDtypes) {
     SCOPED_TRACE(dtype_name(dtype));
     const double value = dtype == DType::boolean ? 1.0 : 3.0;
     EXPECT_TRUE(same(Cpu::full(Shape{4, 3}, value, dtype, {}), Vulkan::full(Shape{4, 3}, value, dtype, {}), 0.0));

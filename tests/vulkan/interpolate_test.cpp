@@ -7,49 +7,17 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <functional>
 #include <string>
 #include <vector>
 
 using namespace kiln;
-using kiln::test::sample;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
-class VulkanInterpolate : public kiln::test::VulkanOps {};
-
-bool supported(DType dtype) {
-  try {
-    Vulkan::from_data(sample(Shape{1}, dtype, 0), {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-std::vector<DType> float_dtypes() {
-  std::vector<DType> out{DType::f32};
-  if (supported(DType::f64)) out.push_back(DType::f64);
-  return out;
-}
+class VulkanInterpolate : public VulkanOps {};
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-12; }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-void expect_same_error(const std::function<void()>& on_cpu, const std::function<void()>& on_gpu) {
-  const std::string expected = error_of(on_cpu), actual = error_of(on_gpu);
-  EXPECT_NE(expected, "no error");
-  EXPECT_EQ(actual, expected);
-}
 
 const char* mode_name(ops::InterpolateMode mode) {
   switch (mode) {
@@ -79,18 +47,11 @@ void check(DType dtype, const Case& k, const ops::InterpolateOptions& o, bool tr
                            mode_name(o.mode), o.align_corners, transposed));
   // Positive samples: no NaN/inf (the CPU check would agree, but tolerances would not help).
   const TensorData data = sample(transposed ? Shape{k.w, 2, 3, k.h} : Shape{2, 3, k.h, k.w}, dtype, 5, true);
-  auto c = Cpu::from_data(data, {});
-  auto g = Vulkan::from_data(data, {});
-  if (transposed) {
-    const std::array<std::int64_t, 4> order{1, 2, 3, 0};
-    c = Cpu::permute(c, order);
-    g = Vulkan::permute(g, order);
-  }
+  const std::array<std::int64_t, 4> order{1, 2, 3, 0};
+  const auto [c, g] = transposed ? both(data, order) : both(data);
   const std::array<std::int64_t, 2> size{k.oh, k.ow};
   EXPECT_TRUE(same(Cpu::interpolate(c, size, o), Vulkan::interpolate(g, size, o), tolerance(dtype)));
-  const TensorData grad = sample(Shape{2, 3, k.oh, k.ow}, dtype, 9);
-  const auto cdy = Cpu::from_data(grad, {});
-  const auto gdy = Vulkan::from_data(grad, {});
+  const auto [cdy, gdy] = both(sample(Shape{2, 3, k.oh, k.ow}, dtype, 9));
   EXPECT_TRUE(same(Cpu::interpolate_backward(c, cdy, o), Vulkan::interpolate_backward(g, gdy, o), tolerance(dtype)));
 }
 
@@ -131,21 +92,17 @@ TEST_F(VulkanInterpolate, ErrorsMatchTheCpu) {
   const std::vector<TensorData> bad_inputs{data(Shape{2, 3, 4}, DType::f32), data(Shape{1, 2, 3, 4}, DType::i32),
                                            TensorData::from(std::vector<double>{}, Shape{1, 1, 0, 3})};
   for (const TensorData& x : bad_inputs) {
-    const auto c = Cpu::from_data(x, {});
-    const auto g = Vulkan::from_data(x, {});
+    const auto [c, g] = both(x);
     expect_same_error([&] { Cpu::interpolate(c, good, o); }, [&] { Vulkan::interpolate(g, good, o); });
     expect_same_error([&] { Cpu::interpolate_backward(c, c, o); }, [&] { Vulkan::interpolate_backward(g, g, o); });
   }
-  const TensorData x = data(Shape{1, 2, 3, 4}, DType::f32);
-  const auto c = Cpu::from_data(x, {});
-  const auto g = Vulkan::from_data(x, {});
+  const auto [c, g] = both(data(Shape{1, 2, 3, 4}, DType::f32));
   expect_same_error([&] { Cpu::interpolate(c, zero, o); }, [&] { Vulkan::interpolate(g, zero, o); });
   expect_same_error([&] { Cpu::interpolate(c, one, o); }, [&] { Vulkan::interpolate(g, one, o); });
   // dy of the wrong shape or dtype.
   for (const TensorData& dy : {data(Shape{2, 2, 4, 4}, DType::f32), data(Shape{1, 2, 4}, DType::f32),
                                data(Shape{1, 2, 4, 4}, DType::i32)}) {
-    const auto cdy = Cpu::from_data(dy, {});
-    const auto gdy = Vulkan::from_data(dy, {});
+    const auto [cdy, gdy] = both(dy);
     expect_same_error([&] { Cpu::interpolate_backward(c, cdy, o); },
                       [&] { Vulkan::interpolate_backward(g, gdy, o); });
   }

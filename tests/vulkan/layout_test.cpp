@@ -4,25 +4,18 @@
 #include "vulkan_test.hpp"
 
 using namespace kiln;
-using kiln::test::sample;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
-class VulkanLayout : public kiln::test::VulkanOps {};
+class VulkanLayout : public VulkanOps {};
 
 constexpr DType kDtypes[] = {DType::f32, DType::i64, DType::boolean};
 
 // The same data on both backends, optionally seen through a transposed view.
-std::pair<Cpu::Primitive, Vulkan::Primitive> both(const TensorData& data, bool transposed = false) {
-  auto c = Cpu::from_data(data, {});
-  auto g = Vulkan::from_data(data, {});
-  if (transposed) {
-    const std::array<std::int64_t, 3> order{0, 2, 1};
-    c = Cpu::permute(c, order);
-    g = Vulkan::permute(g, order);
-  }
-  return {c, g};
+std::pair<Cpu::Primitive, Vulkan::Primitive> both(const TensorData& data, bool transposed) {
+  const std::array<std::int64_t, 3> order{0, 2, 1};
+  return transposed ? kiln::test::both(data, order) : kiln::test::both(data);
 }
 
 }  // namespace

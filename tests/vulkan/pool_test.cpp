@@ -8,53 +8,17 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <functional>
 #include <string>
 #include <vector>
 
 using namespace kiln;
-using kiln::test::sample;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
-class VulkanPool : public kiln::test::VulkanOps {};
+class VulkanPool : public VulkanOps {};
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-12; }
-
-bool supported(DType dtype) {
-  try {
-    Vulkan::from_data(sample(Shape{1}, dtype, 0), {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-std::vector<DType> float_dtypes() {
-  std::vector<DType> out{DType::f32};
-  if (supported(DType::f64)) out.push_back(DType::f64);
-  return out;
-}
-
-std::pair<Cpu::Primitive, Vulkan::Primitive> both(const TensorData& data) {
-  return {Cpu::from_data(data, {}), Vulkan::from_data(data, {})};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-void expect_same_error(const std::function<void()>& on_cpu, const std::function<void()>& on_gpu) {
-  const std::string expected = error_of(on_cpu), actual = error_of(on_gpu);
-  EXPECT_NE(expected, "no error");
-  EXPECT_EQ(actual, expected);
-}
 
 ops::Pool2dOptions options(std::array<std::int64_t, 2> kernel, std::array<std::int64_t, 2> stride,
                            std::array<std::int64_t, 2> padding, std::array<std::int64_t, 2> dilation, bool ceil_mode,

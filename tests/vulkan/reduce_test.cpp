@@ -13,25 +13,15 @@
 #include <vector>
 
 using namespace kiln;
-using kiln::test::sample;
-using kiln::test::same;
+using namespace kiln::test;
 
 namespace {
 
-class VulkanReduce : public kiln::test::VulkanOps {};
+class VulkanReduce : public VulkanOps {};
 
 // Summation order differs from the CPU's (trees here, lanes there); f32 sums accumulate in
 // double on both when the device has float64.
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : dtype == DType::f64 ? 1e-12 : 0.0; }
-
-bool supported(DType dtype) {
-  try {
-    Vulkan::from_data(sample(Shape{1}, dtype, 0), {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
 
 std::vector<DType> numeric_dtypes() {
   std::vector<DType> out{DType::f32, DType::i32, DType::i64, DType::u8};
@@ -47,15 +37,9 @@ std::vector<ops::ReduceOp> ops_of(DType dtype) {
 }
 
 // The same data on both backends, optionally seen through a transposed view.
-std::pair<Cpu::Primitive, Vulkan::Primitive> both(const TensorData& data, bool transposed = false) {
-  auto c = Cpu::from_data(data, {});
-  auto g = Vulkan::from_data(data, {});
-  if (transposed) {
-    const std::array<std::int64_t, 3> order{2, 0, 1};
-    c = Cpu::permute(c, order);
-    g = Vulkan::permute(g, order);
-  }
-  return {c, g};
+std::pair<Cpu::Primitive, Vulkan::Primitive> both(const TensorData& data, bool transposed) {
+  const std::array<std::int64_t, 3> order{2, 0, 1};
+  return transposed ? kiln::test::both(data, order) : kiln::test::both(data);
 }
 
 // Small magnitudes so products of a few dozen elements stay finite and exact enough.
