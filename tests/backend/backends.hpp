@@ -3,6 +3,9 @@
 #pragma once
 
 #include <kiln/kiln.hpp>
+#if defined(KILN_CONFORMANCE_VULKAN)
+#include <kiln/vulkan/backend.hpp>
+#endif
 
 #include <gtest/gtest.h>
 
@@ -11,7 +14,12 @@ namespace kiln::test {
 // The hardware backends that were built; Autodiff's own tests wrap each of them.
 using HardwareBackends = ::testing::Types<kiln::Cpu>;
 // What the conformance suite runs on: every hardware backend and every decorator over it.
+// The Vulkan backend joins with -DKILN_CONFORMANCE_VULKAN=ON while it is being completed.
+#if defined(KILN_CONFORMANCE_VULKAN)
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan>;
+#else
 using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>>;
+#endif
 
 // Names each instantiation after its backend ("cpu", ...) in test output.
 struct BackendNames {

@@ -151,6 +151,7 @@ std::string literal(double value, DType dtype) {
 }
 
 VulkanTensor empty(const Shape& shape, DType dtype) {
+  for (auto d : shape) KILN_CHECK(d >= 0, "vulkan: negative dimension in shape {}", shape);
   check_dtype_supported("empty", dtype);
   VulkanTensor t;
   t.buffer = Context::get().allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
