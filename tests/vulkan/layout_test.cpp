@@ -61,6 +61,23 @@ TEST_F(VulkanLayout, CopiesMatchTheCpu) {
   }
 }
 
+// Writes into contiguous regions that start inside the output buffer: cat along the first
+// dim and slice_assign of whole rows write at an offset through the flat path.
+TEST_F(VulkanLayout, WritesAtAnOffsetLandInPlace) {
+  for (DType dtype : kDtypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const auto [c1, g1] = kiln::test::both(sample(Shape{2, 3}, dtype, 28));
+    const auto [c2, g2] = kiln::test::both(sample(Shape{0, 3}, dtype, 29));
+    const auto [c3, g3] = kiln::test::both(sample(Shape{4, 3}, dtype, 30));
+    const std::array<Cpu::Primitive, 3> cs{c1, c2, c3};
+    const std::array<Vulkan::Primitive, 3> gs{g1, g2, g3};
+    EXPECT_TRUE(same(Cpu::cat(cs, 0), Vulkan::cat(gs, 0), 0.0));
+    const std::array<ops::SliceRange, 2> rows{{{2, 2, 1}, {0, 3, 1}}};
+    const auto [v, gv] = kiln::test::both(sample(Shape{2, 3}, dtype, 31));
+    EXPECT_TRUE(same(Cpu::slice_assign(c3, rows, v), Vulkan::slice_assign(g3, rows, gv), 0.0));
+  }
+}
+
 TEST_F(VulkanLayout, BadInputIsAnError) {
   const auto g = Vulkan::from_data(sample(Shape{2, 3}, DType::f32, 26), {});
   const std::array<ops::SliceRange, 2> outside{{{0, 2, 1}, {2, 2, 1}}};

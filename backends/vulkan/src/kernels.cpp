@@ -180,7 +180,9 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
 
   // Flat when the output is contiguous and every input is contiguous with its shape or is
   // a single element; else every index goes through the strides.
-  const bool out_strided = !out.is_contiguous();
+  // The output goes through the strided path whenever it is not the buffer's start laid
+  // out densely: a contiguous slice of a larger buffer (cat, slice_assign) has an offset.
+  const bool out_strided = !out.is_contiguous() || out.offset != 0;
   bool strided = out_strided;
   for (const VulkanTensor* t : inputs)
     strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
