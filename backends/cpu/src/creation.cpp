@@ -52,8 +52,7 @@ CpuTensor contiguous(const CpuTensor& x) {
 CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape) { return strided::broadcast(x, shape); }
 
 std::vector<std::int64_t> read_indices(std::string_view op, const CpuTensor& index, std::int64_t limit) {
-  KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,
-             index.dtype);
+  ops::check_index_dtype(op, index.dtype);
   const CpuTensor c = contiguous(index);
   std::vector<std::int64_t> out(static_cast<std::size_t>(c.numel()));
   for (std::size_t i = 0; i < out.size(); ++i) {

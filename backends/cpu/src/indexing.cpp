@@ -37,10 +37,6 @@ template <class F> void visit_index_type(std::string_view op, const CpuTensor& i
     default: KILN_FAIL("{}: indices must be i64 or i32, got {}", op, index.dtype);
   }
 }
-void check_index_dtype(std::string_view op, const CpuTensor& index) {
-  KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,
-             index.dtype);
-}
 
 // Negative indices count from the end; the result may still be out of [0, size).
 template <class I> std::int64_t wrap_index(I v, std::int64_t size) {
@@ -77,7 +73,7 @@ Cpu::Primitive Cpu::gather(const Primitive& x, std::int64_t dim, const Primitive
   const std::int64_t size = x.shape[d];
   CpuTensor out = cpu::empty(index.shape, x.dtype);
   if (out.numel() == 0) {
-    cpu::check_index_dtype("gather", index);
+    ops::check_index_dtype("gather", index.dtype);
     return out;
   }
   if (size == 0) cpu::fail_on_bad_index("gather", index, size);
@@ -122,15 +118,7 @@ Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitiv
   ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
-  KILN_CHECK(src.dtype == x.dtype, "{}: src is {}, the tensor is {}", op, src.dtype, x.dtype);
-  bool fits = index.shape.rank() == rank && src.shape.rank() == rank;
-  for (std::size_t i = 0; fits && i < rank; ++i)
-    fits = index.shape[i] <= src.shape[i] && (i == d || index.shape[i] <= x.shape[i]);
-  KILN_CHECK(fits,
-             "{}: index of shape {} does not fit src of shape {} and input of shape {}: same rank, no larger than src, "
-             "and no larger than the input outside dim {}",
-             op, index.shape, src.shape, x.shape, d);
-  cpu::check_index_dtype(op, index);
+  ops::check_scatter_operands(op, x.shape, x.dtype, index.shape, index.dtype, src.shape, src.dtype, d);
   const std::int64_t size = x.shape[d];
   CpuTensor out = cpu::empty(x.shape, x.dtype);
   cpu::copy_into(x, out);
@@ -205,7 +193,7 @@ Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitiv
 Cpu::Primitive Cpu::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
   ops::check_dim("index_select", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
-  KILN_CHECK(index.shape.rank() <= 1, "index_select: the index must be 1-d, got shape {}", index.shape);
+  ops::check_index_vector("index_select", index.shape);
   const std::vector<std::int64_t> idx = cpu::read_indices("index_select", index, x.shape[d]);
   const auto n = static_cast<std::int64_t>(idx.size());
   std::vector<std::int64_t> out_dims = x.shape.dims();
@@ -241,15 +229,10 @@ Cpu::Primitive Cpu::index_select(const Primitive& x, std::int64_t dim, const Pri
 Cpu::Primitive Cpu::index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values) {
   ops::check_dim("index_add", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
-  KILN_CHECK(index.shape.rank() <= 1, "index_add: the index must be 1-d, got shape {}", index.shape);
-  KILN_CHECK(values.dtype == x.dtype, "index_add: values are {}, the tensor is {}", values.dtype, x.dtype);
+  ops::check_index_vector("index_add", index.shape);
   const std::vector<std::int64_t> idx = cpu::read_indices("index_add", index, x.shape[d]);
   const auto n = static_cast<std::int64_t>(idx.size());
-  std::vector<std::int64_t> expected = x.shape.dims();
-  expected[d] = n;
-  KILN_CHECK(values.shape == Shape(expected),
-             "index_add: values of shape {} do not match: {} indices into dim {} of shape {} need values of shape {}",
-             values.shape, n, d, x.shape, Shape(expected));
+  ops::check_index_add_values(x.shape, x.dtype, values.shape, values.dtype, d, n);
   CpuTensor out = cpu::empty(x.shape, x.dtype);
   cpu::copy_into(x, out);
   if (values.numel() == 0) return out;

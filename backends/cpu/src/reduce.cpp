@@ -316,13 +316,6 @@ void reduce_bool(const std::uint8_t* x, const Split& s, ReduceOp op, bool* out) 
   else reduce_kernel<MinStep<std::uint8_t>, std::uint8_t>(x, s, out, F{});
 }
 
-void check_reduce_dtype(ReduceOp op, DType dtype) {
-  const auto name = ops::reduce_name(op);
-  if (op == ReduceOp::mean) KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", name, dtype);
-  if (op != ReduceOp::max && op != ReduceOp::min)
-    KILN_CHECK(!is_bool(dtype),
-               "{}: expected a float or int tensor, got {} (bool tensors reduce with max/min: any/all)", name, dtype);
-}
 
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
@@ -489,13 +482,10 @@ using cpu::CpuTensor;
 Cpu::Primitive Cpu::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
   const auto name = ops::reduce_name(op);
   const std::size_t d = normalize_dim(name, dim, x.shape.rank());
-  cpu::check_reduce_dtype(op, x.dtype);
+  ops::check_reduce_dtype(op, x.dtype);
   if (cpu::is_half(x.dtype)) return cast(reduce(cast(x, DType::f32), op, dim), x.dtype);
   const cpu::Split s = cpu::split_at(x.shape, d);
-  const bool no_identity = (op == ops::ReduceOp::max || op == ops::ReduceOp::min) && !is_bool(x.dtype);
-  KILN_CHECK(!(no_identity && s.n == 0),
-             "{}: cannot reduce over dim {} of size 0 in shape {} ({} of no elements is undefined)", name, d,
-             x.shape, name);
+  ops::check_reduce_dim_extent(op, x.dtype, x.shape, d);
   CpuTensor out = cpu::empty(cpu::keep_dim(x.shape, d), x.dtype);
   if (out.numel() == 0) return out;
   cpu::run_reduce(cpu::contiguous(x), s, op, out);
@@ -504,11 +494,9 @@ Cpu::Primitive Cpu::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t di
 
 Cpu::Primitive Cpu::reduce_all(const Primitive& x, ops::ReduceOp op) {
   const auto name = ops::reduce_name(op);
-  cpu::check_reduce_dtype(op, x.dtype);
+  ops::check_reduce_dtype(op, x.dtype);
   if (cpu::is_half(x.dtype)) return cast(reduce_all(cast(x, DType::f32), op), x.dtype);
-  const bool no_identity = (op == ops::ReduceOp::max || op == ops::ReduceOp::min) && !is_bool(x.dtype);
-  KILN_CHECK(!(no_identity && x.numel() == 0),
-             "{}: cannot reduce an empty tensor of shape {} ({} of no elements is undefined)", name, x.shape, name);
+  ops::check_reduce_all_extent(op, x.dtype, x.shape);
   // A dense view (e.g. a transpose) is reduced in memory order without a copy.
   CpuTensor flat = x;
   if (!x.is_contiguous() && !cpu::is_dense(x)) flat = cpu::contiguous(x);

@@ -32,14 +32,10 @@ constexpr int kR = static_cast<int>(kMaxRank);
 
 
 
-void check_index_dtype(std::string_view op, const VulkanTensor& index) {
-  KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, "{}: indices must be i64 or i32, got {}", op,
-             index.dtype);
-}
 
 // The CPU's read_indices: every index in row-major order, wrapped, or the CPU's error.
 std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& index, std::int64_t limit) {
-  check_index_dtype(op, index);
+  ops::check_index_dtype(op, index.dtype);
   const TensorData data = Vulkan::into_data(index);
   std::vector<std::int32_t> out(static_cast<std::size_t>(data.numel()));
   const std::byte* bytes = data.bytes().data();
@@ -228,7 +224,7 @@ Vulkan::Primitive Vulkan::gather(const Primitive& x, std::int64_t dim, const Pri
   ops::check_gather_index(x.shape, index.shape, d);
   vulkan::check_dtype_supported("gather", x.dtype);
   if (index.numel() == 0) {
-    vulkan::check_index_dtype("gather", index);
+    ops::check_index_dtype("gather", index.dtype);
     return vulkan::empty(index.shape, x.dtype);
   }
   const std::vector<std::int32_t> indices = vulkan::read_indices("gather", index, x.shape[d]);
@@ -241,15 +237,7 @@ Vulkan::Primitive Vulkan::scatter(const Primitive& x, std::int64_t dim, const Pr
   ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   const std::size_t rank = x.shape.rank();
-  KILN_CHECK(src.dtype == x.dtype, "{}: src is {}, the tensor is {}", op, src.dtype, x.dtype);
-  bool fits = index.shape.rank() == rank && src.shape.rank() == rank;
-  for (std::size_t i = 0; fits && i < rank; ++i)
-    fits = index.shape[i] <= src.shape[i] && (i == d || index.shape[i] <= x.shape[i]);
-  KILN_CHECK(fits,
-             "{}: index of shape {} does not fit src of shape {} and input of shape {}: same rank, no larger than src, "
-             "and no larger than the input outside dim {}",
-             op, index.shape, src.shape, x.shape, d);
-  vulkan::check_index_dtype(op, index);
+  ops::check_scatter_operands(op, x.shape, x.dtype, index.shape, index.dtype, src.shape, src.dtype, d);
   vulkan::check_dtype_supported(op, x.dtype);
   if (index.numel() == 0) return vulkan::copy(x);
   const std::vector<std::int32_t> indices = vulkan::read_indices(op, index, x.shape[d]);
@@ -259,7 +247,7 @@ Vulkan::Primitive Vulkan::scatter(const Primitive& x, std::int64_t dim, const Pr
 Vulkan::Primitive Vulkan::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
   ops::check_dim("index_select", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
-  KILN_CHECK(index.shape.rank() <= 1, "index_select: the index must be 1-d, got shape {}", index.shape);
+  ops::check_index_vector("index_select", index.shape);
   vulkan::check_dtype_supported("index_select", x.dtype);
   const std::vector<std::int32_t> indices = vulkan::read_indices("index_select", index, x.shape[d]);
   std::vector<std::int64_t> out_dims = x.shape.dims();
@@ -273,16 +261,11 @@ Vulkan::Primitive Vulkan::index_add(const Primitive& x, std::int64_t dim, const 
                                     const Primitive& values) {
   ops::check_dim("index_add", dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
-  KILN_CHECK(index.shape.rank() <= 1, "index_add: the index must be 1-d, got shape {}", index.shape);
-  KILN_CHECK(values.dtype == x.dtype, "index_add: values are {}, the tensor is {}", values.dtype, x.dtype);
+  ops::check_index_vector("index_add", index.shape);
   vulkan::check_dtype_supported("index_add", x.dtype);
   const std::vector<std::int32_t> indices = vulkan::read_indices("index_add", index, x.shape[d]);
   const auto n = static_cast<std::int64_t>(indices.size());
-  std::vector<std::int64_t> expected = x.shape.dims();
-  expected[d] = n;
-  KILN_CHECK(values.shape == Shape(expected),
-             "index_add: values of shape {} do not match: {} indices into dim {} of shape {} need values of shape {}",
-             values.shape, n, d, x.shape, Shape(expected));
+  ops::check_index_add_values(x.shape, x.dtype, values.shape, values.dtype, d, n);
   if (values.numel() == 0) return vulkan::copy(x);
   return vulkan::run_scatter("index_add", x, d, values, values.shape, indices, vulkan::along(x.shape.rank(), d),
                              ops::ScatterMode::add);

@@ -228,13 +228,6 @@ VulkanTensor run_reduce(const VulkanTensor& c, const Split& s, ReduceOp op, cons
   return out;
 }
 
-void check_reduce_dtype(ReduceOp op, DType dtype) {
-  const auto name = ops::reduce_name(op);
-  if (op == ReduceOp::mean) KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", name, dtype);
-  if (op != ReduceOp::max && op != ReduceOp::min)
-    KILN_CHECK(!is_bool(dtype),
-               "{}: expected a float or int tensor, got {} (bool tensors reduce with max/min: any/all)", name, dtype);
-}
 
 // The result of reducing nothing: sum 0, prod 1, mean NaN (0/0), any false, all true.
 VulkanTensor empty_reduction(const Shape& shape, ReduceOp op, DType dtype) {
@@ -359,13 +352,10 @@ using vulkan::VulkanTensor;
 Vulkan::Primitive Vulkan::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
   const auto name = ops::reduce_name(op);
   const std::size_t d = normalize_dim(name, dim, x.shape.rank());
-  vulkan::check_reduce_dtype(op, x.dtype);
+  ops::check_reduce_dtype(op, x.dtype);
   vulkan::check_dtype_supported(name, x.dtype);
   const vulkan::Split s = vulkan::split_at(x.shape, d);
-  const bool no_identity = (op == ops::ReduceOp::max || op == ops::ReduceOp::min) && !is_bool(x.dtype);
-  KILN_CHECK(!(no_identity && s.n == 0),
-             "{}: cannot reduce over dim {} of size 0 in shape {} ({} of no elements is undefined)", name, d,
-             x.shape, name);
+  ops::check_reduce_dim_extent(op, x.dtype, x.shape, d);
   const Shape shape = vulkan::keep_dim(x.shape, d);
   if (shape.numel() == 0) return vulkan::empty(shape, x.dtype);
   if (s.n == 0) return vulkan::empty_reduction(shape, op, x.dtype);
@@ -374,11 +364,9 @@ Vulkan::Primitive Vulkan::reduce(const Primitive& x, ops::ReduceOp op, std::int6
 
 Vulkan::Primitive Vulkan::reduce_all(const Primitive& x, ops::ReduceOp op) {
   const auto name = ops::reduce_name(op);
-  vulkan::check_reduce_dtype(op, x.dtype);
+  ops::check_reduce_dtype(op, x.dtype);
   vulkan::check_dtype_supported(name, x.dtype);
-  const bool no_identity = (op == ops::ReduceOp::max || op == ops::ReduceOp::min) && !is_bool(x.dtype);
-  KILN_CHECK(!(no_identity && x.numel() == 0),
-             "{}: cannot reduce an empty tensor of shape {} ({} of no elements is undefined)", name, x.shape, name);
+  ops::check_reduce_all_extent(op, x.dtype, x.shape);
   if (x.numel() == 0) return vulkan::empty_reduction(Shape{1}, op, x.dtype);
   return vulkan::run_reduce(vulkan::contiguous(x), vulkan::Split{1, x.numel(), 1}, op, Shape{1});
 }

@@ -1,6 +1,7 @@
 // Parameters of the layout ops (slicing, scatter, padding) and their shape rules.
 #pragma once
 
+#include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 
@@ -74,6 +75,41 @@ inline void check_gather_index(const Shape& x, const Shape& index, std::size_t d
   for (std::size_t i = 0; fits && i < x.rank(); ++i) fits = i == dim || index[i] <= x[i];
   KILN_CHECK(fits, "gather: index of shape {} does not fit input of shape {}: same rank, and no larger outside dim {}",
              index, x, dim);
+}
+
+inline void check_index_dtype(std::string_view op, DType index) {
+  KILN_CHECK(index == DType::i64 || index == DType::i32, "{}: indices must be i64 or i32, got {}", op, index);
+}
+
+// scatter's operands: src of the input's dtype; index of their rank, no larger than src,
+// and no larger than the input outside dim.
+inline void check_scatter_operands(std::string_view op, const Shape& x, DType x_dtype, const Shape& index,
+                                   DType index_dtype, const Shape& src, DType src_dtype, std::size_t dim) {
+  KILN_CHECK(src_dtype == x_dtype, "{}: src is {}, the tensor is {}", op, src_dtype, x_dtype);
+  const std::size_t rank = x.rank();
+  bool fits = index.rank() == rank && src.rank() == rank;
+  for (std::size_t i = 0; fits && i < rank; ++i) fits = index[i] <= src[i] && (i == dim || index[i] <= x[i]);
+  KILN_CHECK(fits,
+             "{}: index of shape {} does not fit src of shape {} and input of shape {}: same rank, no larger than src, "
+             "and no larger than the input outside dim {}",
+             op, index, src, x, dim);
+  check_index_dtype(op, index_dtype);
+}
+
+// The index of index_select / index_add: 1-d (or a single index).
+inline void check_index_vector(std::string_view op, const Shape& index) {
+  KILN_CHECK(index.rank() <= 1, "{}: the index must be 1-d, got shape {}", op, index);
+}
+
+// index_add's values: the input's dtype, and its shape with dim resized to the index count.
+inline void check_index_add_values(const Shape& x, DType x_dtype, const Shape& values, DType values_dtype,
+                                   std::size_t dim, std::int64_t count) {
+  KILN_CHECK(values_dtype == x_dtype, "index_add: values are {}, the tensor is {}", values_dtype, x_dtype);
+  std::vector<std::int64_t> expected = x.dims();
+  expected[dim] = count;
+  KILN_CHECK(values == Shape(expected),
+             "index_add: values of shape {} do not match: {} indices into dim {} of shape {} need values of shape {}",
+             values, count, dim, x, Shape(expected));
 }
 
 enum class ScatterMode : std::uint8_t { assign, add };

@@ -3,6 +3,8 @@
 // in the tensor layer.
 #pragma once
 
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 
 #include <cstdint>
@@ -26,6 +28,33 @@ constexpr std::string_view reduce_name(ReduceOp op) {
 }
 constexpr std::string_view arg_reduce_name(ArgReduceOp op) { return op == ArgReduceOp::argmax ? "argmax" : "argmin"; }
 constexpr std::string_view cumulative_name(CumulativeOp op) { return op == CumulativeOp::sum ? "cumsum" : "cumprod"; }
+
+// ---- checks every backend makes before reducing, with the same words
+
+// mean needs a float tensor; bool tensors reduce only with max/min (any/all).
+inline void check_reduce_dtype(ReduceOp op, DType dtype) {
+  const auto name = reduce_name(op);
+  if (op == ReduceOp::mean) KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {}", name, dtype);
+  if (op != ReduceOp::max && op != ReduceOp::min)
+    KILN_CHECK(!is_bool(dtype), "{}: expected a float or int tensor, got {} (bool tensors reduce with max/min: any/all)",
+               name, dtype);
+}
+// Whether reducing no elements has a value (sum 0, prod 1, mean NaN, any false, all true);
+// max and min of numbers have none.
+constexpr bool has_identity(ReduceOp op, DType dtype) {
+  return !((op == ReduceOp::max || op == ReduceOp::min) && !is_bool(dtype));
+}
+inline void check_reduce_dim_extent(ReduceOp op, DType dtype, const Shape& shape, std::size_t dim) {
+  const auto name = reduce_name(op);
+  KILN_CHECK(has_identity(op, dtype) || shape[dim] != 0,
+             "{}: cannot reduce over dim {} of size 0 in shape {} ({} of no elements is undefined)", name, dim, shape,
+             name);
+}
+inline void check_reduce_all_extent(ReduceOp op, DType dtype, const Shape& shape) {
+  const auto name = reduce_name(op);
+  KILN_CHECK(has_identity(op, dtype) || shape.numel() != 0,
+             "{}: cannot reduce an empty tensor of shape {} ({} of no elements is undefined)", name, shape, name);
+}
 
 // A tensor seen as [outer, n, inner] around dim: how reduction and scan kernels walk it.
 struct DimSplit {
