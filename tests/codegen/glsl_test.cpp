@@ -1,24 +1,23 @@
-// Codegen: render_glsl for every op, gradient and type: it renders (or, for f64
-// transcendentals, refuses by name), exact renderings of a few ops and constants, the
-// formulas run with the GLSL helpers in f32, and, where glslc is installed, every
-// rendering compiled as part of a GLSL 4.50 compute shader.
+// Codegen: render_glsl for every op, gradient and type: it renders, each helper defined
+// once and before its use, f64 trees through the f64 helpers only; exact renderings of a
+// few ops and constants, the formulas run with the GLSL helpers in f32, and, where glslc is
+// installed, every rendering compiled as part of a GLSL 4.50 compute shader.
 #include "evaluate.hpp"
+#include "glslc.hpp"
 
 #include <kiln/codegen/glsl.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
-#include <optional>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -71,56 +70,76 @@ std::vector<Traced> every_trace() {
   return all;
 }
 
-// The first kind in the tree that GLSL has for float only, or nullopt.
-std::optional<Kind> float_only_transcendental(const NodePtr& n) {
-  switch (n->kind) {
-    case Kind::exp: case Kind::log: case Kind::log1p: case Kind::sin: case Kind::cos: case Kind::tan:
-    case Kind::tanh: case Kind::erf: case Kind::pow: return n->kind;
-    default: break;
-  }
-  for (const NodePtr& a : n->args)
-    if (auto k = float_only_transcendental(a)) return k;
-  return std::nullopt;
-}
-
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
   return n;
 }
 
+// Where `text` names the function `name` followed by "(" (a call, or the definition), not
+// one whose name ends in it (ldexp for exp).
+std::vector<std::size_t> find_calls(const std::string& text, const std::string& name) {
+  std::vector<std::size_t> at;
+  for (auto p = text.find(name + "("); p != std::string::npos; p = text.find(name + "(", p + 1)) {
+    const char before = p == 0 ? ' ' : text[p - 1];
+    if (!std::isalnum(static_cast<unsigned char>(before)) && before != '_') at.push_back(p);
+  }
+  return at;
+}
+bool calls(const std::string& text, const std::string& name) { return !find_calls(text, name).empty(); }
+
+// Every helper render_glsl may emit, by the text that starts its definition.
+const std::vector<std::pair<std::string, std::string>> all_helpers = [] {
+  std::vector<std::pair<std::string, std::string>> all;
+  for (const char* f : {"erf", "log1p", "tanh", "pow"}) all.emplace_back(fmt::format("kiln_{}_f32", f), "float");
+  for (const char* f : {"exp", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "pow"})
+    all.emplace_back(fmt::format("kiln_{}_f64", f), "double");
+  for (const char* f : {"div", "rem", "pow"}) {
+    all.emplace_back(fmt::format("kiln_int_{}_i32", f), "int");
+    all.emplace_back(fmt::format("kiln_int_{}_i64", f), "int64_t");
+    all.emplace_back(fmt::format("kiln_int_{}_u8", f), "uint8_t");
+  }
+  return all;
+}();
+
 TEST(CodegenGlsl, RendersEveryOpAndGradientInEveryType) {
-  int rendered = 0, refused = 0;
+  int rendered = 0, f64_transcendental = 0;
   for (const Traced& t : every_trace()) {
     SCOPED_TRACE(t.name);
-    const auto transcendental = float_only_transcendental(t.tree);
-    if (t.type == ScalarType::f64 && transcendental) {
-      try {
-        render_glsl(t.tree, t.type);
-        ADD_FAILURE() << "rendered an f64 " << kiln::codegen::kind_name(*transcendental);
-      } catch (const kiln::Error& e) {
-        const std::string message = e.what();
-        EXPECT_NE(message.find("f64"), std::string::npos) << message;
-        ++refused;
-      }
-      continue;
-    }
     const kiln::codegen::GlslExpression g = render_glsl(t.tree, t.type);
     ++rendered;
     EXPECT_FALSE(g.value.empty());
-    // Only the inputs the tree reads, and each helper defined once, before the value uses it.
+    // Only the inputs the tree reads, and each helper defined once if the value or another
+    // helper calls it (and not at all otherwise), before its first call.
     const int inputs = kiln::codegen::input_count(t.tree);
     EXPECT_EQ(count(g.value, "in" + std::to_string(inputs)), 0u);
-    for (const char* helper : {"kiln_erf_f32", "kiln_log1p_f32", "kiln_tanh_f32", "kiln_pow_f32", "kiln_int_div_",
-                               "kiln_int_rem_", "kiln_int_pow_"}) {
-      const std::string definition = std::string(helper);
-      const bool called = count(g.value, helper) > 0;
-      EXPECT_EQ(count(g.helpers, definition), called ? 1u : 0u) << helper << "\n" << g.helpers;
+    for (const auto& [helper, type] : all_helpers) {
+      const std::string definition = type + " " + helper + "(";
+      const std::size_t defined = count(g.helpers, definition);
+      const bool called = calls(g.value, helper) || find_calls(g.helpers, helper).size() > defined;
+      EXPECT_EQ(defined, called ? 1u : 0u) << helper << "\n" << g.helpers;
+      if (defined == 1) {
+        EXPECT_FALSE(calls(g.helpers.substr(0, g.helpers.find(definition)), helper)) << helper << " called before";
+      }
+    }
+    // f64 trees compute GLSL's float-only functions with the f64 helpers; f32 trees never
+    // get those.
+    bool transcendental = false;
+    for (const char* fn : {"exp", "log", "log1p", "sin", "cos", "tan", "tanh", "erf", "pow"}) {
+      if (t.type == ScalarType::f64) {
+        EXPECT_FALSE(calls(g.value, fn)) << fn << " in " << g.value;
+        EXPECT_FALSE(calls(g.helpers, fn)) << fn << " in " << g.helpers;
+      }
+      transcendental = transcendental || calls(g.value, fmt::format("kiln_{}_f64", fn));
+    }
+    if (t.type == ScalarType::f64 && transcendental) ++f64_transcendental;
+    if (t.type != ScalarType::f64) {
+      EXPECT_EQ(count(g.value + g.helpers, "_f64"), 0u);
     }
     EXPECT_EQ(count(g.value, "("), count(g.value, ")"));
   }
-  EXPECT_GT(rendered, 150);
-  EXPECT_GT(refused, 20);
+  EXPECT_GT(rendered, 180);
+  EXPECT_GT(f64_transcendental, 20);
 }
 
 TEST(CodegenGlsl, ExactRenderings) {
@@ -128,7 +147,7 @@ TEST(CodegenGlsl, ExactRenderings) {
   using kiln::codegen::trace_binary;
   using kiln::codegen::trace_unary;
   EXPECT_EQ(value(trace_unary<ops::Exp>(ScalarType::f32), ScalarType::f32), "exp(in0)");
-  EXPECT_EQ(value(trace_unary<ops::Round>(ScalarType::f64), ScalarType::f64), "roundEven(in0)");
+  EXPECT_EQ(value(trace_unary<ops::Round>(ScalarType::f64), ScalarType::f64), "kiln_round_even_f64(in0)");
   EXPECT_EQ(value(trace_unary<ops::Sqrt>(ScalarType::f64), ScalarType::f64), "sqrt(in0)");
   EXPECT_EQ(value(trace_unary<ops::GeluErf>(ScalarType::f32), ScalarType::f32),
             "((in0 * float(0.5)) * (kiln_erf_f32((in0 * float(0.7071067811865476))) + float(1.0)))");
@@ -159,6 +178,17 @@ TEST(CodegenGlsl, ExactRenderings) {
   const auto pow = render_glsl(trace_binary<ops::Pow>(ScalarType::f32), ScalarType::f32);
   EXPECT_EQ(pow.value, "kiln_pow_f32(in0, in1)");
   EXPECT_EQ(pow.helpers.rfind("float kiln_pow_f32(float a, float b) {", 0), 0u);
+  // f64: the helpers, each after the ones it calls; double literals with GLSL's lf suffix.
+  EXPECT_EQ(value(trace_unary<ops::Exp>(ScalarType::f64), ScalarType::f64), "kiln_exp_f64(in0)");
+  EXPECT_EQ(value(trace_unary<ops::Sin>(ScalarType::f64), ScalarType::f64), "kiln_sin_f64(in0)");
+  const auto erf64 = render_glsl(trace_unary<ops::Erf>(ScalarType::f64), ScalarType::f64);
+  EXPECT_EQ(erf64.value, "kiln_erf_f64(in0)");
+  EXPECT_EQ(erf64.helpers.rfind("double kiln_exp_f64(double x) {", 0), 0u);
+  EXPECT_NE(erf64.helpers.find("\ndouble kiln_erf_f64(double x) {"), std::string::npos);
+  EXPECT_NE(erf64.helpers.find("double(1.1283791670955126lf)"), std::string::npos);
+  const auto log1p64 = render_glsl(trace_unary<ops::Log1p>(ScalarType::f64), ScalarType::f64);
+  EXPECT_EQ(log1p64.helpers.rfind("double kiln_log_f64(double x) {", 0), 0u);
+  EXPECT_EQ(count(log1p64.helpers, "\n"), 2u);
   // GeluTanh's gradient uses tanh three times: its helper once.
   const auto gelu = render_glsl(kiln::codegen::trace_unary_grad<ops::GeluTanh>(ScalarType::f32), ScalarType::f32);
   EXPECT_EQ(count(gelu.value, "kiln_tanh_f32("), 3u);
@@ -195,12 +225,15 @@ TEST(CodegenGlsl, RefusesWhatGlslCannotDo) {
   using kiln::codegen::make_node;
   const NodePtr x = make_input(0), y = make_input(1);
   try {
-    render_glsl(kiln::codegen::trace_unary<ops::Exp>(ScalarType::f64), ScalarType::f64);
+    render_glsl(make_node(Kind::exp, {x}), ScalarType::i32);
     FAIL() << "no error";
   } catch (const kiln::Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("render_glsl: exp is not available for f64", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("render_glsl: exp needs a float type, got i32", 0), 0u) << e.what();
   }
-  EXPECT_THROW(render_glsl(make_node(Kind::exp, {x}), ScalarType::i32), kiln::Error);
+  for (const Kind k : {Kind::log, Kind::sin, Kind::tanh, Kind::erf, Kind::sqrt}) {
+    EXPECT_THROW(render_glsl(make_node(k, {x}), ScalarType::i64), kiln::Error) << kiln::codegen::kind_name(k);
+  }
+  EXPECT_THROW(render_glsl(make_node(Kind::pow, {x, y}), ScalarType::u8), kiln::Error);
   EXPECT_THROW(render_glsl(make_node(Kind::int_div, {x, y}), ScalarType::f32), kiln::Error);
   EXPECT_THROW(render_glsl(make_node(Kind::add, {x, y}), ScalarType::boolean), kiln::Error);
   EXPECT_THROW(render_glsl(nullptr, ScalarType::f32), kiln::Error);
@@ -315,7 +348,7 @@ std::string shader_for(ScalarType t, const std::vector<Traced>& traces) {
   std::string body;
   int slot = 0;
   for (const Traced& traced : traces) {
-    if (traced.type != t || (t == ScalarType::f64 && float_only_transcendental(traced.tree))) continue;
+    if (traced.type != t) continue;
     const auto g = render_glsl(traced.tree, t);
     std::istringstream lines(g.helpers);
     for (std::string line; std::getline(lines, line);)
@@ -347,17 +380,7 @@ TEST(CodegenGlsl, EveryRenderingCompilesWithGlslc) {
   for (const ScalarType t : all_types) {
     const std::string name(kiln::codegen::scalar_type_name(t));
     SCOPED_TRACE(name);
-    const std::string source = shader_for(t, traces);
-    const std::string dir = ::testing::TempDir();
-    const std::string path = dir + "kiln_codegen_" + name + ".comp", log = path + ".log";
-    std::ofstream(path) << source;
-    const std::string command = fmt::format(
-        "\"{}\" --target-env=vulkan1.1 -fshader-stage=compute \"{}\" -o \"{}.spv\" > \"{}\" 2>&1", KILN_GLSLC, path,
-        path, log);
-    const int status = std::system(command.c_str());
-    std::ifstream in(log);
-    const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(status, 0) << output << "\n" << source;
+    EXPECT_TRUE(kiln::codegen::test::compiles_with_glslc(shader_for(t, traces), "codegen_" + name));
   }
 }
 #endif
