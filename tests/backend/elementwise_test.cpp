@@ -140,6 +140,24 @@ TYPED_TEST(Elementwise, ExpMatchesTorchInF32AndF64) {
   }
 }
 
+// Where f64 exp underflows to subnormals and zero, and log of subnormals: a backend's own
+// math (vectorized on the CPU, Kiln's helpers on GPUs) against the C library.
+TYPED_TEST(Elementwise, F64ExpAndLogReachTheSubnormalRange) {
+  using B = TypeParam;
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> xs{-inf, -800.0, -745.2, -720.0, -709.5, -708.5, -1.0, 0.0, 700.0, 710.0};
+  const std::vector<double> tiny{5e-324, 1e-315, 1e-310, 2.2250738585072014e-308, 1e-300, 1.0};
+  std::vector<double> exps, logs;
+  for (double x : xs) exps.push_back(std::exp(x));
+  for (double x : tiny) logs.push_back(std::log(x));
+  auto f64 = [](const std::vector<double>& v) { return TensorData::from(v, Shape{static_cast<std::int64_t>(v.size())}); };
+  const auto x = Tensor<B, 1>::from_data(f64(xs));
+  const auto t = Tensor<B, 1>::from_data(f64(tiny));
+  // Relative only: an absolute tolerance would accept anything this small.
+  EXPECT_CLOSE(x.exp(), f64(exps), 1e-13, 0.0);
+  EXPECT_CLOSE(t.log(), f64(logs), 1e-13, 0.0);
+}
+
 TYPED_TEST(Elementwise, HalfAndBFloat16ComputeThroughF32) {
   using B = TypeParam;
   const std::vector<std::pair<std::string, UnaryFn<B, 2>>> ops_ = {

@@ -3,6 +3,8 @@
 // elementwise_kernels.hpp; unary ops compile beside this file, in elementwise_unary.cpp.
 #include "elementwise_kernels.hpp"
 
+#include "kiln/ops/pow_scalar.hpp"
+
 namespace kiln::cpu {
 namespace {
 
@@ -58,16 +60,9 @@ template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double
     return predicate ? r : cast(r, a.dtype);
   }
   if constexpr (std::is_same_v<Op, ops::Pow>) {
-    // The exponents PyTorch also special-cases, computed the same way (so the results
-    // agree) and several times faster than a general pow.
-    if (is_float(a.dtype)) {
-      if (b == 2.0) return binary<ops::Mul>(a, a);
-      if (b == 3.0) return binary<ops::Mul>(binary<ops::Mul>(a, a), a);
-      if (b == 0.5) return unary<ops::Sqrt>(a);
-      if (b == -0.5) return unary<ops::Rsqrt>(a);
-      if (b == -1.0) return unary<ops::Recip>(a);
-      if (b == -2.0) return unary<ops::Recip>(binary<ops::Mul>(a, a));
-    }
+    // The exponents PyTorch computes as other ops (ops/pow_scalar.hpp).
+    if (is_float(a.dtype))
+      if (auto shortcut = ops::pow_scalar<Cpu>(a, b)) return *shortcut;
   }
   CpuTensor out = cpu::empty(a.shape, predicate ? DType::boolean : a.dtype);
   const std::array<const CpuTensor*, 1> inputs{&a};

@@ -77,8 +77,19 @@ template <class T> struct Simd {
   static constexpr std::int64_t size() { return width; }
   Simd eval() const { return *this; }
 
-  Simd exp() const { return math<Traits::HasExp>([](auto p) { return Eigen::internal::pexp(p); }, std::exp); }
-  Simd log() const { return math<Traits::HasLog>([](auto p) { return Eigen::internal::plog(p); }, std::log); }
+  // Eigen's double exp clamps its argument near -709 (exp(-inf) would be 5.6e-309, not 0)
+  // and its double log reads subnormals wrong: those lanes take the C library's.
+  Simd exp() const {
+    const Simd r = math<Traits::HasExp>([](auto p) { return Eigen::internal::pexp(p); }, std::exp);
+    if constexpr (std::is_same_v<T, double>) return r.redo_where([](T x) { return x < -708.0; }, v, std::exp);
+    return r;
+  }
+  Simd log() const {
+    const Simd r = math<Traits::HasLog>([](auto p) { return Eigen::internal::plog(p); }, std::log);
+    if constexpr (std::is_same_v<T, double>)
+      return r.redo_where([](T x) { return x > 0 && x < std::numeric_limits<T>::min(); }, v, std::log);
+    return r;
+  }
   Simd log1p() const {
     return math<Traits::HasLog1p>([](auto p) { return Eigen::internal::plog1p(p); }, std::log1p);
   }
@@ -138,6 +149,18 @@ template <class T> struct Simd {
       for (int i = 0; i < width; ++i) lanes[i] = scalar_fn(lanes[i]);
       return of(Eigen::internal::pload<Packet>(lanes));
     }
+  }
+  // This result with the lanes whose input x satisfies `where` recomputed by scalar_fn(x).
+  template <class Where> Simd redo_where(Where where, Packet x, T (*scalar_fn)(T)) const {
+    alignas(64) T in[width], out[width];
+    Eigen::internal::pstore(in, x);
+    bool any = false;
+    for (int i = 0; i < width; ++i) any = any || where(in[i]);
+    if (!any) return *this;
+    Eigen::internal::pstore(out, v);
+    for (int i = 0; i < width; ++i)
+      if (where(in[i])) out[i] = scalar_fn(in[i]);
+    return of(Eigen::internal::pload<Packet>(out));
   }
   Simd keep_nan(const Simd& r) const {
     return of(Eigen::internal::pselect(Eigen::internal::pcmp_eq(v, v), r.v, v));
