@@ -8,6 +8,9 @@ PyTorch runs in its own process with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=
 ATEN_CPU_CAPABILITY=avx2 and glibc malloc settings that keep freed memory mapped; Kiln
 keeps the machine's settings. Nothing here is needed by the build or the tests.
 
+Kiln's Vulkan benchmarks (vulkan/...) have no PyTorch twin: they run only when --filter
+matches them, and are listed with no PyTorch figure.
+
 Usage: bench/compare_torch.py [--build build] [--filter REGEX] [--markdown FILE]
 """
 import argparse
@@ -34,11 +37,13 @@ def run_kiln(build, pattern):
     exe = pathlib.Path(build) / "bench" / "kiln_bench"
     cmd = [str(exe), "--benchmark_format=json", "--benchmark_min_time=1", "--benchmark_repetitions=3",
            "--benchmark_report_aggregates_only=true"]
-    if pattern:
-        cmd.append(f"--benchmark_filter={pattern}")
+    # Without a filter, everything but the Vulkan benchmarks (a leading "-" negates the regex).
+    cmd.append(f"--benchmark_filter={pattern or '-^vulkan/'}")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     results = {}
     for b in json.loads(out)["benchmarks"]:
+        if b.get("error_occurred") and b.get("repetition_index", 0) == 0:
+            print(f"[kiln] {b['run_name']}: {b['error_message']}", file=sys.stderr)
         if b.get("aggregate_name") != "median":
             continue
         name = b["run_name"].replace("/real_time", "")
@@ -94,7 +99,10 @@ def main():
     header = f"{'workload':40} {'Kiln ms':>10} {'PyTorch ms':>11} {'speedup':>8}  PyTorch config"
     print(header)
     for name, k, t, ratio, label in rows:
-        print(f"{name:40} {k:10.3f} {t:11.3f} {ratio:8.2f}x  {label}")
+        if label == "-":  # no PyTorch twin (the Vulkan benchmarks)
+            print(f"{name:40} {k:10.3f} {'-':>11} {'-':>8}   -")
+        else:
+            print(f"{name:40} {k:10.3f} {t:11.3f} {ratio:8.2f}x  {label}")
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
@@ -104,7 +112,10 @@ def main():
             "|---|---:|---:|---:|---|",
         ]
         for name, k, t, ratio, label in rows:
-            lines.append(f"| {name} | {k:.3f} | {t:.3f} | {ratio:.2f}× | {label} |")
+            if label == "-":
+                lines.append(f"| {name} | {k:.3f} | - | - | - |")
+            else:
+                lines.append(f"| {name} | {k:.3f} | {t:.3f} | {ratio:.2f}× | {label} |")
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 

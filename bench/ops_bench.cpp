@@ -1,51 +1,106 @@
-// Benchmarks of the CPU backend's core workloads. Each has a twin in
+// Benchmarks of the core workloads. Each CPU benchmark has a twin in
 // bench/compare_torch.py (same name, same shapes) so the two are compared side by side.
+// The GEMM and elementwise ones also run on Vulkan when it is built, named vulkan/<name>
+// (no PyTorch twin); they are skipped with the reason when no Vulkan device can be created.
 #include <kiln/kiln.hpp>
+#ifdef KILN_BENCH_VULKAN
+#include <kiln/vulkan/backend.hpp>
+#endif
 
 #include <benchmark/benchmark.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
 
 namespace {
 
 using kiln::Cpu;
 template <std::size_t D> using T = kiln::Tensor<Cpu, D>;
 
-// Reads one element so the work cannot be skipped, without timing a full copy.
+// Ends an iteration with the result computed. The CPU computes eagerly: reading the
+// pointer keeps the work from being skipped, without timing a full copy.
 template <std::size_t D> void keep(const T<D>& t) { benchmark::DoNotOptimize(t.primitive().storage->ptr); }
 
-void matmul(benchmark::State& state) {
+#ifdef KILN_BENCH_VULKAN
+// Vulkan records dispatches and submits them when data is read back: reading one element
+// back waits until the device has finished everything queued before it.
+template <std::size_t D> void keep(const kiln::Tensor<kiln::Vulkan, D>& t) {
+  const std::vector<kiln::ops::Slice> first_element(D, kiln::ops::Slice(0));
+  benchmark::DoNotOptimize(t.slice(first_element).into_data());
+}
+#endif
+
+// False, with the benchmark skipped and the reason given, when backend B cannot run here.
+template <class B> bool ready([[maybe_unused]] benchmark::State& state) {
+#ifdef KILN_BENCH_VULKAN
+  if constexpr (std::is_same_v<B, kiln::Vulkan>) {
+    static const std::string reason = kiln::vulkan::unavailable_reason();
+    if (!reason.empty()) state.SkipWithError(("no Vulkan device: " + reason).c_str());
+    return reason.empty();
+  }
+#endif
+  return true;
+}
+
+// Each workload runs once untimed first: Vulkan compiles its kernels at first use.
+template <class B> void matmul(benchmark::State& state) {
+  if (!ready<B>(state)) return;
   const std::int64_t n = state.range(0);
-  const auto a = T<2>::random({n, n}, kiln::Distribution::normal(0, 1));
-  const auto b = T<2>::random({n, n}, kiln::Distribution::normal(0, 1));
+  const auto a = kiln::Tensor<B, 2>::random({n, n}, kiln::Distribution::normal(0, 1));
+  const auto b = kiln::Tensor<B, 2>::random({n, n}, kiln::Distribution::normal(0, 1));
+  keep(a.matmul(b));
   for (auto _ : state) keep(a.matmul(b));
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(matmul)->Name("matmul_f32")->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(matmul<Cpu>)
+    ->Name("matmul_f32")
+    ->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 constexpr std::int64_t kElements = 1 << 24;
 
-void add(benchmark::State& state) {
-  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
-  const auto b = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+template <class B> void add(benchmark::State& state) {
+  if (!ready<B>(state)) return;
+  const auto a = kiln::Tensor<B, 1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  const auto b = kiln::Tensor<B, 1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  keep(a + b);
   for (auto _ : state) keep(a + b);
   // Bytes moved: two reads and one write of 4-byte floats.
   state.SetBytesProcessed(state.iterations() * kElements * 12);
 }
-BENCHMARK(add)->Name("add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(add<Cpu>)->Name("add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void gelu(benchmark::State& state) {
-  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+template <class B> void gelu(benchmark::State& state) {
+  if (!ready<B>(state)) return;
+  const auto a = kiln::Tensor<B, 1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  keep(a.gelu());
   for (auto _ : state) keep(a.gelu());
   state.SetBytesProcessed(state.iterations() * kElements * 8);
 }
-BENCHMARK(gelu)->Name("gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gelu<Cpu>)->Name("gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void exp(benchmark::State& state) {
-  const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
+template <class B> void exp(benchmark::State& state) {
+  if (!ready<B>(state)) return;
+  const auto a = kiln::Tensor<B, 1>::random({kElements}, kiln::Distribution::normal(0, 1));
+  keep(a.exp());
   for (auto _ : state) keep(a.exp());
   state.SetBytesProcessed(state.iterations() * kElements * 8);
 }
-BENCHMARK(exp)->Name("exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(exp<Cpu>)->Name("exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+#ifdef KILN_BENCH_VULKAN
+BENCHMARK(matmul<kiln::Vulkan>)
+    ->Name("vulkan/matmul_f32")
+    ->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(add<kiln::Vulkan>)->Name("vulkan/add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gelu<kiln::Vulkan>)->Name("vulkan/gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(exp<kiln::Vulkan>)->Name("vulkan/exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
 
 void sum_all(benchmark::State& state) {
   const auto a = T<1>::random({kElements}, kiln::Distribution::normal(0, 1));
