@@ -1,0 +1,9 @@
+// kiln::nn: modules generic over the backend (a module written once runs for inference on
+// B and trains on Autodiff<B>). See docs/modules.md.
+#pragma once
+
+#include "kiln/nn/init.hpp"
+#include "kiln/nn/linear.hpp"
+#include "kiln/nn/module.hpp"
+#include "kiln/nn/param.hpp"
+#include "kiln/nn/valid.hpp"
