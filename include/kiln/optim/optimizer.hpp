@@ -1,0 +1,105 @@
+// Optimizer<B, Rule>: updates the trainable parameters of a module on Autodiff<B> from
+// their gradients, keeping per-parameter state (momentum, moments, step counts) by
+// parameter id. The update of one parameter is its Rule's (optim/rules.hpp: SGD, Adam,
+// AdamW, RMSProp, AdaGrad, Lion), computed on the inner backend over the parameter
+// flattened to 1-d. The state can be saved and restored (state_dict / load_state_dict,
+// keyed by parameter path: "layers.0.weight.exp_avg").
+//
+//   optim::Adam<Cpu> adam({.weight_decay = 0.01});
+//   auto grads = loss.backward();
+//   adam.step(1e-3, model, grads);
+#pragma once
+
+#include "kiln/optim/gradients.hpp"
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kiln::optim {
+
+// The state every rule keeps besides its tensors: the number of updates so far.
+struct StepCount {
+  std::int64_t step = 0;
+};
+
+template <Backend B, class Rule> class Optimizer {
+ public:
+  using Options = typename Rule::Options;
+  using State = typename Rule::template State<B>;
+
+  Optimizer() = default;
+  explicit Optimizer(const Options& options) : rule_{options} {}
+  const Options& options() const { return rule_.options; }
+
+  // One update, with learning rate lr, of every trainable parameter of `module` that has a
+  // gradient in `grads`; the others are left as they are.
+  template <nn::Module M> void step(double lr, M& module, const GradientsParams<B>& grads) {
+    nn::for_each_param(module, [&](const std::string& path, auto& p) {
+      if (!p.trainable()) return;
+      const auto g = grads.get(p.id());
+      if (!g) return;
+      using T = std::remove_cvref_t<decltype(p.val())>;
+      static_assert(std::is_same_v<typename T::InnerBackend, B>,
+                    "Optimizer<B>: the module's parameters must be tensors of Autodiff<B>");
+      const Shape shape = p->shape();
+      KILN_CHECK(B::shape(*g) == shape, "{}: the gradient of {} has shape {}, the parameter {}", Rule::name, path,
+                 B::shape(*g), shape);
+      const Shape flat{shape.numel()};
+      const Tensor<B, 1> param(B::reshape(p->inner().primitive(), flat));
+      const Tensor<B, 1> grad(B::reshape(*g, flat));
+      State& state = state_[p.id()];
+      ++state.step;
+      const Tensor<B, 1> updated = rule_.update(lr, param, grad, state);
+      p.replace(T::from_inner(typename T::InnerTensor(B::reshape(updated.primitive(), shape))));
+    });
+  }
+  // The same from a backward pass's gradients (they are taken out of `grads`).
+  template <nn::Module M> void step(double lr, M& module, Gradients<typename B::Primitive>& grads) {
+    step(lr, module, GradientsParams<B>::from(module, grads));
+  }
+
+  // The state of `module`'s parameters: "<path>.<name>" for each state tensor (shaped like
+  // the parameter) and "<path>.step" (i64 [1]).
+  template <nn::Module M> std::vector<std::pair<std::string, TensorData>> state_dict(const M& module) const {
+    std::vector<std::pair<std::string, TensorData>> out;
+    nn::for_each_param(module, [&](const std::string& path, const auto& p) {
+      const auto it = state_.find(p.id());
+      if (it == state_.end()) return;
+      State& s = const_cast<State&>(it->second);
+      Rule::each(s, [&](std::string_view name, std::optional<Tensor<B, 1>>& t) {
+        if (t) out.emplace_back(path + "." + std::string(name), t->into_data().reshaped(p->shape()));
+      });
+      out.emplace_back(path + ".step", TensorData::from(std::vector<std::int64_t>{s.step}, Shape{1}));
+    });
+    return out;
+  }
+  // Restores what state_dict saved, for `module`'s parameters (matched by path). A state
+  // tensor whose shape differs from its parameter's is an error naming both.
+  template <nn::Module M> void load_state_dict(const M& module, const std::map<std::string, TensorData>& saved) {
+    nn::for_each_param(module, [&](const std::string& path, const auto& p) {
+      const auto step = saved.find(path + ".step");
+      if (step == saved.end()) return;
+      State s;
+      s.step = step->second.template to_vec<std::int64_t>().at(0);
+      Rule::each(s, [&](std::string_view name, std::optional<Tensor<B, 1>>& t) {
+        const auto it = saved.find(path + "." + std::string(name));
+        if (it == saved.end()) return;
+        KILN_CHECK(it->second.shape() == p->shape(), "{}: saved state {}.{} has shape {}, the parameter {}",
+                   Rule::name, path, name, it->second.shape(), p->shape());
+        t = Tensor<B, 1>::from_data(it->second.reshaped(Shape{p->numel()}).convert(p->dtype()), p->device());
+      });
+      state_[p.id()] = std::move(s);
+    });
+  }
+
+ private:
+  Rule rule_;
+  std::unordered_map<nn::ParamId, State> state_;
+};
+
+}  // namespace kiln::optim

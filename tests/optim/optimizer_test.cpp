@@ -1,0 +1,152 @@
+// optim: every optimizer trains a Linear(5, 3) in f64 for 20 steps exactly as torch.optim
+// does (tests/golden/gen_optimizers.py), on every backend; state save / restore; gradient
+// accumulation and clipping; frozen parameters.
+#include "backends.hpp"
+#include "golden.hpp"
+
+#include <kiln/nn.hpp>
+#include <kiln/optim/rules.hpp>
+
+#include <cmath>
+#include <map>
+
+namespace {
+
+using namespace kiln;
+using kiln::test::golden;
+
+template <class B> class Optimizers : public kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(Optimizers, kiln::test::HardwareBackends, kiln::test::BackendNames);
+
+constexpr int kSteps = 20;
+constexpr int kRecorded[] = {0, 1, 2, 4, 9, 19};
+
+// The golden case's starting weights, as f64 parameters of a Linear(5, 3) on Autodiff<B>.
+template <class B> nn::Linear<Autodiff<B>> start(const test::GoldenCase& c) {
+  nn::Linear<Autodiff<B>> model(5, 3);
+  model.weight.replace(c.tensor<Autodiff<B>, 2>("weight", DType::f64));
+  model.bias->replace(c.tensor<Autodiff<B>, 1>("bias", DType::f64));
+  return model;
+}
+
+template <class B> Tensor<Autodiff<B>, 1> loss_of(const nn::Linear<Autodiff<B>>& model, const test::GoldenCase& c) {
+  const auto x = c.tensor<Autodiff<B>, 2>("x", DType::f64), y = c.tensor<Autodiff<B>, 2>("y", DType::f64);
+  return (model.forward(x) - y).square().mean();
+}
+
+// Runs `optimizer` for 20 steps against the golden case `name`, 1e-10 relative.
+template <class B, class O> void follows_torch(const std::string& name, O optimizer, double lr) {
+  SCOPED_TRACE(name);
+  const auto& c = golden("optimizers", name);
+  auto model = start<B>(c);
+  int next = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    auto grads = loss_of<B>(model, c).backward();
+    optimizer.step(lr, model, grads);
+    if (step != kRecorded[next]) continue;
+    ++next;
+    EXPECT_CLOSE(*model.weight, c["weight" + std::to_string(step)], 1e-10, 1e-12) << "after step " << step + 1;
+    EXPECT_CLOSE(*model.bias.value(), c["bias" + std::to_string(step)], 1e-10, 1e-12) << "after step " << step + 1;
+  }
+}
+
+TYPED_TEST(Optimizers, EveryOptimizerFollowsTorchOverTwentySteps) {
+  using B = TypeParam;
+  follows_torch<B>("sgd", optim::Sgd<B>(), 0.1);
+  follows_torch<B>("sgd_momentum", optim::Sgd<B>({.momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}), 0.05);
+  follows_torch<B>("sgd_nesterov", optim::Sgd<B>({.momentum = 0.9, .weight_decay = 0.01, .nesterov = true}), 0.05);
+  follows_torch<B>("adam", optim::Adam<B>({.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.01}), 0.01);
+  follows_torch<B>("adamw", optim::adamw<B>({.weight_decay = 0.1}), 0.01);
+  follows_torch<B>("rmsprop", optim::RmsProp<B>(), 0.01);
+  follows_torch<B>("rmsprop_centered", optim::RmsProp<B>({.alpha = 0.9, .eps = 1e-6, .weight_decay = 0.01,
+                                                          .momentum = 0.5, .centered = true}),
+                   0.01);
+  follows_torch<B>("adagrad",
+                   optim::AdaGrad<B>({.lr_decay = 0.01, .weight_decay = 0.01, .initial_accumulator_value = 0.1}), 0.1);
+  follows_torch<B>("lion", optim::Lion<B>({.beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}), 0.01);
+}
+
+// Saving the state after 10 steps and restoring it into a fresh optimizer gives the same
+// 20-step result as running straight through.
+TYPED_TEST(Optimizers, StateSavedAndRestoredContinuesTheSameRun) {
+  using B = TypeParam;
+  const auto& c = golden("optimizers", "adam");
+  const optim::AdamRule::Options options{.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.01};
+  auto model = start<B>(c);
+  optim::Adam<B> first(options);
+  for (int step = 0; step < 10; ++step) {
+    auto grads = loss_of<B>(model, c).backward();
+    first.step(0.01, model, grads);
+  }
+  const auto saved = first.state_dict(model);
+  std::map<std::string, TensorData> by_name(saved.begin(), saved.end());
+  ASSERT_EQ(by_name.count("weight.exp_avg"), 1u);
+  EXPECT_EQ(by_name.at("weight.exp_avg").shape(), Shape({3, 5}));
+  EXPECT_EQ(by_name.at("bias.step").template to_vec<std::int64_t>(), std::vector<std::int64_t>{10});
+  optim::Adam<B> second(options);
+  second.load_state_dict(model, by_name);
+  for (int step = 10; step < kSteps; ++step) {
+    auto grads = loss_of<B>(model, c).backward();
+    second.step(0.01, model, grads);
+  }
+  EXPECT_CLOSE(*model.weight, c["weight19"], 1e-10, 1e-12);
+  // A state of the wrong shape is refused, naming it.
+  by_name.at("weight.exp_avg") = TensorData::from(std::vector<double>(4, 0.0), Shape{2, 2});
+  EXPECT_KILN_ERROR(second.load_state_dict(model, by_name), "adam: saved state weight.exp_avg has shape [2, 2]");
+}
+
+// Gradients of two half batches, accumulated and halved, step like the whole batch's.
+TYPED_TEST(Optimizers, AccumulatedGradientsEqualTheWholeBatchs) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  const auto& c = golden("optimizers", "sgd");
+  auto whole = start<B>(c), halves = start<B>(c);
+  const auto x = c.tensor<AD, 2>("x", DType::f64), y = c.tensor<AD, 2>("y", DType::f64);
+  optim::Sgd<B> a, b;
+  auto grads = loss_of<B>(whole, c).backward();
+  a.step(0.1, whole, grads);
+  optim::GradientsParams<B> accumulated;
+  for (std::int64_t half : {0, 1}) {
+    const auto xs = x.narrow(0, half * 4, 4), ys = y.narrow(0, half * 4, 4);
+    auto g = (halves.forward(xs) - ys).square().mean().backward();
+    accumulated.accumulate(optim::GradientsParams<B>::from(halves, g));
+  }
+  EXPECT_EQ(accumulated.size(), 2u);
+  accumulated.scale(0.5);
+  b.step(0.1, halves, accumulated);
+  EXPECT_CLOSE(*halves.weight, whole.weight->into_data(), 1e-12, 1e-14);
+  EXPECT_CLOSE(*halves.bias.value(), whole.bias.value()->into_data(), 1e-12, 1e-14);
+}
+
+TYPED_TEST(Optimizers, ClippingFollowsTorch) {
+  using B = TypeParam;
+  optim::GradientsParams<B> grads;
+  grads.set(1, Tensor<B, 1>::from({3.0, -4.0}).primitive());
+  grads.set(2, Tensor<B, 1>::from({12.0}).primitive());
+  // |g| = sqrt(9 + 16 + 144) = 13: scaled by 6.5 / (13 + 1e-6).
+  EXPECT_NEAR(optim::clip_grad_norm(grads, 6.5), 13.0, 1e-6);
+  const double f = 6.5 / (13.0 + 1e-6);
+  EXPECT_CLOSE(Tensor<B, 1>(*grads.get(1)), TensorData::from(std::vector<float>{3.0f * static_cast<float>(f), -4.0f * static_cast<float>(f)}, Shape{2}), 1e-6, 0);
+  EXPECT_NEAR(optim::clip_grad_norm(grads, 100.0), 6.5, 1e-5);  // below the limit: unchanged
+  EXPECT_NEAR(optim::clip_grad_norm(grads, 1.0, INFINITY), 6.0, 1e-5);  // max |g| = 12 f = 6
+  optim::clip_grad_value(grads, 0.25);
+  EXPECT_CLOSE(Tensor<B, 1>(*grads.get(2)), TensorData::from(std::vector<float>{0.25f}, Shape{1}), 0, 0);
+  EXPECT_KILN_ERROR(optim::clip_grad_norm(grads, -1.0), "clip_grad_norm: max_norm -1");
+}
+
+TYPED_TEST(Optimizers, FrozenParametersAreLeftAlone) {
+  using B = TypeParam;
+  const auto& c = golden("optimizers", "sgd");
+  auto model = start<B>(c);
+  model.bias->set_trainable(false);
+  const TensorData bias = model.bias.value()->into_data();
+  optim::Sgd<B> sgd;
+  auto grads = loss_of<B>(model, c).backward();
+  sgd.step(0.1, model, grads);
+  EXPECT_CLOSE(*model.bias.value(), bias, 0, 0);
+  EXPECT_CLOSE(*model.weight, c["weight0"], 1e-10, 1e-12);  // the weight's step is plain SGD's
+  EXPECT_KILN_ERROR(optim::Sgd<B>({.nesterov = true}).step(0.1, model, grads = loss_of<B>(model, c).backward()),
+                    "sgd: Nesterov momentum needs a momentum > 0");
+}
+
+}  // namespace
