@@ -2,8 +2,13 @@
 // B and trains on Autodiff<B>). See docs/modules.md.
 #pragma once
 
+#include "kiln/nn/conv.hpp"
 #include "kiln/nn/init.hpp"
+#include "kiln/nn/layers.hpp"
 #include "kiln/nn/linear.hpp"
+#include "kiln/nn/loss.hpp"
 #include "kiln/nn/module.hpp"
+#include "kiln/nn/norm.hpp"
 #include "kiln/nn/param.hpp"
+#include "kiln/nn/pool.hpp"
 #include "kiln/nn/valid.hpp"

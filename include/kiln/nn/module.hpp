@@ -26,13 +26,14 @@
 #include <type_traits>
 #include <vector>
 
-// Names the fields of a module's state, in order (the order of saving and printing).
-#define KILN_MODULE(...)                                                         \
-  template <class KilnWalker> void visit(KilnWalker& kiln_walker) {              \
-    ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__, __VA_ARGS__);    \
-  }                                                                              \
-  template <class KilnWalker> void visit(KilnWalker& kiln_walker) const {        \
-    ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__, __VA_ARGS__);    \
+// Names the fields of a module's state, in order (the order of saving and printing);
+// KILN_MODULE() for a module without state (a pooling layer, an activation).
+#define KILN_MODULE(...)                                                                        \
+  template <class KilnWalker> void visit(KilnWalker& kiln_walker) {                             \
+    ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__);     \
+  }                                                                                             \
+  template <class KilnWalker> void visit(KilnWalker& kiln_walker) const {                       \
+    ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__);     \
   }
 
 namespace kiln::nn {
@@ -110,8 +111,9 @@ namespace detail {
 struct NullWalker : Walker<NullWalker> {};
 
 // Splits KILN_MODULE's stringized field list ("weight, bias") and visits each field.
-template <class W, class... Fields> void visit_fields(W& walker, std::string_view names, Fields&... fields) {
-  auto next_name = [&names]() {
+template <class W, class... Fields>
+void visit_fields([[maybe_unused]] W& walker, std::string_view names, Fields&... fields) {
+  [[maybe_unused]] auto next_name = [&names]() {
     const std::size_t comma = names.find(',');
     std::string_view name = names.substr(0, comma);
     names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);

@@ -1,0 +1,136 @@
+// Small layers with torch.nn's meaning: Dropout, Embedding, PRelu, the activations as
+// modules (for nn::Sequential), and nn::Sequential itself.
+#pragma once
+
+#include "kiln/nn/init.hpp"
+#include "kiln/nn/module.hpp"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace kiln::nn {
+
+// Zeroes each element with probability p in training mode and scales the rest by
+// 1 / (1 - p); the identity in eval mode. Masks come from Kiln's seeded stream.
+template <class B> struct Dropout {
+  double p = 0.5;
+  Mode mode;
+  KILN_MODULE(mode)
+
+  Dropout() = default;
+  explicit Dropout(double p_) : p(p_) {
+    KILN_CHECK(p >= 0 && p <= 1, "nn::Dropout: p must be in [0, 1], got {}", p);
+  }
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    if (!mode.training || p == 0) return x;
+    if (p == 1) return x.zeros_like();
+    const auto keep = Tensor<B, D>::random(x.dims(), Distribution::bernoulli(1 - p), x.device(), x.dtype());
+    return x * keep * (1.0 / (1.0 - p));
+  }
+};
+
+// A lookup table: indices [...] → rows of weight [num, dim], [..., dim]. Initialized N(0, 1)
+// as PyTorch; the row padding_idx starts at zero and gets no gradient.
+template <class B> struct Embedding {
+  Param<Tensor<B, 2>> weight;  // [num_embeddings, embedding_dim]
+  std::optional<std::int64_t> padding_idx;
+  KILN_MODULE(weight)
+
+  Embedding() = default;
+  Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int64_t> padding = std::nullopt,
+            const typename B::Device& device = {})
+      : padding_idx(padding) {
+    KILN_CHECK(num > 0 && dim > 0, "nn::Embedding: sizes must be positive, got {} x {}", num, dim);
+    if (padding_idx && *padding_idx < 0) *padding_idx += num;
+    KILN_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num),
+               "nn::Embedding: padding_idx {} is outside the {} embeddings", padding.value_or(0), num);
+    Tensor<B, 2> w = Init::normal(0, 1).template make<B, 2>({num, dim}, device);
+    if (padding_idx) w = w.slice_assign({ops::Slice(*padding_idx, *padding_idx + 1)}, Tensor<B, 2>::zeros({1, dim}, device));
+    weight = Param(w);
+  }
+
+  template <std::size_t D> Tensor<B, D + 1> forward(const Tensor<B, D, Int>& indices) const {
+    const Tensor<B, 1, Int> flat = indices.template reshape<1>({-1});
+    Tensor<B, 2> rows = weight->index_select(0, flat);
+    if constexpr (AutodiffBackend<B>) {
+      if (padding_idx) {
+        // The padding rows' values, cut from the graph: no gradient reaches that row.
+        const Tensor<B, 2> keep = flat.ne(static_cast<double>(*padding_idx)).to_float(rows.dtype()).unsqueeze_dim(1);
+        rows = rows * keep + weight->detach().index_select(0, flat) * (1.0 - keep);
+      }
+    }
+    std::array<std::int64_t, D + 1> dims;
+    for (std::size_t i = 0; i < D; ++i) dims[i] = indices.dim(static_cast<std::int64_t>(i));
+    dims[D] = weight->dim(1);
+    return rows.template reshape<D + 1>(dims);
+  }
+};
+
+// max(0, x) + a min(0, x), with one slope a for all channels or one per channel (dim 1).
+template <class B> struct PRelu {
+  Param<Tensor<B, 1>> weight;  // [num_parameters]
+  KILN_MODULE(weight)
+
+  explicit PRelu(std::int64_t num_parameters = 1, double init = 0.25, const typename B::Device& device = {})
+      : weight(Tensor<B, 1>::full({num_parameters}, init, device)) {}
+
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    const std::int64_t n = weight->dim(0);
+    std::array<std::int64_t, D> dims;
+    dims.fill(1);
+    if (n != 1) {
+      KILN_CHECK(D >= 2 && x.dim(1) == n, "nn::PRelu: {} slopes for an input of shape {} (channels are dim 1)", n,
+                 x.shape());
+      dims[1] = n;
+    }
+    return x.relu() + weight->reshape(dims) * x.minimum(0.0);
+  }
+};
+
+// The activations as stateless modules, for nn::Sequential.
+#define KILN_NN_ACTIVATION(Name, expr)                                                         \
+  template <class B> struct Name {                                                             \
+    KILN_MODULE()                                                                              \
+    template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return expr; } \
+  };
+KILN_NN_ACTIVATION(Relu, x.relu())
+KILN_NN_ACTIVATION(Gelu, x.gelu())
+KILN_NN_ACTIVATION(Silu, x.silu())
+KILN_NN_ACTIVATION(Sigmoid, x.sigmoid())
+KILN_NN_ACTIVATION(Tanh, x.tanh())
+#undef KILN_NN_ACTIVATION
+
+// Modules applied in order, each to the previous one's output; their parameters are named
+// by position ("0.weight", "2.bias"), as torch.nn.Sequential's.
+template <class... Modules> struct Sequential {
+  std::tuple<Modules...> modules;
+
+  Sequential() = default;
+  explicit Sequential(Modules... m) : modules(std::move(m)...) {}
+
+  template <class W> void visit(W& walker) { visit_each(walker, modules); }
+  template <class W> void visit(W& walker) const { visit_each(walker, modules); }
+
+  template <std::size_t I> auto& get() { return std::get<I>(modules); }
+  template <std::size_t I> const auto& get() const { return std::get<I>(modules); }
+
+  template <class X> auto forward(const X& x) const { return chain<0>(modules, x); }
+  // For modules whose forward updates state (BatchNorm in training mode).
+  template <class X> auto forward(const X& x) { return chain<0>(modules, x); }
+
+ private:
+  template <class W, class Tuple> static void visit_each(W& walker, Tuple& t) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (walker.field(std::to_string(I), std::get<I>(t)), ...);
+    }(std::index_sequence_for<Modules...>{});
+  }
+  template <std::size_t I, class Tuple, class X> static auto chain(Tuple& t, const X& x) {
+    if constexpr (I == sizeof...(Modules)) return x;
+    else return chain<I + 1>(t, std::get<I>(t).forward(x));
+  }
+};
+
+}  // namespace kiln::nn

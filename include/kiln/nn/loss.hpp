@@ -1,0 +1,196 @@
+// Loss functions with torch.nn.functional's meaning: mse, l1, huber, smooth_l1, cross
+// entropy (class indices or probabilities; class weights, ignore_index, label smoothing),
+// nll, binary cross entropy (on probabilities or logits, with pos_weight), KL divergence and
+// the cosine embedding loss. Reduction::mean and ::sum give a one-element tensor of the
+// input's rank (every dim 1); Reduction::none the per-element (per-sample) losses.
+#pragma once
+
+#include "kiln/tensor/tensor.hpp"
+
+#include <optional>
+
+namespace kiln::nn {
+
+enum class Reduction { none, mean, sum, batchmean /* kl_div only: sum / batch size */ };
+
+namespace detail {
+template <class B, std::size_t D> Tensor<B, D> reduced(const Tensor<B, D>& loss, Reduction r, std::string_view name) {
+  std::array<std::int64_t, D> ones;
+  ones.fill(1);
+  switch (r) {
+    case Reduction::none: return loss;
+    case Reduction::sum: return loss.sum().reshape(ones);
+    case Reduction::mean: return loss.mean().reshape(ones);
+    case Reduction::batchmean: break;
+  }
+  KILN_FAIL("{}: reduction batchmean is kl_div's only", name);
+}
+template <class B, std::size_t D>
+void check_same_shape(std::string_view name, const Tensor<B, D>& input, const Tensor<B, D>& target) {
+  KILN_CHECK(input.shape() == target.shape(), "{}: input {} and target {} must have one shape", name, input.shape(),
+             target.shape());
+}
+}  // namespace detail
+
+template <class B, std::size_t D>
+Tensor<B, D> mse_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, Reduction r = Reduction::mean) {
+  detail::check_same_shape("mse_loss", input, target);
+  return detail::reduced((input - target).square(), r, "mse_loss");
+}
+
+template <class B, std::size_t D>
+Tensor<B, D> l1_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, Reduction r = Reduction::mean) {
+  detail::check_same_shape("l1_loss", input, target);
+  return detail::reduced((input - target).abs(), r, "l1_loss");
+}
+
+// 0.5 d^2 where |d| < delta, else delta (|d| - delta / 2).
+template <class B, std::size_t D>
+Tensor<B, D> huber_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, double delta = 1.0,
+                        Reduction r = Reduction::mean) {
+  detail::check_same_shape("huber_loss", input, target);
+  KILN_CHECK(delta > 0, "huber_loss: delta must be positive, got {}", delta);
+  const Tensor<B, D> a = (input - target).abs();
+  return detail::reduced(where(a.lt(delta), a.square() * 0.5, (a - 0.5 * delta) * delta), r, "huber_loss");
+}
+
+// 0.5 d^2 / beta where |d| < beta, else |d| - beta / 2 (beta = 0: the L1 loss).
+template <class B, std::size_t D>
+Tensor<B, D> smooth_l1_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, double beta = 1.0,
+                            Reduction r = Reduction::mean) {
+  detail::check_same_shape("smooth_l1_loss", input, target);
+  KILN_CHECK(beta >= 0, "smooth_l1_loss: beta must be non-negative, got {}", beta);
+  const Tensor<B, D> a = (input - target).abs();
+  if (beta == 0) return detail::reduced(a, r, "smooth_l1_loss");
+  return detail::reduced(where(a.lt(beta), a.square() * (0.5 / beta), a - 0.5 * beta), r, "smooth_l1_loss");
+}
+
+struct CrossEntropyOptions {
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::mean;
+};
+
+// -weight[y] log_probs[i, y] for class-index targets y [N] over log-probabilities [N, C];
+// targets equal to ignore_index count for nothing (mean: divided by the weights of the rest).
+template <class B>
+Tensor<B, 1> nll_loss(const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& target,
+                      const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+  const std::int64_t n = log_probs.dim(0), c = log_probs.dim(1);
+  KILN_CHECK(target.dim(0) == n, "nll_loss: {} targets for input {}", target.dim(0), log_probs.shape());
+  KILN_CHECK(!weight || weight->dim(0) == c, "nll_loss: {} class weights for {} classes", weight ? weight->dim(0) : 0, c);
+  const Tensor<B, 1> kept = target.ne(static_cast<double>(o.ignore_index)).to_float(log_probs.dtype());
+  // Ignored targets read class 0 (any valid one) and are masked out.
+  const Tensor<B, 1, Int> safe = where(kept.gt(0.0), target, target.zeros_like());
+  KILN_CHECK(n == 0 || (safe.min().item() >= 0 && safe.max().item() < c),
+             "nll_loss: a target is outside [0, {}) and is not ignore_index {}", c, o.ignore_index);
+  Tensor<B, 1> w = kept;
+  if (weight) w = w * weight->index_select(0, safe);
+  const Tensor<B, 1> picked = log_probs.gather(1, safe.unsqueeze_dim(1)).template reshape<1>({n});
+  const Tensor<B, 1> loss = -(picked * w);
+  if (o.reduction == Reduction::mean) return loss.sum() / w.sum();
+  return detail::reduced(loss, o.reduction, "nll_loss");
+}
+
+// Cross entropy of logits [N, C] and class indices [N]: nll_loss of log_softmax, with label
+// smoothing as PyTorch (1 - e) nll + e / C * the weighted sum of -log_probs.
+template <class B>
+Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 1, Int>& target,
+                           const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+  KILN_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}",
+             o.label_smoothing);
+  const Tensor<B, 2> log_probs = logits.log_softmax(1);
+  const Tensor<B, 1> nll = nll_loss(log_probs, target, weight, o);
+  if (o.label_smoothing == 0) return nll;
+  const std::int64_t n = logits.dim(0), c = logits.dim(1);
+  const Tensor<B, 1> kept = target.ne(static_cast<double>(o.ignore_index)).to_float(logits.dtype());
+  Tensor<B, 2> weighted = log_probs;
+  if (weight) weighted = weighted * weight->template unsqueeze<2>();
+  const Tensor<B, 1> smooth = -(weighted.sum_dim(1).template reshape<1>({n}) * kept);
+  Tensor<B, 1> smooth_reduced = smooth;
+  if (o.reduction == Reduction::mean) {
+    if (weight) {
+      const Tensor<B, 1, Int> safe = where(kept.gt(0.0), target, target.zeros_like());
+      smooth_reduced = smooth.sum() / (weight->index_select(0, safe) * kept).sum();
+    } else {
+      smooth_reduced = smooth.sum() / kept.sum();
+    }
+  } else {
+    smooth_reduced = detail::reduced(smooth, o.reduction, "cross_entropy");
+  }
+  return nll * (1 - o.label_smoothing) + smooth_reduced * (o.label_smoothing / static_cast<double>(c));
+}
+
+// Cross entropy of logits [N, C] and class probabilities [N, C] (soft targets).
+template <class B>
+Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 2>& target_probs,
+                           const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+  detail::check_same_shape("cross_entropy", logits, target_probs);
+  const std::int64_t n = logits.dim(0), c = logits.dim(1);
+  Tensor<B, 2> t = target_probs;
+  if (o.label_smoothing > 0) t = t * (1 - o.label_smoothing) + o.label_smoothing / static_cast<double>(c);
+  Tensor<B, 2> terms = logits.log_softmax(1) * t;
+  if (weight) terms = terms * weight->template unsqueeze<2>();
+  const Tensor<B, 1> loss = -terms.sum_dim(1).template reshape<1>({n});
+  return detail::reduced(loss, o.reduction, "cross_entropy");
+}
+
+// -(t log p + (1 - t) log(1 - p)) with the logs clamped at -100, as PyTorch.
+template <class B, std::size_t D>
+Tensor<B, D> binary_cross_entropy(const Tensor<B, D>& p, const Tensor<B, D>& t,
+                                  const std::optional<Tensor<B, D>>& weight = std::nullopt,
+                                  Reduction r = Reduction::mean) {
+  detail::check_same_shape("binary_cross_entropy", p, t);
+  Tensor<B, D> loss = -(t * p.log().clamp_min(-100.0) + (1.0 - t) * (1.0 - p).log().clamp_min(-100.0));
+  if (weight) loss = loss * *weight;
+  return detail::reduced(loss, r, "binary_cross_entropy");
+}
+
+// The same on logits x, computed stably: (1 - t) x + (1 + (pw - 1) t) (log(1 + e^-|x|) + max(-x, 0)),
+// pos_weight pw broadcast over the last dim.
+template <class B, std::size_t D>
+Tensor<B, D> binary_cross_entropy_with_logits(const Tensor<B, D>& x, const Tensor<B, D>& t,
+                                              const std::optional<Tensor<B, D>>& weight = std::nullopt,
+                                              const std::optional<Tensor<B, 1>>& pos_weight = std::nullopt,
+                                              Reduction r = Reduction::mean) {
+  detail::check_same_shape("binary_cross_entropy_with_logits", x, t);
+  const Tensor<B, D> softplus_neg = (-x.abs()).exp().log1p() + (-x).clamp_min(0.0);
+  Tensor<B, D> loss = (1.0 - t) * x;
+  if (pos_weight) loss = loss + (1.0 + (pos_weight->template unsqueeze<D>() - 1.0) * t) * softplus_neg;
+  else loss = loss + softplus_neg;
+  if (weight) loss = loss * *weight;
+  return detail::reduced(loss, r, "binary_cross_entropy_with_logits");
+}
+
+// KL(target || input) with input log-probabilities: target (log target - input), 0 where
+// target is 0; log_target: the target given as log-probabilities. batchmean divides the sum
+// by the batch size (dim 0), the mathematically correct mean.
+template <class B, std::size_t D>
+Tensor<B, D> kl_div(const Tensor<B, D>& input, const Tensor<B, D>& target, Reduction r = Reduction::mean,
+                    bool log_target = false) {
+  detail::check_same_shape("kl_div", input, target);
+  const Tensor<B, D> loss = log_target ? target.exp() * (target - input)
+                                       : where(target.gt(0.0), target * (target.log() - input), target.zeros_like());
+  if (r == Reduction::batchmean) {
+    std::array<std::int64_t, D> ones;
+    ones.fill(1);
+    return (loss.sum() / static_cast<double>(input.dim(0))).reshape(ones);
+  }
+  return detail::reduced(loss, r, "kl_div");
+}
+
+// 1 - cos(x1, x2) where y = 1, max(0, cos - margin) where y = -1; rows of [N, D].
+template <class B>
+Tensor<B, 1> cosine_embedding_loss(const Tensor<B, 2>& x1, const Tensor<B, 2>& x2, const Tensor<B, 1>& y,
+                                   double margin = 0.0, Reduction r = Reduction::mean) {
+  detail::check_same_shape("cosine_embedding_loss", x1, x2);
+  const std::int64_t n = x1.dim(0);
+  KILN_CHECK(y.dim(0) == n, "cosine_embedding_loss: {} labels for inputs {}", y.dim(0), x1.shape());
+  constexpr double eps = 1e-12;
+  auto rows = [n](const Tensor<B, 2>& t) { return t.sum_dim(1).template reshape<1>({n}); };
+  const Tensor<B, 1> cos = rows(x1 * x2) / ((rows(x1 * x1) + eps) * (rows(x2 * x2) + eps)).sqrt();
+  const Tensor<B, 1> loss = where(y.gt(0.0), 1.0 - cos, where(y.lt(0.0), (cos - margin).clamp_min(0.0), cos.zeros_like()));
+  return detail::reduced(loss, r, "cosine_embedding_loss");
+}
+
+}  // namespace kiln::nn

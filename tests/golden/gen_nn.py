@@ -1,0 +1,97 @@
+"""Golden layers from torch.nn (tests/nn/layers_test.cpp): for each layer, its parameters
+and buffers (state_dict names, prefixed "w."), an input x, the output y, and for the loss
+sum(y * r) with a fixed random r: the gradient of x ("dx") and of each parameter ("d.<name>").
+Layers with train/eval behaviour have a case per mode ("_eval"); training cases also
+record the buffers after the step ("after.<name>")."""
+import math
+
+import torch
+import torch.nn as nn
+
+f64 = torch.float64
+
+
+def layer_case(w, name, module, x, train=True):
+    module = module.double()
+    module.train(train)
+    before = {f"w.{k}": v.clone() for k, v in module.state_dict().items()}
+    x = (x.to(f64) if x.is_floating_point() else x).clone().requires_grad_(x.is_floating_point())
+    y = module(x)
+    r = torch.randn(y.shape, dtype=f64)
+    (y * r).sum().backward()
+    tensors = dict(before)
+    tensors.update(x=x.detach(), y=y.detach(), r=r)
+    if x.requires_grad:
+        tensors["dx"] = x.grad
+    for k, p in module.named_parameters():
+        tensors[f"d.{k}"] = p.grad if p.grad is not None else torch.zeros_like(p)
+    if train:
+        for k, b in module.named_buffers():
+            tensors[f"after.{k}"] = b.clone()
+    w.case(name, **tensors)
+
+
+def cases(w):
+    randn = lambda *s: torch.randn(*s, dtype=f64)
+    # The configurations are repeated in tests/nn/layers_test.cpp.
+    layer_case(w, "linear", nn.Linear(5, 3), randn(4, 5))
+    layer_case(w, "conv1d", nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=1, groups=2), randn(2, 4, 9))
+    layer_case(w, "conv2d", nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)), randn(2, 3, 7, 6))
+    layer_case(w, "conv2d_groups", nn.Conv2d(4, 6, 3, padding=1, groups=2, bias=False), randn(1, 4, 5, 5))
+    layer_case(w, "conv_transpose1d", nn.ConvTranspose1d(4, 3, 3, stride=2, padding=1, output_padding=1), randn(2, 4, 5))
+    layer_case(w, "conv_transpose2d", nn.ConvTranspose2d(2, 4, (3, 2), stride=2, padding=(1, 0), groups=2), randn(2, 2, 4, 3))
+    layer_case(w, "max_pool1d", nn.MaxPool1d(3, stride=2, padding=1), randn(2, 3, 9))
+    layer_case(w, "max_pool2d", nn.MaxPool2d(2), randn(2, 3, 6, 5))
+    layer_case(w, "avg_pool1d", nn.AvgPool1d(3, stride=2, padding=1), randn(2, 3, 9))
+    layer_case(w, "avg_pool2d", nn.AvgPool2d((3, 2), stride=(2, 1), padding=(1, 0), count_include_pad=False), randn(2, 3, 7, 5))
+    layer_case(w, "adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), randn(2, 3, 10))
+    layer_case(w, "adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((3, 2)), randn(2, 3, 7, 5))
+    for train in (True, False):
+        suffix = "" if train else "_eval"
+        bn1 = nn.BatchNorm1d(4, momentum=0.2)
+        bn2 = nn.BatchNorm2d(3)
+        with torch.no_grad():
+            for bn in (bn1, bn2):
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.5, 0.5)
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 1.5)
+        layer_case(w, "batch_norm1d" + suffix, bn1, randn(6, 4) * 2 + 1, train)
+        layer_case(w, "batch_norm1d_3d" + suffix, nn.BatchNorm1d(4), randn(3, 4, 5), train)
+        layer_case(w, "batch_norm2d" + suffix, bn2, randn(2, 3, 4, 5), train)
+    ln = nn.LayerNorm((4, 5), eps=1e-4)
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-0.5, 0.5)
+    layer_case(w, "layer_norm", ln, randn(2, 3, 4, 5))
+    layer_case(w, "layer_norm_no_affine", nn.LayerNorm(6, elementwise_affine=False), randn(3, 6))
+    gn = nn.GroupNorm(2, 6)
+    with torch.no_grad():
+        gn.weight.uniform_(0.5, 1.5)
+        gn.bias.uniform_(-0.5, 0.5)
+    layer_case(w, "group_norm", gn, randn(2, 6, 3, 4))
+    layer_case(w, "instance_norm1d", nn.InstanceNorm1d(3, affine=True), randn(2, 3, 7))
+    layer_case(w, "instance_norm2d", nn.InstanceNorm2d(3), randn(2, 3, 4, 5))
+    emb = nn.Embedding(10, 4, padding_idx=2)
+    layer_case(w, "embedding", emb, torch.tensor([[1, 2, 3], [9, 2, 1]]))
+    prelu = nn.PReLU(3, init=0.1)
+    layer_case(w, "prelu", prelu, randn(2, 3, 4))
+    layer_case(w, "prelu_shared", nn.PReLU(), randn(5, 2))
+    rms_case(w)
+
+
+class RmsNorm(nn.Module):
+    """RMS norm (not in torch 1.13): x / sqrt(mean(x^2 over the last dims) + eps) * weight."""
+
+    def __init__(self, shape, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(shape) + 0.5)
+        self.shape, self.eps = shape, eps
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.shape), 0))
+        return x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + self.eps) * self.weight
+
+
+def rms_case(w):
+    layer_case(w, "rms_norm", RmsNorm((4,), 1e-6), torch.randn(3, 2, 4, dtype=f64))

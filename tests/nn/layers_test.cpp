@@ -1,0 +1,208 @@
+// nn layers against torch.nn (tests/golden/gen_nn.py): each layer gets PyTorch's weights,
+// and its output, the input gradient and every parameter gradient of sum(y * r) must match
+// in f64; layers with running statistics also match PyTorch's buffers after the step. On
+// every backend (Autodiff over Cpu and Vulkan).
+#include "backends.hpp"
+#include "golden.hpp"
+
+#include <kiln/nn.hpp>
+
+#include <cmath>
+
+namespace {
+
+using namespace kiln;
+using kiln::test::golden;
+using kiln::test::GoldenCase;
+
+template <class B> class NnLayers : public kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(NnLayers, kiln::test::HardwareBackends, kiln::test::BackendNames);
+
+constexpr double kTol = 1e-10;
+
+// The case's "w.<path>" tensors into the module's parameters and buffers, as f64.
+template <class M> void load_weights(M& module, const GoldenCase& c) {
+  auto take = [&c](const std::string& path, auto& slot, bool param) {
+    using T = std::remove_cvref_t<decltype(slot.val())>;
+    const TensorData& data = c["w." + path];
+    const Shape shape = data.shape().rank() == 0 ? Shape{1} : data.shape();
+    const DType dtype = is_float(data.dtype()) ? DType::f64 : data.dtype();
+    ASSERT_EQ(shape, slot->shape()) << path;
+    slot.replace(T::from_data(data.reshaped(shape).convert(dtype)));
+    (void)param;
+  };
+  nn::for_each_param(module, [&](const std::string& path, auto& p) { take(path, p, true); });
+  nn::for_each_buffer(module, [&](const std::string& path, auto& b) { take(path, b, false); });
+}
+
+// Runs the module on the case's x and checks y, dx, every d.<param> and after.<buffer>.
+template <class B, std::size_t D, class M, class Forward>
+void check_layer(M& module, const std::string& name, Forward&& forward, bool float_input = true) {
+  SCOPED_TRACE(name);
+  const GoldenCase& c = golden("nn", name);
+  load_weights(module, c);
+  using AD = Autodiff<B>;
+  auto y = [&] {
+    if constexpr (D == 0) return forward(module, c);
+    else {
+      (void)float_input;
+      return forward(module, c.tensor<AD, D>("x", DType::f64).require_grad());
+    }
+  }();
+  EXPECT_CLOSE(y, c["y"], kTol, kTol);
+  using Y = decltype(y);
+  const Y r = Y::from_data(c["r"]);
+  auto grads = (y * r).sum().backward();
+  nn::for_each_param(module, [&](const std::string& path, const auto& p) {
+    const auto g = p->grad(grads);
+    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
+    EXPECT_CLOSE(*g, c["d." + path].reshaped(p->shape()), kTol, kTol) << path;
+  });
+  nn::for_each_buffer(module, [&](const std::string& path, const auto& b) {
+    const auto it = c.tensors.find("after." + path);
+    if (it == c.tensors.end()) return;
+    const TensorData& want = it->second.shape().rank() == 0 ? it->second.reshaped(Shape{1}) : it->second;
+    EXPECT_CLOSE(*b, want, kTol, kTol) << path;
+  });
+}
+
+// Forward plus the input gradient, for inputs that require grad.
+template <std::size_t D> auto with_dx(const GoldenCase& c, auto&& module_forward) {
+  return module_forward;
+}
+
+TYPED_TEST(NnLayers, ConvolutionsMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto fwd = [](const auto& m, const auto& x) { return m.forward(x); };
+  nn::Linear<AD> linear(5, 3);
+  check_layer<B, 2>(linear, "linear", fwd);
+  nn::Conv1d<AD> conv1d(4, 6, 3, {.stride = 2, .padding = 1, .groups = 2});
+  check_layer<B, 3>(conv1d, "conv1d", fwd);
+  nn::Conv2d<AD> conv2d(3, 4, {3, 2}, {.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}});
+  check_layer<B, 4>(conv2d, "conv2d", fwd);
+  nn::Conv2d<AD> grouped(4, 6, {3, 3}, {.padding = {1, 1}, .groups = 2, .bias = false});
+  check_layer<B, 4>(grouped, "conv2d_groups", fwd);
+  nn::ConvTranspose1d<AD> t1(4, 3, 3, {.stride = 2, .padding = 1, .output_padding = 1});
+  check_layer<B, 3>(t1, "conv_transpose1d", fwd);
+  nn::ConvTranspose2d<AD> t2(2, 4, {3, 2}, {.stride = {2, 2}, .padding = {1, 0}, .groups = 2});
+  check_layer<B, 4>(t2, "conv_transpose2d", fwd);
+}
+
+// The input gradient of the stateless layers (they have no parameters to check).
+template <class B, std::size_t D, class M> void check_input_gradient(const M& module, const std::string& name) {
+  SCOPED_TRACE(name);
+  using AD = Autodiff<B>;
+  const GoldenCase& c = golden("nn", name);
+  const auto x = c.tensor<AD, D>("x", DType::f64).require_grad();
+  const auto y = module.forward(x);
+  EXPECT_CLOSE(y, c["y"], kTol, kTol);
+  const auto grads = (y * decltype(y)::from_data(c["r"])).sum().backward();
+  EXPECT_CLOSE(*x.grad(grads), c["dx"], kTol, kTol);
+}
+
+TYPED_TEST(NnLayers, PoolingMatchesTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  check_input_gradient<B, 3>(nn::MaxPool1d<AD>(3, {.stride = 2, .padding = 1}), "max_pool1d");
+  check_input_gradient<B, 4>(nn::MaxPool2d<AD>({2, 2}), "max_pool2d");
+  check_input_gradient<B, 3>(nn::AvgPool1d<AD>(3, {.stride = 2, .padding = 1}), "avg_pool1d");
+  check_input_gradient<B, 4>(
+      nn::AvgPool2d<AD>({3, 2}, {.stride = std::array<std::int64_t, 2>{2, 1}, .padding = {1, 0}, .count_include_pad = false}),
+      "avg_pool2d");
+  check_input_gradient<B, 3>(nn::AdaptiveAvgPool1d<AD>(4), "adaptive_avg_pool1d");
+  check_input_gradient<B, 4>(nn::AdaptiveAvgPool2d<AD>({3, 2}), "adaptive_avg_pool2d");
+}
+
+TYPED_TEST(NnLayers, NormalizationsMatchTorchInTrainAndEvalMode) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto fwd = [](auto& m, const auto& x) { return m.forward(x); };
+  for (const bool train : {true, false}) {
+    const std::string suffix = train ? "" : "_eval";
+    nn::BatchNorm1d<AD> bn1(4, {.momentum = 0.2});
+    nn::BatchNorm1d<AD> bn1_3d(4);
+    nn::BatchNorm2d<AD> bn2(3);
+    for (auto* bn : {&bn1, &bn1_3d, &bn2}) nn::train(*bn, train);
+    check_layer<B, 2>(bn1, "batch_norm1d" + suffix, fwd);
+    check_layer<B, 3>(bn1_3d, "batch_norm1d_3d" + suffix, fwd);
+    check_layer<B, 4>(bn2, "batch_norm2d" + suffix, fwd);
+  }
+  nn::LayerNorm<AD, 2> ln({4, 5}, 1e-4);
+  check_layer<B, 4>(ln, "layer_norm", fwd);
+  nn::LayerNorm<AD> plain({6}, 1e-5, false);
+  check_layer<B, 2>(plain, "layer_norm_no_affine", fwd);
+  nn::GroupNorm<AD> gn(2, 6);
+  check_layer<B, 4>(gn, "group_norm", fwd);
+  nn::InstanceNorm1d<AD> in1(3, 1e-5, true);
+  check_layer<B, 3>(in1, "instance_norm1d", fwd);
+  nn::InstanceNorm2d<AD> in2(3);
+  check_layer<B, 4>(in2, "instance_norm2d", fwd);
+  nn::RmsNorm<AD> rms({4});
+  check_layer<B, 3>(rms, "rms_norm", fwd);
+}
+
+TYPED_TEST(NnLayers, EmbeddingAndPReluMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  nn::Embedding<AD> emb(10, 4, 2);
+  check_layer<B, 0>(emb, "embedding", [](const auto& m, const GoldenCase& c) {
+    return m.forward(c.tensor<AD, 2, Int>("x"));
+  });
+  auto fwd = [](const auto& m, const auto& x) { return m.forward(x); };
+  nn::PRelu<AD> prelu(3, 0.1);
+  check_layer<B, 3>(prelu, "prelu", fwd);
+  nn::PRelu<AD> shared;
+  check_layer<B, 2>(shared, "prelu_shared", fwd);
+}
+
+TYPED_TEST(NnLayers, EmbeddingStartsWithAZeroPaddingRowAndChecksIndices) {
+  using B = TypeParam;
+  manual_seed(3);
+  const nn::Embedding<B> emb(5, 3, -1);
+  EXPECT_EQ(emb.padding_idx, 4);
+  EXPECT_EQ(emb.weight->slice({ops::Slice(4, 5)}).abs().sum().item(), 0.0);
+  EXPECT_GT(emb.weight->slice({ops::Slice(0, 4)}).abs().sum().item(), 0.0);
+  EXPECT_THROW((void)emb.forward(Tensor<B, 1, Int>::from({0, 5})), Error);
+}
+
+TYPED_TEST(NnLayers, DropoutZeroesAboutPAndScalesTheRestInTrainingOnly) {
+  using B = TypeParam;
+  manual_seed(21);
+  nn::Dropout<B> dropout(0.25);
+  const auto x = Tensor<B, 1>::ones({20000});
+  const auto y = dropout.forward(x).template to_vec<double>();
+  std::size_t zeros = 0;
+  for (double v : y) {
+    if (v == 0) ++zeros;
+    else EXPECT_NEAR(v, 1.0 / 0.75, 1e-6);
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / 20000.0, 0.25, 0.015);
+  nn::eval(dropout);
+  EXPECT_CLOSE(dropout.forward(x), x.into_data(), 0, 0);
+  EXPECT_KILN_ERROR(nn::Dropout<B>(1.5), "nn::Dropout: p must be in [0, 1], got 1.5");
+}
+
+TYPED_TEST(NnLayers, SequentialChainsModulesAndNamesThemByPosition) {
+  using B = TypeParam;
+  manual_seed(4);
+  nn::Sequential<nn::Linear<B>, nn::Relu<B>, nn::Linear<B>> mlp(nn::Linear<B>(3, 8), nn::Relu<B>{}, nn::Linear<B>(8, 2));
+  std::vector<std::string> paths;
+  nn::for_each_param(mlp, [&](const std::string& path, const auto&) { paths.push_back(path); });
+  EXPECT_EQ(paths, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  const auto x = Tensor<B, 2>::random({4, 3}, Distribution::normal(0, 1));
+  const auto want = mlp.template get<2>().forward(mlp.template get<0>().forward(x).relu());
+  EXPECT_CLOSE(mlp.forward(x), want.into_data(), 0, 0);
+}
+
+TYPED_TEST(NnLayers, BadShapesNameTheLayer) {
+  using B = TypeParam;
+  EXPECT_KILN_ERROR(nn::Conv2d<B>(3, 4, {3, 3}, {.groups = 2}), "nn::Conv2d: 3 in and 4 out channels");
+  EXPECT_KILN_ERROR(nn::GroupNorm<B>(4, 6), "nn::GroupNorm: 6 channels do not split into 4 groups");
+  const nn::LayerNorm<B> ln({4});
+  EXPECT_KILN_ERROR(ln.forward(Tensor<B, 2>::zeros({2, 5})), "nn::LayerNorm: input [2, 5] does not end with");
+  nn::BatchNorm2d<B> bn(3);
+  EXPECT_KILN_ERROR(bn.forward(Tensor<B, 4>::zeros({2, 4, 2, 2})), "nn::BatchNorm: input [2, 4, 2, 2] has 4 channels");
+}
+
+}  // namespace
