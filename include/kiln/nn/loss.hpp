@@ -8,10 +8,14 @@
 #include "kiln/tensor/tensor.hpp"
 
 #include <optional>
+#include <type_traits>
 
 namespace kiln::nn {
 
 enum class Reduction { none, mean, sum, batchmean /* kl_div only: sum / batch size */ };
+
+// Optional weights take the backend of the input (so std::nullopt works).
+template <class T> using NoDeduce = std::type_identity_t<T>;
 
 namespace detail {
 template <class B, std::size_t D> Tensor<B, D> reduced(const Tensor<B, D>& loss, Reduction r, std::string_view name) {
@@ -75,7 +79,7 @@ struct CrossEntropyOptions {
 // targets equal to ignore_index count for nothing (mean: divided by the weights of the rest).
 template <class B>
 Tensor<B, 1> nll_loss(const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& target,
-                      const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+                      const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
   const std::int64_t n = log_probs.dim(0), c = log_probs.dim(1);
   KILN_CHECK(target.dim(0) == n, "nll_loss: {} targets for input {}", target.dim(0), log_probs.shape());
   KILN_CHECK(!weight || weight->dim(0) == c, "nll_loss: {} class weights for {} classes", weight ? weight->dim(0) : 0, c);
@@ -96,7 +100,7 @@ Tensor<B, 1> nll_loss(const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& ta
 // smoothing as PyTorch (1 - e) nll + e / C * the weighted sum of -log_probs.
 template <class B>
 Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 1, Int>& target,
-                           const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+                           const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
   KILN_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}",
              o.label_smoothing);
   const Tensor<B, 2> log_probs = logits.log_softmax(1);
@@ -124,7 +128,7 @@ Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 1, Int>& 
 // Cross entropy of logits [N, C] and class probabilities [N, C] (soft targets).
 template <class B>
 Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 2>& target_probs,
-                           const std::optional<Tensor<B, 1>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+                           const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
   detail::check_same_shape("cross_entropy", logits, target_probs);
   const std::int64_t n = logits.dim(0), c = logits.dim(1);
   Tensor<B, 2> t = target_probs;
@@ -138,7 +142,7 @@ Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 2>& targe
 // -(t log p + (1 - t) log(1 - p)) with the logs clamped at -100, as PyTorch.
 template <class B, std::size_t D>
 Tensor<B, D> binary_cross_entropy(const Tensor<B, D>& p, const Tensor<B, D>& t,
-                                  const std::optional<Tensor<B, D>>& weight = std::nullopt,
+                                  const NoDeduce<std::optional<Tensor<B, D>>>& weight = std::nullopt,
                                   Reduction r = Reduction::mean) {
   detail::check_same_shape("binary_cross_entropy", p, t);
   Tensor<B, D> loss = -(t * p.log().clamp_min(-100.0) + (1.0 - t) * (1.0 - p).log().clamp_min(-100.0));
@@ -150,8 +154,8 @@ Tensor<B, D> binary_cross_entropy(const Tensor<B, D>& p, const Tensor<B, D>& t,
 // pos_weight pw broadcast over the last dim.
 template <class B, std::size_t D>
 Tensor<B, D> binary_cross_entropy_with_logits(const Tensor<B, D>& x, const Tensor<B, D>& t,
-                                              const std::optional<Tensor<B, D>>& weight = std::nullopt,
-                                              const std::optional<Tensor<B, 1>>& pos_weight = std::nullopt,
+                                              const NoDeduce<std::optional<Tensor<B, D>>>& weight = std::nullopt,
+                                              const NoDeduce<std::optional<Tensor<B, 1>>>& pos_weight = std::nullopt,
                                               Reduction r = Reduction::mean) {
   detail::check_same_shape("binary_cross_entropy_with_logits", x, t);
   const Tensor<B, D> softplus_neg = (-x.abs()).exp().log1p() + (-x).clamp_min(0.0);

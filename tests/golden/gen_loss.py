@@ -1,0 +1,65 @@
+"""Golden losses from torch.nn.functional (tests/nn/loss_test.cpp): inputs, targets, the
+loss with each reduction ("none", "mean", "sum") and the input gradient of the mean loss
+("dx"; of sum(loss * r) for reduction none)."""
+import torch
+import torch.nn.functional as F
+
+f64 = torch.float64
+
+
+def loss_case(w, name, fn, x, *rest, reductions=("none", "mean", "sum"), **extra):
+    tensors = {"x": x}
+    for i, t in enumerate(rest):
+        tensors[f"t{i}"] = t
+    tensors.update(extra)
+    for reduction in reductions:
+        xi = x.clone().requires_grad_(True)
+        out = fn(xi, *rest, reduction=reduction)
+        tensors[f"loss_{reduction}"] = out.detach()
+        (out.sum() if reduction != "none" else (out * torch.linspace(0.5, 1.5, out.numel(), dtype=f64).reshape(out.shape)).sum()).backward()
+        tensors[f"dx_{reduction}"] = xi.grad
+    w.case(name, **tensors)
+
+
+def cases(w):
+    randn = lambda *s: torch.randn(*s, dtype=f64)
+    x, y = randn(3, 4), randn(3, 4)
+    loss_case(w, "mse", F.mse_loss, x, y)
+    loss_case(w, "l1", F.l1_loss, x, y)
+    loss_case(w, "huber", lambda a, b, reduction: F.huber_loss(a, b, reduction=reduction, delta=0.7), x * 2, y)
+    loss_case(w, "smooth_l1", lambda a, b, reduction: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.5), x * 2, y)
+    logits = randn(5, 4)
+    target = torch.tensor([1, 0, 3, 3, 2])
+    target_ignored = torch.tensor([1, -100, 3, 3, 2])
+    weight = torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=f64)
+    loss_case(w, "cross_entropy", F.cross_entropy, logits, target)
+    loss_case(w, "cross_entropy_weighted", lambda a, t, reduction: F.cross_entropy(a, t, weight=weight, ignore_index=-100,
+                                                                                    reduction=reduction),
+              logits, target_ignored, weight=weight)
+    loss_case(w, "cross_entropy_smoothed", lambda a, t, reduction: F.cross_entropy(a, t, weight=weight, label_smoothing=0.2,
+                                                                                    reduction=reduction),
+              logits, target_ignored, weight=weight)
+    loss_case(w, "cross_entropy_smoothed_unweighted",
+              lambda a, t, reduction: F.cross_entropy(a, t, label_smoothing=0.1, reduction=reduction), logits, target_ignored)
+    probs = torch.softmax(randn(5, 4), 1)
+    loss_case(w, "cross_entropy_probs", lambda a, t, reduction: F.cross_entropy(a, t, label_smoothing=0.1, reduction=reduction),
+              logits, probs)
+    loss_case(w, "nll", lambda a, t, reduction: F.nll_loss(a, t, weight=weight, reduction=reduction),
+              torch.log_softmax(logits, 1), target_ignored, weight=weight)
+    p = torch.sigmoid(randn(3, 4))
+    t = torch.rand(3, 4, dtype=f64)
+    loss_case(w, "bce", F.binary_cross_entropy, p, t)
+    pos_weight = torch.tensor([0.5, 1.0, 2.0, 3.0], dtype=f64)
+    loss_case(w, "bce_with_logits", lambda a, b, reduction: F.binary_cross_entropy_with_logits(a, b, pos_weight=pos_weight,
+                                                                                              reduction=reduction),
+              randn(3, 4) * 3, t, pos_weight=pos_weight)
+    logq = torch.log_softmax(randn(3, 4), 1)
+    target_p = torch.softmax(randn(3, 4), 1)
+    target_p[0, 1] = 0.0
+    loss_case(w, "kl_div", F.kl_div, logq, target_p, reductions=("none", "mean", "sum", "batchmean"))
+    loss_case(w, "kl_div_log_target", lambda a, b, reduction: F.kl_div(a, b, reduction=reduction, log_target=True),
+              logq, torch.log_softmax(randn(3, 4), 1))
+    x1, x2 = randn(4, 3), randn(4, 3)
+    labels = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=f64)
+    loss_case(w, "cosine_embedding", lambda a, b, y, reduction: F.cosine_embedding_loss(a, b, y, margin=0.1, reduction=reduction),
+              x1, x2, labels)

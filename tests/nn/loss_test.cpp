@@ -1,0 +1,121 @@
+// nn losses against torch.nn.functional (tests/golden/gen_loss.py): every reduction's value
+// and input gradient in f64, on every backend; bad inputs name the loss.
+#include "backends.hpp"
+#include "golden.hpp"
+
+#include <kiln/nn.hpp>
+
+namespace {
+
+using namespace kiln;
+using kiln::test::golden;
+using kiln::test::GoldenCase;
+
+template <class B> class NnLoss : public kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(NnLoss, kiln::test::HardwareBackends, kiln::test::BackendNames);
+
+constexpr double kTol = 1e-10;
+
+nn::Reduction reduction_of(const std::string& name) {
+  if (name == "none") return nn::Reduction::none;
+  if (name == "sum") return nn::Reduction::sum;
+  if (name == "batchmean") return nn::Reduction::batchmean;
+  return nn::Reduction::mean;
+}
+
+// For each reduction in the case: loss(x, reduction) and the gradient of x (of
+// sum(loss * linspace(0.5, 1.5)) for none, as the fixture script).
+template <class B, std::size_t D, class Loss>
+void check_loss(const std::string& name, Loss&& loss, std::initializer_list<const char*> reductions = {"none", "mean", "sum"}) {
+  SCOPED_TRACE(name);
+  using AD = Autodiff<B>;
+  const GoldenCase& c = golden("loss", name);
+  for (const char* r : reductions) {
+    SCOPED_TRACE(r);
+    const auto x = c.tensor<AD, D>("x", DType::f64).require_grad();
+    const auto out = loss(x, c, reduction_of(r));
+    const TensorData& want = c[std::string("loss_") + r];
+    EXPECT_CLOSE(out.into_data().reshaped(want.shape()), want, kTol, kTol);
+    auto weighted = out;
+    if (std::string(r) == "none") {
+      const std::int64_t n = out.numel();
+      std::vector<double> w(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) w[i] = n == 1 ? 0.5 : 0.5 + static_cast<double>(i) / static_cast<double>(n - 1);
+      weighted = out * decltype(out)::from_data(TensorData::from(w, out.shape()));
+    }
+    const auto grads = weighted.sum().backward();
+    EXPECT_CLOSE(*x.grad(grads), c[std::string("dx_") + r], kTol, kTol);
+  }
+}
+
+TYPED_TEST(NnLoss, RegressionLossesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto t0 = [](const GoldenCase& c) { return c.tensor<AD, 2>("t0", DType::f64); };
+  check_loss<B, 2>("mse", [&](const auto& x, const GoldenCase& c, nn::Reduction r) { return nn::mse_loss(x, t0(c), r); });
+  check_loss<B, 2>("l1", [&](const auto& x, const GoldenCase& c, nn::Reduction r) { return nn::l1_loss(x, t0(c), r); });
+  check_loss<B, 2>("huber",
+                   [&](const auto& x, const GoldenCase& c, nn::Reduction r) { return nn::huber_loss(x, t0(c), 0.7, r); });
+  check_loss<B, 2>("smooth_l1", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::smooth_l1_loss(x, t0(c), 0.5, r);
+  });
+}
+
+TYPED_TEST(NnLoss, ClassificationLossesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto target = [](const GoldenCase& c) { return c.tensor<AD, 1, Int>("t0"); };
+  auto weight = [](const GoldenCase& c) { return std::optional(c.tensor<AD, 1>("weight", DType::f64)); };
+  check_loss<B, 2>("cross_entropy", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cross_entropy(x, target(c), std::nullopt, {.reduction = r});
+  });
+  check_loss<B, 2>("cross_entropy_weighted", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cross_entropy(x, target(c), weight(c), {.reduction = r});
+  });
+  check_loss<B, 2>("cross_entropy_smoothed", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cross_entropy(x, target(c), weight(c), {.label_smoothing = 0.2, .reduction = r});
+  });
+  check_loss<B, 2>("cross_entropy_smoothed_unweighted", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cross_entropy(x, target(c), std::nullopt, {.label_smoothing = 0.1, .reduction = r});
+  });
+  check_loss<B, 2>("cross_entropy_probs", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cross_entropy(x, c.tensor<AD, 2>("t0", DType::f64), std::nullopt, {.label_smoothing = 0.1, .reduction = r});
+  });
+  check_loss<B, 2>("nll", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::nll_loss(x, target(c), weight(c), {.reduction = r});
+  });
+  check_loss<B, 2>("bce", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::binary_cross_entropy(x, c.tensor<AD, 2>("t0", DType::f64), std::nullopt, r);
+  });
+  check_loss<B, 2>("bce_with_logits", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::binary_cross_entropy_with_logits(x, c.tensor<AD, 2>("t0", DType::f64), std::nullopt,
+                                                std::optional(c.tensor<AD, 1>("pos_weight", DType::f64)), r);
+  });
+}
+
+TYPED_TEST(NnLoss, DivergenceAndEmbeddingLossesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  check_loss<B, 2>(
+      "kl_div",
+      [](const auto& x, const GoldenCase& c, nn::Reduction r) { return nn::kl_div(x, c.tensor<AD, 2>("t0", DType::f64), r); },
+      {"none", "mean", "sum", "batchmean"});
+  check_loss<B, 2>("kl_div_log_target", [](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::kl_div(x, c.tensor<AD, 2>("t0", DType::f64), r, true);
+  });
+  check_loss<B, 2>("cosine_embedding", [](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::cosine_embedding_loss(x, c.tensor<AD, 2>("t0", DType::f64), c.tensor<AD, 1>("t1", DType::f64), 0.1, r);
+  });
+}
+
+TYPED_TEST(NnLoss, BadInputsNameTheLoss) {
+  using B = TypeParam;
+  const auto a = Tensor<B, 2>::zeros({2, 3}), b = Tensor<B, 2>::zeros({3, 2});
+  EXPECT_KILN_ERROR(nn::mse_loss(a, b), "mse_loss: input [2, 3] and target [3, 2] must have one shape");
+  EXPECT_KILN_ERROR(nn::cross_entropy(a, Tensor<B, 1, Int>::from({0, 3})), "nll_loss: a target is outside [0, 3)");
+  EXPECT_KILN_ERROR(nn::cross_entropy(a, Tensor<B, 1, Int>::from({0})), "nll_loss: 1 targets for input [2, 3]");
+  EXPECT_KILN_ERROR(nn::huber_loss(a, a, 0.0), "huber_loss: delta must be positive");
+  EXPECT_KILN_ERROR(nn::mse_loss(a, a, nn::Reduction::batchmean), "reduction batchmean is kl_div's only");
+}
+
+}  // namespace
