@@ -12,7 +12,7 @@ using kiln::test::GradCase;
 using kiln::test::GradCheck;
 using kiln::test::GradInputs;
 
-template <class B> class GradCheckSuite : public ::testing::Test {};
+template <class B> class GradCheckSuite : public ::kiln::test::BackendTest<B> {};
 TYPED_TEST_SUITE(GradCheckSuite, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
 
 namespace {

@@ -6,7 +6,7 @@
 
 using namespace kiln;
 
-template <class B> class AutodiffGraph : public ::testing::Test {};
+template <class B> class AutodiffGraph : public ::kiln::test::BackendTest<B> {};
 TYPED_TEST_SUITE(AutodiffGraph, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
 
 static_assert(AutodiffBackend<Autodiff<Cpu>>);

@@ -3,23 +3,49 @@
 #pragma once
 
 #include <kiln/kiln.hpp>
-#if defined(KILN_CONFORMANCE_VULKAN)
+#if defined(KILN_TEST_VULKAN)
 #include <kiln/vulkan/backend.hpp>
 #endif
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace kiln::test {
 
 // The hardware backends that were built; Autodiff's own tests wrap each of them.
-using HardwareBackends = ::testing::Types<kiln::Cpu>;
 // What the conformance suite runs on: every hardware backend and every decorator over it.
-// The Vulkan backend joins with -DKILN_CONFORMANCE_VULKAN=ON while it is being completed.
-#if defined(KILN_CONFORMANCE_VULKAN)
-using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan>;
+#if defined(KILN_TEST_VULKAN)
+using HardwareBackends = ::testing::Types<kiln::Cpu, kiln::Vulkan>;
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>>;
 #else
+using HardwareBackends = ::testing::Types<kiln::Cpu>;
 using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>>;
 #endif
+
+// Why B cannot run here (empty when it can): a GPU backend whose device is missing.
+template <class B> struct Availability {
+  static std::string reason() { return {}; }
+};
+template <class Inner> struct Availability<kiln::Autodiff<Inner>> : Availability<Inner> {};
+#if defined(KILN_TEST_VULKAN)
+template <> struct Availability<kiln::Vulkan> {
+  static std::string reason() {
+    const std::string why = kiln::vulkan::unavailable_reason();
+    return why.empty() ? why : "no Vulkan device: " + why;
+  }
+};
+#endif
+
+// The fixture of every suite over the backends: a test on a backend that cannot run here
+// reports itself skipped, with the reason.
+template <class B> class BackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = Availability<B>::reason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+  }
+};
 
 // Names each instantiation after its backend ("cpu", ...) in test output.
 struct BackendNames {
@@ -41,6 +67,6 @@ template <class B> using Bool2 = kiln::Tensor<B, 2, kiln::Bool>;
 }  // namespace kiln::test
 
 // KILN_BACKEND_TEST_SUITE(Suite): declares a typed suite over every backend.
-#define KILN_BACKEND_TEST_SUITE(Suite)                      \
-  template <class B> class Suite : public ::testing::Test {}; \
+#define KILN_BACKEND_TEST_SUITE(Suite)                                  \
+  template <class B> class Suite : public ::kiln::test::BackendTest<B> {}; \
   TYPED_TEST_SUITE(Suite, ::kiln::test::Backends, ::kiln::test::BackendNames)

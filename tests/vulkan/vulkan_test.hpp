@@ -52,8 +52,8 @@ inline TensorData dense(const Shape& shape, DType dtype, std::uint64_t seed) {
 }
 
 // Every dtype the Vulkan backend stores, whether or not this device holds it.
-inline constexpr std::array<DType, 6> kAllDtypes{DType::f32, DType::f64, DType::i32,
-                                                 DType::i64, DType::u8,  DType::boolean};
+inline constexpr std::array<DType, 8> kAllDtypes{DType::f32, DType::f64, DType::f16, DType::bf16,
+                                                 DType::i32, DType::i64, DType::u8,  DType::boolean};
 
 // Whether this device holds `dtype` (f64 needs shaderFloat64, i64 shaderInt64, u8 and bool
 // 8-bit storage).

@@ -207,6 +207,10 @@ Vulkan::Primitive Vulkan::conv2d(const Primitive& x, const Primitive& weight, co
                weight.shape[0], weight.shape, bias->shape);
     KILN_CHECK(bias->dtype == x.dtype, "conv2d: bias dtype {} differs from input dtype {}", bias->dtype, x.dtype);
   }
+  if (vulkan::is_half(x.dtype)) {
+    const std::optional<Primitive> bias32 = bias ? std::optional(cast(*bias, DType::f32)) : std::nullopt;
+    return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), bias32, options), x.dtype);
+  }
   auto params = vulkan::params_of(op, x.shape, weight.shape, y_shape, options);
   VulkanTensor out = vulkan::empty(y_shape, x.dtype);
   if (out.numel() == 0) return out;
@@ -232,6 +236,8 @@ Vulkan::Primitive Vulkan::conv2d_backward_input(const Primitive& dy, const Primi
   KILN_CHECK(dy.shape == y_shape,
              "conv2d_backward_input: the output gradient has shape {}, but input {} and weight {} give output {}",
              dy.shape, x_shape, weight.shape, y_shape);
+  if (vulkan::is_half(dy.dtype))
+    return cast(conv2d_backward_input(cast(dy, DType::f32), cast(weight, DType::f32), x_shape, options), dy.dtype);
   auto params = vulkan::params_of(op, x_shape, weight.shape, y_shape, options);
   VulkanTensor out = vulkan::empty(x_shape, dy.dtype);
   if (out.numel() == 0) return out;
@@ -251,6 +257,8 @@ Vulkan::Primitive Vulkan::conv2d_backward_weight(const Primitive& x, const Primi
   KILN_CHECK(dy.shape == y_shape,
              "conv2d_backward_weight: the output gradient has shape {}, but input {} and weight {} give output {}",
              dy.shape, x.shape, weight_shape, y_shape);
+  if (vulkan::is_half(x.dtype))
+    return cast(conv2d_backward_weight(cast(x, DType::f32), cast(dy, DType::f32), weight_shape, options), x.dtype);
   auto params = vulkan::params_of(op, x.shape, weight_shape, y_shape, options);
   VulkanTensor out = vulkan::empty(weight_shape, x.dtype);
   if (out.numel() == 0) return out;

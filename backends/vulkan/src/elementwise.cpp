@@ -33,6 +33,17 @@ void check_scalar(std::string_view op, double value, DType dtype) {
              "{}: the scalar {} is not a {} value; cast the tensor to a float dtype first", op, value, dtype);
 }
 
+// Runs Op on a and b (b of a's dtype, or f32 where a is f16 / bf16: the kernel computes
+// in float either way and rounds to a's dtype once).
+template <class Op> VulkanTensor run_binary(const VulkanTensor& a, const VulkanTensor& b) {
+  const Shape shape = a.shape == b.shape ? a.shape : broadcast_shapes(Op::name, a.shape, b.shape);
+  const auto type = codegen::scalar_type_of(a.dtype);
+  const auto spec =
+      spec_of(codegen::trace_binary<Op>(type), type, {a.dtype, b.dtype}, a.dtype, ops::is_predicate<Op>);
+  const std::array<const VulkanTensor*, 2> inputs{&a, &b};
+  return vulkan::run_elementwise(spec, inputs, shape);
+}
+
 }  // namespace
 
 template <class Op> Vulkan::Primitive Vulkan::unary(const Primitive& x) {
@@ -49,19 +60,16 @@ template <class Op> Vulkan::Primitive Vulkan::binary(const Primitive& a, const P
              a.dtype, b.shape, b.dtype);
   ops::check_domain<Op>(a.dtype);
   vulkan::check_dtype_supported(Op::name, a.dtype);
-  const Shape shape = a.shape == b.shape ? a.shape : broadcast_shapes(Op::name, a.shape, b.shape);
-  const auto type = codegen::scalar_type_of(a.dtype);
-  const auto spec =
-      spec_of(codegen::trace_binary<Op>(type), type, {a.dtype, b.dtype}, a.dtype, ops::is_predicate<Op>);
-  const std::array<const VulkanTensor*, 2> inputs{&a, &b};
-  return vulkan::run_elementwise(spec, inputs, shape);
+  return run_binary<Op>(a, b);
 }
 
 // The scalar travels as a one-element tensor, so a new scalar does not compile a new kernel.
+// f16 / bf16 tensors get it as f32, as the CPU backend computes them (not rounded to 16 bits).
 template <class Op> Vulkan::Primitive Vulkan::binary_scalar(const Primitive& a, double b) {
   ops::check_domain<Op>(a.dtype);
   check_scalar(Op::name, b, a.dtype);
-  return binary<Op>(a, full(Shape{1}, b, a.dtype, {}));
+  vulkan::check_dtype_supported(Op::name, a.dtype);
+  return run_binary<Op>(a, full(Shape{1}, b, vulkan::is_half(a.dtype) ? DType::f32 : a.dtype, {}));
 }
 
 Vulkan::Primitive Vulkan::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
@@ -70,8 +78,9 @@ Vulkan::Primitive Vulkan::where(const Primitive& cond, const Primitive& a, const
              a.dtype, b.shape, b.dtype);
   vulkan::check_dtype_supported("where", a.dtype);
   const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape, a.shape), b.shape);
+  // Selection moves elements: 16-bit floats as their bits.
   vulkan::ElementwiseSpec spec{{cond.dtype, a.dtype, b.dtype}, a.dtype, "", "in0 ? in1 : in2",
-                               a.dtype == DType::boolean};
+                               a.dtype == DType::boolean, true};
   const std::array<const VulkanTensor*, 3> inputs{&cond, &a, &b};
   return vulkan::run_elementwise(spec, inputs, shape);
 }

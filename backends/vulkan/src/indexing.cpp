@@ -17,6 +17,8 @@
 //   with stride 0 outside the dim. The cost is numel(x) * index.shape[dim] reads.
 #include "kernels.hpp"
 
+#include "kiln/codegen/glsl_half.hpp"
+
 #include "kiln/vulkan/backend.hpp"
 
 #include <fmt/format.h>
@@ -55,18 +57,9 @@ std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& 
 }
 
 
-std::string extensions(DType dtype) {
-  std::string s;
-  if (dtype == DType::i64) s += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (dtype == DType::u8 || dtype == DType::boolean)
-    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-         "#extension GL_EXT_shader_8bit_storage : require\n";
-  return s;
-}
-
 std::string header(DType dtype) {
   const std::string t = storage_type(dtype);
-  return "#version 450\n" + extensions(dtype) +
+  return "#version 450\n" + glsl_extensions({dtype}) +
          fmt::format("layout(local_size_x = {}) in;\n"
                      "layout(std430, binding = 0) readonly buffer Params {{ int params[]; }};\n"
                      "layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n"
@@ -105,15 +98,21 @@ std::string gather_shader(DType dtype) {
 constexpr int kDims = 5, kXStrides = 5 + kR, kIndexDims = 5 + 2 * kR, kSrcStrides = 5 + 3 * kR,
               kIndexStrides = 5 + 4 * kR;
 
+// f16 / bf16 elements are held as their bits (uint) and each add rounds to 16 bits, as the
+// CPU backend adds them one at a time.
 std::string scatter_shader(DType dtype, ops::ScatterMode mode) {
   const std::string t = storage_type(dtype);
+  const bool half = is_half(dtype);
+  const std::string local = half ? "uint" : t;
   std::string combine;
   if (mode == ops::ScatterMode::assign) combine = "acc = v;";
   else if (dtype == DType::boolean)
     combine = "acc = (acc != uint8_t(0) || v != uint8_t(0)) ? uint8_t(1) : uint8_t(0);";
+  else if (half) combine = fmt::format("acc = kiln_f32_to_{0}(kiln_{0}_to_f32(acc) + kiln_{0}_to_f32(v));", dtype);
   else combine = fmt::format("acc = {}(acc + v);", t);
   return header(dtype) +
          fmt::format("layout(std430, binding = 4) readonly buffer Src {{ {} src_data[]; }};\n", t) +
+         (half ? std::string(codegen::glsl_half_conversions) : std::string()) +
          "void main() {\n" + invocation() +
          fmt::format("  const int rank = params[1], dim = params[2];\n"
                      "  int rest = i, x_at = params[3], src_at = params[4], index_at = 0, j = 0;\n"
@@ -128,18 +127,18 @@ std::string scatter_shader(DType dtype, ops::ScatterMode mode) {
                      "    src_at += c * params[{3} + d];\n"
                      "    index_at += c * params[{4} + d];\n"
                      "  }}\n"
-                     "  {5} acc = x_data[x_at];\n"
+                     "  {5} acc = {5}(x_data[x_at]);\n"
                      "  if (covered) {{\n"
                      "    const int fiber = params[{2} + dim], src_step = params[{3} + dim], index_step = params[{4} + dim];\n"
                      "    for (int f = 0; f < fiber; ++f) {{\n"
                      "      if (index_data[index_at + f * index_step] != j) continue;\n"
-                     "      const {5} v = src_data[src_at + f * src_step];\n"
+                     "      const {5} v = {5}(src_data[src_at + f * src_step]);\n"
                      "      {6}\n"
                      "    }}\n"
                      "  }}\n"
-                     "  out_data[i] = acc;\n"
+                     "  out_data[i] = {7}(acc);\n"
                      "}}\n",
-                     kDims, kXStrides, kIndexDims, kSrcStrides, kIndexStrides, t, combine);
+                     kDims, kXStrides, kIndexDims, kSrcStrides, kIndexStrides, local, combine, t);
 }
 
 void run(std::string_view op, const std::string& source, std::vector<std::shared_ptr<Buffer>> buffers,

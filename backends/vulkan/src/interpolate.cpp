@@ -228,6 +228,7 @@ Vulkan::Primitive Vulkan::interpolate(const Primitive& x, std::span<const std::i
   KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
              "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x.shape);
   vulkan::check_dtype_supported("interpolate", x.dtype);
+  if (vulkan::is_half(x.dtype)) return cast(interpolate(cast(x, DType::f32), output_size, options), x.dtype);
   VulkanTensor out = vulkan::empty(Shape{x.shape[0], x.shape[1], output_size[0], output_size[1]}, x.dtype);
   if (out.numel() == 0) return out;
   const VulkanTensor in = vulkan::contiguous(x);
@@ -245,6 +246,8 @@ Vulkan::Primitive Vulkan::interpolate_backward(const Primitive& x, const Primiti
                  dy.shape[3] > 0,
              "interpolate_backward: dy of shape {} does not match an input of shape {}", dy.shape, x.shape);
   vulkan::check_dtype_supported("interpolate_backward", x.dtype);
+  if (vulkan::is_half(x.dtype))
+    return cast(interpolate_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   if (dx.numel() == 0) return dx;
   const VulkanTensor grad = vulkan::contiguous(dy);

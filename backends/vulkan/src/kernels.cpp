@@ -1,6 +1,8 @@
 // The generated elementwise kernel: shader text, parameter buffer, dispatch.
 #include "kernels.hpp"
 
+#include "kiln/codegen/glsl_half.hpp"
+
 #include <fmt/format.h>
 
 #include <bit>
@@ -17,32 +19,21 @@ constexpr std::size_t kMaxRank = 8;
 constexpr int kInputParams = 1 + static_cast<int>(kMaxRank);
 constexpr int kFirstInput = 2 + static_cast<int>(kMaxRank);
 
-std::string extensions(const ElementwiseSpec& spec) {
-  bool int64 = spec.out == DType::i64, int8 = spec.out == DType::u8 || spec.out == DType::boolean;
-  bool float64 = spec.out == DType::f64;
-  for (DType d : spec.inputs) {
-    int64 = int64 || d == DType::i64;
-    int8 = int8 || d == DType::u8 || d == DType::boolean;
-    float64 = float64 || d == DType::f64;
-  }
-  std::string out;
-  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (int8)
-    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-           "#extension GL_EXT_shader_8bit_storage : require\n";
-  (void)float64;  // doubles are core GLSL 4.50
-  return out;
-}
-
 // Strided: each input's index from the output index and its strides; flat: offset + i * step.
 std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided) {
-  std::string s = "#version 450\n" + extensions(spec);
+  bool half = is_half(spec.out);
+  std::string s = "#version 450\n" + glsl_extensions({spec.out});
+  for (DType d : spec.inputs) {
+    s += glsl_extensions({d});
+    half = half || is_half(d);
+  }
   s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
   s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
   s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", storage_type(spec.out));
   for (std::size_t k = 0; k < spec.inputs.size(); ++k)
     s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n", k + 2, k,
                      storage_type(spec.inputs[k]), k);
+  if (half && !spec.raw_bits) s += codegen::glsl_half_conversions;
   s += spec.helpers;
   if (strided) {
     s += fmt::format(
@@ -65,8 +56,13 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided) 
       kWorkgroupSize);
   for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
     const int base = kFirstInput + static_cast<int>(k) * kInputParams;
-    if (spec.inputs[k] == DType::boolean)
+    const DType d = spec.inputs[k];
+    if (d == DType::boolean)
       s += fmt::format("  const bool in{} = in{}_data[index_of(i, {})] != uint8_t(0);\n", k, k, base);
+    else if (is_half(d) && spec.raw_bits)
+      s += fmt::format("  const uint in{} = uint(in{}_data[index_of(i, {})]);\n", k, k, base);
+    else if (is_half(d))
+      s += fmt::format("  const float in{} = kiln_{}_to_f32(uint(in{}_data[index_of(i, {})]));\n", k, d, k, base);
     else
       s += fmt::format("  const {} in{} = in{}_data[index_of(i, {})];\n", value_type(spec.inputs[k]), k, k, base);
   }
@@ -76,6 +72,10 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided) 
   if (spec.value_is_bool)
     s += fmt::format("  out_data[{}] = ({}) ? {}(1) : {}(0);\n", out_index, spec.value, storage_type(spec.out),
                      storage_type(spec.out));
+  else if (is_half(spec.out) && spec.raw_bits)
+    s += fmt::format("  out_data[{}] = uint16_t({});\n", out_index, spec.value);
+  else if (is_half(spec.out))
+    s += fmt::format("  out_data[{}] = uint16_t(kiln_f32_to_{}(float({})));\n", out_index, spec.out, spec.value);
   else
     s += fmt::format("  out_data[{}] = {}({});\n", out_index, storage_type(spec.out), spec.value);
   s += "}\n";
@@ -116,16 +116,40 @@ std::string storage_type(DType dtype) {
     case DType::i64: return "int64_t";
     case DType::u8:
     case DType::boolean: return "uint8_t";
-    default: KILN_FAIL("vulkan: {} tensors are not supported yet", dtype);
+    case DType::f16:
+    case DType::bf16: return "uint16_t";
   }
+  KILN_FAIL("vulkan: no storage type for dtype {}", static_cast<int>(dtype));
 }
 
-std::string value_type(DType dtype) { return dtype == DType::boolean ? "bool" : storage_type(dtype); }
+std::string value_type(DType dtype) {
+  if (dtype == DType::boolean) return "bool";
+  return is_half(dtype) ? "float" : storage_type(dtype);
+}
+
+bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+std::string glsl_extensions(std::initializer_list<DType> dtypes) {
+  bool int64 = false, int8 = false, int16 = false;
+  for (DType d : dtypes) {
+    int64 = int64 || d == DType::i64;
+    int8 = int8 || d == DType::u8 || d == DType::boolean;
+    int16 = int16 || is_half(d);
+  }
+  // Doubles are core GLSL 4.50.
+  std::string out;
+  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (int8)
+    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+           "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (int16) out += "#extension GL_EXT_shader_16bit_storage : require\n";
+  return out;
+}
 
 void check_dtype_supported(std::string_view op, DType dtype) {
   const Features& f = Context::get().features();
-  KILN_CHECK(dtype != DType::f16 && dtype != DType::bf16, "{}: {} tensors are not supported by the Vulkan backend yet",
-             op, dtype);
+  KILN_CHECK(!is_half(dtype) || f.float16_storage,
+             "{}: this Vulkan device lacks 16-bit storage (storageBuffer16BitAccess) for {} tensors", op, dtype);
   KILN_CHECK(dtype != DType::f64 || f.float64, "{}: this Vulkan device has no shaderFloat64 for f64 tensors", op);
   KILN_CHECK(dtype != DType::i64 || f.int64, "{}: this Vulkan device has no shaderInt64 for i64 tensors", op);
   KILN_CHECK((dtype != DType::u8 && dtype != DType::boolean) || f.int8,
@@ -146,8 +170,11 @@ std::string literal(double value, DType dtype) {
     case DType::i64: return fmt::format("int64_t({}l)", static_cast<std::int64_t>(value));
     case DType::u8: return fmt::format("uint8_t({})", static_cast<unsigned>(static_cast<std::uint8_t>(value)));
     case DType::boolean: return value != 0.0 ? "true" : "false";
-    default: KILN_FAIL("vulkan: {} tensors are not supported yet", dtype);
+    // The float that the 16-bit value rounds to (then stored exactly).
+    case DType::f16: return literal(static_cast<float>(Half(static_cast<float>(value))), DType::f32);
+    case DType::bf16: return literal(static_cast<float>(BFloat16(static_cast<float>(value))), DType::f32);
   }
+  KILN_FAIL("vulkan: no literal for dtype {}", static_cast<int>(dtype));
 }
 
 VulkanTensor empty(const Shape& shape, DType dtype) {
@@ -220,7 +247,7 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
 dispatch_invocations("vulkan elementwise", pipeline, buffers, n);
 }
 
-ElementwiseSpec copy_spec(DType dtype) { return {{dtype}, dtype, "", "in0", dtype == DType::boolean}; }
+ElementwiseSpec copy_spec(DType dtype) { return {{dtype}, dtype, "", "in0", dtype == DType::boolean, true}; }
 
 VulkanTensor contiguous(const VulkanTensor& x) {
   if (x.is_contiguous()) return x;

@@ -21,6 +21,9 @@ struct ElementwiseSpec {
   std::string helpers;  // GLSL functions the expression calls
   std::string value;
   bool value_is_bool = false;  // the expression is a bool (stored as 0/1 bytes)
+  // f16 / bf16 operands move as their 16 bits (as uint) instead of converting to float and
+  // back: copies keep every bit, NaN payloads included.
+  bool raw_bits = false;
 };
 
 // A fresh contiguous tensor (uninitialized) on the context's device.
@@ -48,9 +51,16 @@ void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
 // error names the op and what v is ("a dim of", "an offset of"...).
 std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op = "vulkan");
 
-// GLSL spelling of a dtype in storage buffers and in arithmetic (bool: uint8_t / bool).
+// GLSL spelling of a dtype in storage buffers and in arithmetic (bool: uint8_t / bool;
+// f16 and bf16: uint16_t bits / float, converted by codegen/glsl_half.hpp's helpers).
 std::string storage_type(DType dtype);
 std::string value_type(DType dtype);
+// f16 and bf16: stored in 16 bits, computed in float. Kernels that do arithmetic take
+// them as f32 and round the result once, like the CPU backend (see to_f32_and_back);
+// kernels that only move elements take them as they are.
+bool is_half(DType dtype);
+// The #extension lines a shader needs for buffers of these dtypes.
+std::string glsl_extensions(std::initializer_list<DType> dtypes);
 // Checks that the device can hold `dtype` tensors (names the op and the missing feature).
 void check_dtype_supported(std::string_view op, DType dtype);
 // An exact GLSL literal of `value` as the value type of `dtype`.

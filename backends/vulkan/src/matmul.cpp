@@ -84,6 +84,8 @@ Vulkan::Primitive Vulkan::matmul(const Primitive& a, const Primitive& b) {
   const std::size_t nb = batch.size();
   const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
   vulkan::check_dtype_supported("matmul", a.dtype);
+  // f16 / bf16 multiply in f32 and round once, like the CPU backend.
+  if (vulkan::is_half(a.dtype)) return cast(matmul(cast(a, DType::f32), cast(b, DType::f32)), a.dtype);
   KILN_CHECK(nb <= vulkan::kMaxBatchRank, "matmul: {} batch dims (the Vulkan kernel takes at most {})", nb,
              vulkan::kMaxBatchRank);
 

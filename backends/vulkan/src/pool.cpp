@@ -231,6 +231,10 @@ std::pair<Vulkan::Primitive, Vulkan::Primitive> Vulkan::max_pool2d(const Primiti
   ops::check_pool_input_float(op, x.shape, x.dtype);
   vulkan::check_dtype_supported(op, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
+  if (vulkan::is_half(x.dtype)) {
+    auto [out, indices] = max_pool2d(cast(x, DType::f32), options);
+    return {cast(out, x.dtype), indices};
+  }
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
   // i64 indices as (low, high) pairs of 32-bit words: no shaderInt64 needed to write them.
@@ -256,6 +260,8 @@ Vulkan::Primitive Vulkan::max_pool2d_backward(const Primitive& x, const Primitiv
   KILN_CHECK(indices.dtype == DType::i64 && indices.shape == out_shape,
              "max_pool2d_backward: indices must be i64 of shape {}, got {} {}", out_shape, indices.shape,
              indices.dtype);
+  if (vulkan::is_half(x.dtype))
+    return cast(max_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32), indices, options), x.dtype);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   if (dx.numel() == 0) return dx;
   // The CPU's check: every index inside the plane. Read back, checked, uploaded as i32.
@@ -283,6 +289,7 @@ Vulkan::Primitive Vulkan::avg_pool2d(const Primitive& x, const ops::Pool2dOption
   vulkan::check_dtype_supported(op, x.dtype);
   ops::check_no_dilation(op, options);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
+  if (vulkan::is_half(x.dtype)) return cast(avg_pool2d(cast(x, DType::f32), options), x.dtype);
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, out_shape.numel(), options, in.offset);
@@ -298,6 +305,8 @@ Vulkan::Primitive Vulkan::avg_pool2d_backward(const Primitive& x, const Primitiv
   ops::check_no_dilation(op, options);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
   ops::check_pool_gradient(op, x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
+  if (vulkan::is_half(x.dtype))
+    return cast(avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
   const VulkanTensor grad = vulkan::contiguous(dy);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, dx.numel(), options, grad.offset);
@@ -310,6 +319,7 @@ Vulkan::Primitive Vulkan::adaptive_avg_pool2d(const Primitive& x, std::span<cons
   ops::check_pool_input_float(op, x.shape, x.dtype);
   vulkan::check_dtype_supported(op, x.dtype);
   const Shape out_shape = ops::adaptive_output_shape(op, x.shape, output_size);
+  if (vulkan::is_half(x.dtype)) return cast(adaptive_avg_pool2d(cast(x, DType::f32), output_size), x.dtype);
   const VulkanTensor in = vulkan::contiguous(x);
   VulkanTensor out = vulkan::empty(out_shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, out_shape.numel(), {}, in.offset);
@@ -325,6 +335,8 @@ Vulkan::Primitive Vulkan::adaptive_avg_pool2d_backward(const Primitive& x, const
   const std::array<std::int64_t, 2> size{dy.shape[2], dy.shape[3]};
   const Shape out_shape = ops::adaptive_output_shape(op, x.shape, size);
   ops::check_pool_gradient(op, x.shape, x.dtype, dy.shape, dy.dtype, out_shape);
+  if (vulkan::is_half(x.dtype))
+    return cast(adaptive_avg_pool2d_backward(cast(x, DType::f32), cast(dy, DType::f32)), x.dtype);
   const VulkanTensor grad = vulkan::contiguous(dy);
   VulkanTensor dx = vulkan::empty(x.shape, x.dtype);
   const auto params = vulkan::params_of(op, x.shape, out_shape, dx.numel(), {}, grad.offset);

@@ -47,11 +47,8 @@ using Split = ops::DimSplit;
 // The shader's header: version, the extensions its text needs, the workgroup size.
 std::string header(const std::string& body) {
   std::string s = "#version 450\n";
-  if (body.find("int64_t") != std::string::npos)
-    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (body.find("uint8_t") != std::string::npos)
-    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-         "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (body.find("int64_t") != std::string::npos) s += glsl_extensions({DType::i64});
+  if (body.find("uint8_t") != std::string::npos) s += glsl_extensions({DType::u8});
   s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
   return s + body;
 }
@@ -356,6 +353,8 @@ Vulkan::Primitive Vulkan::reduce(const Primitive& x, ops::ReduceOp op, std::int6
   vulkan::check_dtype_supported(name, x.dtype);
   const vulkan::Split s = vulkan::split_at(x.shape, d);
   ops::check_reduce_dim_extent(op, x.dtype, x.shape, d);
+  // f16 / bf16 accumulate in f32 and round once, like the CPU backend.
+  if (vulkan::is_half(x.dtype)) return cast(reduce(cast(x, DType::f32), op, dim), x.dtype);
   const Shape shape = vulkan::keep_dim(x.shape, d);
   if (shape.numel() == 0) return vulkan::empty(shape, x.dtype);
   if (s.n == 0) return vulkan::empty_reduction(shape, op, x.dtype);
@@ -367,6 +366,7 @@ Vulkan::Primitive Vulkan::reduce_all(const Primitive& x, ops::ReduceOp op) {
   ops::check_reduce_dtype(op, x.dtype);
   vulkan::check_dtype_supported(name, x.dtype);
   ops::check_reduce_all_extent(op, x.dtype, x.shape);
+  if (vulkan::is_half(x.dtype)) return cast(reduce_all(cast(x, DType::f32), op), x.dtype);
   if (x.numel() == 0) return vulkan::empty_reduction(Shape{1}, op, x.dtype);
   return vulkan::run_reduce(vulkan::contiguous(x), vulkan::Split{1, x.numel(), 1}, op, Shape{1});
 }
@@ -378,6 +378,7 @@ Vulkan::Primitive Vulkan::arg_reduce(const Primitive& x, ops::ArgReduceOp op, st
   vulkan::check_dtype_supported(name, DType::i64);
   const vulkan::Split s = vulkan::split_at(x.shape, d);
   KILN_CHECK(s.n > 0, "{}: cannot reduce over dim {} of size 0 in shape {}", name, d, x.shape);
+  if (vulkan::is_half(x.dtype)) return arg_reduce(cast(x, DType::f32), op, dim);  // f32 holds them exactly
   const Shape shape = vulkan::keep_dim(x.shape, d);
   if (shape.numel() == 0) return vulkan::empty(shape, DType::i64);
   return vulkan::run_arg(vulkan::contiguous(x), s, op == ops::ArgReduceOp::argmax, shape);
@@ -389,6 +390,7 @@ Vulkan::Primitive Vulkan::cumulative(const Primitive& x, ops::CumulativeOp op, s
   KILN_CHECK(!is_bool(x.dtype), "{}: expected a float or int tensor, got {}", name, x.dtype);
   vulkan::check_dtype_supported(name, x.dtype);
   if (x.numel() == 0) return vulkan::empty(x.shape, x.dtype);
+  if (vulkan::is_half(x.dtype)) return cast(cumulative(cast(x, DType::f32), op, dim), x.dtype);
   return vulkan::run_scan(vulkan::contiguous(x), vulkan::split_at(x.shape, d), op == ops::CumulativeOp::sum);
 }
 

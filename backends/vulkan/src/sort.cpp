@@ -31,11 +31,7 @@ std::string sort_shader(DType dtype, bool descending) {
   const std::string storage = storage_type(dtype);
   const bool fp = dtype == DType::f32 || dtype == DType::f64;
   const std::string key = fp ? storage : (dtype == DType::u8 || dtype == DType::boolean) ? "uint" : storage;
-  std::string s = "#version 450\n";
-  if (storage == "int64_t") s += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (storage == "uint8_t")
-    s += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-         "#extension GL_EXT_shader_8bit_storage : require\n";
+  std::string s = "#version 450\n" + glsl_extensions({dtype});
   s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
   s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
   s += fmt::format("layout(std430, binding = 1) writeonly buffer Values {{ {} values_data[]; }};\n", storage);
@@ -87,6 +83,11 @@ std::pair<Vulkan::Primitive, Vulkan::Primitive> Vulkan::sort(const Primitive& x,
   const std::size_t d = normalize_dim("sort", dim, x.shape.rank());
   vulkan::check_dtype_supported("sort", x.dtype);
   vulkan::check_dtype_supported("sort", DType::i64);
+  if (vulkan::is_half(x.dtype)) {
+    // f16 / bf16 → f32 is exact, so sorting in f32 and casting back returns the input's values.
+    auto [values, indices] = sort(cast(x, DType::f32), dim, descending);
+    return {cast(values, x.dtype), indices};
+  }
   VulkanTensor values = vulkan::empty(x.shape, x.dtype);
   VulkanTensor indices = vulkan::empty(x.shape, DType::i64);
   if (x.numel() == 0) return {values, indices};
