@@ -13,7 +13,7 @@ packages=(
   libbenchmark-dev                      # bench/ (-DKILN_BUILD_BENCHMARKS=ON)
   python3                               # tests/golden and bench/ scripts
   libvulkan-dev glslang-dev spirv-tools # Vulkan backend: loader, headers, run-time GLSL compiler
-  glslc                                 # tests/codegen compiles every rendered kernel with it
+  glslc                                 # Vulkan backend: kernels/glsl at build time; tests/codegen
   mesa-vulkan-drivers                   # lavapipe, the CPU Vulkan driver the Vulkan tests run on
 )
 

@@ -1,4 +1,5 @@
-// The Vulkan runtime: device selection, buffer pool, pipelines and command batches.
+// The Vulkan runtime: device selection, buffer pool, pipelines (precompiled or compiled at
+// run time) and command batches.
 #include "context.hpp"
 
 #include "glsl_compiler.hpp"
@@ -350,9 +351,19 @@ void Context::download(const Buffer& src, std::size_t offset, void* dst, std::si
 const Pipeline& Context::pipeline(const std::string& glsl, std::uint32_t bindings) {
   std::lock_guard lock(mutex_);
   if (auto it = pipelines_.find(glsl); it != pipelines_.end()) return it->second;
-  KILN_CHECK(bindings <= kMaxBindings, "vulkan: a kernel with {} buffers (at most {})", bindings, kMaxBindings);
-  const std::vector<std::uint32_t> spirv = compile_glsl_compute(glsl);
+  return pipelines_.emplace(glsl, create_pipeline(compile_glsl_compute(glsl), bindings)).first->second;
+}
 
+const Pipeline& Context::pipeline(std::string_view name, std::span<const std::uint32_t> spirv,
+                                  std::uint32_t bindings) {
+  std::lock_guard lock(mutex_);
+  std::string key(name);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+  return kernels_.emplace(std::move(key), create_pipeline(spirv, bindings)).first->second;
+}
+
+Pipeline Context::create_pipeline(std::span<const std::uint32_t> spirv, std::uint32_t bindings) {
+  KILN_CHECK(bindings <= kMaxBindings, "vulkan: a kernel with {} buffers (at most {})", bindings, kMaxBindings);
   Pipeline p;
   p.bindings = bindings;
   auto layout_it = set_layouts_.find(bindings);
@@ -386,7 +397,7 @@ const Pipeline& Context::pipeline(const std::string& glsl, std::uint32_t binding
   info.layout = p.layout;
   KILN_VK_CHECK(vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &p.pipeline));
   vkDestroyShaderModule(device_, module, nullptr);
-  return pipelines_.emplace(glsl, p).first->second;
+  return p;
 }
 
 void Context::dispatch(const Pipeline& p, std::span<const std::shared_ptr<Buffer>> buffers, std::uint32_t groups_x,

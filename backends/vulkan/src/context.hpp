@@ -1,8 +1,9 @@
 // The Vulkan runtime behind kiln::Vulkan: one instance and device per process, a pool of
-// buffers by size class, compute pipelines compiled from GLSL at run time and cached by
-// source, and a command batch that records dispatches and submits them once, when data
-// is read back or the batch is full. The context lives until the process ends (tensors
-// in static storage may outlive any destruction order). Private to backends/vulkan/src.
+// buffers by size class, compute pipelines (from SPIR-V compiled at build time, cached by
+// variant name, or from GLSL compiled at run time, cached by source), and a command batch
+// that records dispatches and submits them once, when data is read back or the batch is
+// full. The context lives until the process ends (tensors in static storage may outlive
+// any destruction order). Private to backends/vulkan/src.
 #pragma once
 
 #include "kiln/core/error.hpp"
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -71,8 +73,12 @@ class Context {
   void upload(const Buffer& dst, std::size_t offset, const void* src, std::size_t bytes);
   void download(const Buffer& src, std::size_t offset, void* dst, std::size_t bytes);
 
-  // The compute pipeline of a GLSL source with `bindings` storage buffers (binding 0..n-1).
+  // The compute pipeline of a GLSL source with `bindings` storage buffers (binding 0..n-1),
+  // compiled at run time (the generated elementwise kernels).
   const Pipeline& pipeline(const std::string& glsl, std::uint32_t bindings);
+  // The compute pipeline of a kernel compiled to SPIR-V at build time (kernels/glsl),
+  // cached by its variant name; `spirv` is read only the first time.
+  const Pipeline& pipeline(std::string_view name, std::span<const std::uint32_t> spirv, std::uint32_t bindings);
 
   // Records a dispatch of `groups` workgroups over the buffers (kept alive until it ran).
   void dispatch(const Pipeline& pipeline, std::span<const std::shared_ptr<Buffer>> buffers, std::uint32_t groups_x,
@@ -86,6 +92,8 @@ class Context {
   std::uint32_t memory_type(std::uint32_t bits, VkMemoryPropertyFlags wanted, VkMemoryPropertyFlags fallback,
                             VkMemoryPropertyFlags* got) const;
   std::shared_ptr<Buffer> staging(std::size_t bytes);
+  // Creates the pipeline of `spirv`; the caller holds mutex_.
+  Pipeline create_pipeline(std::span<const std::uint32_t> spirv, std::uint32_t bindings);
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -99,7 +107,8 @@ class Context {
 
   std::mutex mutex_;
   std::multimap<std::size_t, Buffer*> free_buffers_;
-  std::unordered_map<std::string, Pipeline> pipelines_;
+  std::unordered_map<std::string, Pipeline> pipelines_;  // by GLSL source
+  std::unordered_map<std::string, Pipeline> kernels_;    // by kernels/glsl variant name
   std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts_;
 
   // The batch being recorded.
@@ -112,7 +121,8 @@ class Context {
   bool recording_ = false;
 };
 
-// Elements per workgroup of the generated kernels.
-inline constexpr std::uint32_t kWorkgroupSize = 256;
+// Invocations per workgroup of the kernels (WORKGROUP_SIZE in kernels/glsl; both come from
+// backends/vulkan/CMakeLists.txt).
+inline constexpr std::uint32_t kWorkgroupSize = KILN_VULKAN_WORKGROUP_SIZE;
 
 }  // namespace kiln::vulkan

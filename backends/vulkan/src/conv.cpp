@@ -2,9 +2,9 @@
 // (where the device has shaderFloat64): forward with optional bias, input gradient and
 // weight gradient, with the CPU backend's checks and error messages.
 //
-// Direct kernels with the index math of the CPU's reference loops (backends/cpu/src/conv.cpp),
-// each invocation accumulating in the same order, so the results are deterministic (no
-// atomics):
+// Direct kernels (kernels/glsl/conv2d.comp) with the index math of the CPU's reference loops
+// (backends/cpu/src/conv.cpp), each invocation accumulating in the same order, so the
+// results are deterministic (no atomics):
 // - forward: one invocation per output element (n, oc, oy, ox), summing over the group's
 //   input channels and the kernel taps (ic, ky, kx), starting from the bias;
 // - backward input: one invocation per input element (n, ci, iy, ix), summing over the taps
@@ -24,111 +24,8 @@
 namespace kiln::vulkan {
 namespace {
 
-// Parameter buffer (ints): [0] invocations, [1] N, [2] C, [3] H, [4] W, [5] O, [6] KH, [7] KW,
-// [8] OH, [9] OW, [10] groups, [11..13) stride, [13..15) padding, [15..17) dilation,
-// [17] offset of the first input, [18] of the second, [19] of the bias.
+// The parameter buffer: kernels/glsl/conv2d.comp ([17..20) are the operands' offsets).
 constexpr int kParams = 20;
-
-enum class Kind { forward, forward_bias, backward_input, backward_weight };
-
-std::string shader(Kind kind, DType dtype) {
-  const std::string t = storage_type(dtype);
-  std::string s = "#version 450\n";
-  s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
-  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
-  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", t);
-  s += fmt::format("layout(std430, binding = 2) readonly buffer A {{ {} a_data[]; }};\n", t);
-  s += fmt::format("layout(std430, binding = 3) readonly buffer B {{ {} b_data[]; }};\n", t);
-  if (kind == Kind::forward_bias)
-    s += fmt::format("layout(std430, binding = 4) readonly buffer Bias {{ {} bias_data[]; }};\n", t);
-  // The CPU's source_index: the output row/column that input position i meets through tap k, or -1.
-  s += "int source_index(int i, int k, int s, int p, int d, int n) {\n"
-       "  const int t = i + p - k * d;\n"
-       "  if (t < 0 || t % s != 0) return -1;\n"
-       "  const int o = t / s;\n"
-       "  return o < n ? o : -1;\n"
-       "}\n";
-  s += "void main() {\n";
-  s += fmt::format(
-      "  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n",
-      kWorkgroupSize);
-  s += "  if (i >= params[0]) return;\n"
-       "  const int N = params[1], C = params[2], H = params[3], W = params[4], O = params[5];\n"
-       "  const int KH = params[6], KW = params[7], OH = params[8], OW = params[9], G = params[10];\n"
-       "  const int SH = params[11], SW = params[12], PH = params[13], PW = params[14];\n"
-       "  const int DH = params[15], DW = params[16], A0 = params[17], B0 = params[18];\n"
-       "  const int CG = C / G, OG = O / G;\n";
-  switch (kind) {
-    case Kind::forward:
-    case Kind::forward_bias:
-      // a = x, b = weight.
-      s += fmt::format(
-          "  const int ox = i % OW, oy = (i / OW) % OH, oc = (i / (OW * OH)) % O, ni = i / (OW * OH * O);\n"
-          "  const int c0 = oc / OG * CG;\n"
-          "  {0} acc = {1};\n"
-          "  for (int ic = 0; ic < CG; ++ic) {{\n"
-          "    const int xp = A0 + (ni * C + c0 + ic) * H * W;\n"
-          "    const int wp = B0 + (oc * CG + ic) * KH * KW;\n"
-          "    for (int ky = 0; ky < KH; ++ky) {{\n"
-          "      const int iy = oy * SH - PH + ky * DH;\n"
-          "      if (iy < 0 || iy >= H) continue;\n"
-          "      for (int kx = 0; kx < KW; ++kx) {{\n"
-          "        const int ix = ox * SW - PW + kx * DW;\n"
-          "        if (ix < 0 || ix >= W) continue;\n"
-          "        acc += a_data[xp + iy * W + ix] * b_data[wp + ky * KW + kx];\n"
-          "      }}\n"
-          "    }}\n"
-          "  }}\n"
-          "  out_data[i] = acc;\n",
-          t, kind == Kind::forward_bias ? "bias_data[params[19] + oc]" : t + "(0)");
-      break;
-    case Kind::backward_input:
-      // a = dy, b = weight.
-      s += fmt::format(
-          "  const int ix = i % W, iy = (i / W) % H, ci = (i / (W * H)) % C, ni = i / (W * H * C);\n"
-          "  const int grp = ci / CG, ic = ci % CG;\n"
-          "  {0} acc = {0}(0);\n"
-          "  for (int ky = 0; ky < KH; ++ky) {{\n"
-          "    const int oy = source_index(iy, ky, SH, PH, DH, OH);\n"
-          "    if (oy < 0) continue;\n"
-          "    for (int kx = 0; kx < KW; ++kx) {{\n"
-          "      const int ox = source_index(ix, kx, SW, PW, DW, OW);\n"
-          "      if (ox < 0) continue;\n"
-          "      for (int oc = grp * OG; oc < (grp + 1) * OG; ++oc)\n"
-          "        acc += a_data[A0 + ((ni * O + oc) * OH + oy) * OW + ox] *\n"
-          "               b_data[B0 + ((oc * CG + ic) * KH + ky) * KW + kx];\n"
-          "    }}\n"
-          "  }}\n"
-          "  out_data[i] = acc;\n",
-          t);
-      break;
-    case Kind::backward_weight:
-      // a = x, b = dy.
-      s += fmt::format(
-          "  const int kx = i % KW, ky = (i / KW) % KH, ic = (i / (KW * KH)) % CG, oc = i / (KW * KH * CG);\n"
-          "  const int ci = oc / OG * CG + ic;\n"
-          "  {0} acc = {0}(0);\n"
-          "  for (int ni = 0; ni < N; ++ni) {{\n"
-          "    const int xp = A0 + (ni * C + ci) * H * W;\n"
-          "    const int dyp = B0 + (ni * O + oc) * OH * OW;\n"
-          "    for (int oy = 0; oy < OH; ++oy) {{\n"
-          "      const int iy = oy * SH - PH + ky * DH;\n"
-          "      if (iy < 0 || iy >= H) continue;\n"
-          "      for (int ox = 0; ox < OW; ++ox) {{\n"
-          "        const int ix = ox * SW - PW + kx * DW;\n"
-          "        if (ix < 0 || ix >= W) continue;\n"
-          "        acc += a_data[xp + iy * W + ix] * b_data[dyp + oy * OW + ox];\n"
-          "      }}\n"
-          "    }}\n"
-          "  }}\n"
-          "  out_data[i] = acc;\n",
-          t);
-      break;
-  }
-  s += "}\n";
-  return s;
-}
-
 
 // The CPU's check (both operands float, of one dtype), then the device's support for it.
 void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
@@ -174,18 +71,18 @@ std::int32_t offset_of(std::string_view op, const VulkanTensor& t) {
   return checked_int(t.offset, "a size of", op);
 }
 
-// Runs `kind` with one invocation per element of `out` over [params, out, a, b, extra...].
-void run(std::string_view op, Kind kind, std::vector<std::int32_t> params, const VulkanTensor& out,
+// Runs the conv2d.comp variant `kind` with one invocation per element of `out` over [params, out, a, b, extra...].
+void run(std::string_view op, std::string_view kind, std::vector<std::int32_t> params, const VulkanTensor& out,
          std::vector<std::shared_ptr<Buffer>> inputs) {
   static_assert(kParams == 20);
   const std::int64_t n = out.numel();
   if (n == 0) return;
   params[0] = checked_int(n, "a size of", op);
-  Context& context = Context::get();
   auto param_buffer = vulkan::upload_ints(params);
   std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
   buffers.insert(buffers.end(), inputs.begin(), inputs.end());
-  const Pipeline& pipeline = context.pipeline(shader(kind, out.dtype), static_cast<std::uint32_t>(buffers.size()));
+  const Pipeline& pipeline = kernel_pipeline(op, out.dtype, fmt::format("conv2d_{}_{}", kind, out.dtype),
+                                             static_cast<std::uint32_t>(buffers.size()));
   dispatch_invocations(op, pipeline, buffers, n);
 }
 
@@ -223,7 +120,7 @@ Vulkan::Primitive Vulkan::conv2d(const Primitive& x, const Primitive& weight, co
     params[19] = vulkan::offset_of(op, bc);
     inputs.push_back(bc.buffer);
   }
-  vulkan::run(op, bias ? vulkan::Kind::forward_bias : vulkan::Kind::forward, params, out, inputs);
+  vulkan::run(op, bias ? "forward_bias" : "forward", params, out, inputs);
   return out;
 }
 
@@ -244,7 +141,7 @@ Vulkan::Primitive Vulkan::conv2d_backward_input(const Primitive& dy, const Primi
   const VulkanTensor dyc = vulkan::contiguous(dy), wc = vulkan::contiguous(weight);
   params[17] = vulkan::offset_of(op, dyc);
   params[18] = vulkan::offset_of(op, wc);
-  vulkan::run(op, vulkan::Kind::backward_input, params, out, {dyc.buffer, wc.buffer});
+  vulkan::run(op, "backward_input", params, out, {dyc.buffer, wc.buffer});
   return out;
 }
 
@@ -265,7 +162,7 @@ Vulkan::Primitive Vulkan::conv2d_backward_weight(const Primitive& x, const Primi
   const VulkanTensor xc = vulkan::contiguous(x), dyc = vulkan::contiguous(dy);
   params[17] = vulkan::offset_of(op, xc);
   params[18] = vulkan::offset_of(op, dyc);
-  vulkan::run(op, vulkan::Kind::backward_weight, params, out, {xc.buffer, dyc.buffer});
+  vulkan::run(op, "backward_weight", params, out, {xc.buffer, dyc.buffer});
   return out;
 }
 

@@ -1,4 +1,6 @@
-// GLSL compute shaders to SPIR-V at run time, through glslang's C API.
+// GLSL compute shaders to SPIR-V at run time, through glslang's C API: the elementwise
+// kernels, generated from the op catalogue (the hand-written kernels of kernels/glsl are
+// compiled at build time by glslc).
 #pragma once
 
 #include <cstdint>

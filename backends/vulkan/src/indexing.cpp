@@ -7,7 +7,7 @@
 // order, raises kiln::Error naming the op. The wrapped indices go back to the device as a
 // contiguous i32 buffer, so the kernels need no 64-bit integers for them.
 //
-// Two kernels, one invocation per output element:
+// Two kernels (kernels/glsl/gather.comp and scatter.comp), one invocation per output element:
 // - gather: reads x at the output's coordinates with the indexed dim replaced by its index
 //   (index_select is a gather whose index is read with stride 0 outside the dim).
 // - scatter: starts from x's element and walks the fiber of index entries that can land on
@@ -16,8 +16,6 @@
 //   bit-for-bit like the CPU; no atomics). index_add is a scatter add whose index is read
 //   with stride 0 outside the dim. The cost is numel(x) * index.shape[dim] reads.
 #include "kernels.hpp"
-
-#include "kiln/codegen/glsl_half.hpp"
 
 #include "kiln/vulkan/backend.hpp"
 
@@ -29,11 +27,8 @@
 namespace kiln::vulkan {
 namespace {
 
-constexpr std::size_t kMaxRank = 8;
+constexpr std::size_t kMaxRank = 8;  // MAX_RANK in kernels/glsl/indexing.glsl
 constexpr int kR = static_cast<int>(kMaxRank);
-
-
-
 
 // The CPU's read_indices: every index in row-major order, wrapped, or the CPU's error.
 std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& index, std::int64_t limit) {
@@ -56,95 +51,17 @@ std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& 
   return out;
 }
 
-
-std::string header(DType dtype) {
-  const std::string t = storage_type(dtype);
-  return "#version 450\n" + glsl_extensions({dtype}) +
-         fmt::format("layout(local_size_x = {}) in;\n"
-                     "layout(std430, binding = 0) readonly buffer Params {{ int params[]; }};\n"
-                     "layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n"
-                     "layout(std430, binding = 2) readonly buffer X {{ {} x_data[]; }};\n"
-                     "layout(std430, binding = 3) readonly buffer Index {{ int index_data[]; }};\n",
-                     kWorkgroupSize, t, t);
-}
-
-std::string invocation() {
-  return fmt::format("  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n"
-                     "  if (i >= params[0]) return;\n",
-                     kWorkgroupSize);
-}
-
-// Gather params: [0] n, [1] rank, [2] dim, [3] x offset, then out dims, x strides, index strides
-// (index strides apply to the output's coordinates; the index buffer is contiguous).
-std::string gather_shader(DType dtype) {
-  return header(dtype) + "void main() {\n" + invocation() +
-         fmt::format("  const int rank = params[1], dim = params[2];\n"
-                     "  int rest = i, x_at = params[3], index_at = 0, dim_stride = 0;\n"
-                     "  for (int d = rank - 1; d >= 0; --d) {{\n"
-                     "    const int size = params[4 + d];\n"
-                     "    const int c = rest % size;\n"
-                     "    rest /= size;\n"
-                     "    index_at += c * params[{} + d];\n"
-                     "    if (d == dim) dim_stride = params[{} + d];\n"
-                     "    else x_at += c * params[{} + d];\n"
-                     "  }}\n"
-                     "  out_data[i] = x_data[x_at + index_data[index_at] * dim_stride];\n"
-                     "}}\n",
-                     4 + 2 * kR, 4 + kR, 4 + kR);
-}
-
-// Scatter params: [0] n (x's elements), [1] rank, [2] dim, [3] x offset, [4] src offset, then
-// x dims, x strides, index dims (the positions that scatter), src strides, index strides.
+// Gather params (kernels/glsl/gather.comp): [0] n, [1] rank, [2] dim, [3] x offset, then out
+// dims, x strides, index strides.
+constexpr int kGatherDims = 4;
+// Scatter params (kernels/glsl/scatter.comp): [0] n (x's elements), [1] rank, [2] dim,
+// [3] x offset, [4] src offset, then x dims, x strides, index dims, src strides, index strides.
 constexpr int kDims = 5, kXStrides = 5 + kR, kIndexDims = 5 + 2 * kR, kSrcStrides = 5 + 3 * kR,
               kIndexStrides = 5 + 4 * kR;
 
-// f16 / bf16 elements are held as their bits (uint) and each add rounds to 16 bits, as the
-// CPU backend adds them one at a time.
-std::string scatter_shader(DType dtype, ops::ScatterMode mode) {
-  const std::string t = storage_type(dtype);
-  const bool half = is_half(dtype);
-  const std::string local = half ? "uint" : t;
-  std::string combine;
-  if (mode == ops::ScatterMode::assign) combine = "acc = v;";
-  else if (dtype == DType::boolean)
-    combine = "acc = (acc != uint8_t(0) || v != uint8_t(0)) ? uint8_t(1) : uint8_t(0);";
-  else if (half) combine = fmt::format("acc = kiln_f32_to_{0}(kiln_{0}_to_f32(acc) + kiln_{0}_to_f32(v));", dtype);
-  else combine = fmt::format("acc = {}(acc + v);", t);
-  return header(dtype) +
-         fmt::format("layout(std430, binding = 4) readonly buffer Src {{ {} src_data[]; }};\n", t) +
-         (half ? std::string(codegen::glsl_half_conversions) : std::string()) +
-         "void main() {\n" + invocation() +
-         fmt::format("  const int rank = params[1], dim = params[2];\n"
-                     "  int rest = i, x_at = params[3], src_at = params[4], index_at = 0, j = 0;\n"
-                     "  bool covered = true;\n"
-                     "  for (int d = rank - 1; d >= 0; --d) {{\n"
-                     "    const int size = params[{0} + d];\n"
-                     "    const int c = rest % size;\n"
-                     "    rest /= size;\n"
-                     "    x_at += c * params[{1} + d];\n"
-                     "    if (d == dim) {{ j = c; continue; }}\n"
-                     "    covered = covered && c < params[{2} + d];\n"
-                     "    src_at += c * params[{3} + d];\n"
-                     "    index_at += c * params[{4} + d];\n"
-                     "  }}\n"
-                     "  {5} acc = {5}(x_data[x_at]);\n"
-                     "  if (covered) {{\n"
-                     "    const int fiber = params[{2} + dim], src_step = params[{3} + dim], index_step = params[{4} + dim];\n"
-                     "    for (int f = 0; f < fiber; ++f) {{\n"
-                     "      if (index_data[index_at + f * index_step] != j) continue;\n"
-                     "      const {5} v = {5}(src_data[src_at + f * src_step]);\n"
-                     "      {6}\n"
-                     "    }}\n"
-                     "  }}\n"
-                     "  out_data[i] = {7}(acc);\n"
-                     "}}\n",
-                     kDims, kXStrides, kIndexDims, kSrcStrides, kIndexStrides, local, combine, t);
-}
-
-void run(std::string_view op, const std::string& source, std::vector<std::shared_ptr<Buffer>> buffers,
+void run(std::string_view op, DType dtype, const std::string& variant, std::vector<std::shared_ptr<Buffer>> buffers,
          std::int64_t n) {
-  Context& context = Context::get();
-  const Pipeline& pipeline = context.pipeline(source, static_cast<std::uint32_t>(buffers.size()));
+  const Pipeline& pipeline = kernel_pipeline(op, dtype, variant, static_cast<std::uint32_t>(buffers.size()));
   dispatch_invocations(op, pipeline, buffers, n);
 }
 
@@ -156,17 +73,19 @@ VulkanTensor run_gather(std::string_view op, const VulkanTensor& x, std::size_t 
              x.shape.rank(), kMaxRank);
   VulkanTensor out = empty(shape, x.dtype);
   const std::int64_t n = shape.numel();
-  std::vector<std::int32_t> params(static_cast<std::size_t>(4 + 3 * kR), 0);
+  std::vector<std::int32_t> params(static_cast<std::size_t>(kGatherDims + 3 * kR), 0);
   params[0] = checked_int(n, "a tensor of", op);
   params[1] = static_cast<std::int32_t>(shape.rank());
   params[2] = static_cast<std::int32_t>(d);
   params[3] = checked_int(x.offset, "an offset of", op);
   for (std::size_t i = 0; i < shape.rank(); ++i) {
-    params[4 + i] = checked_int(shape[i], "a dim of", op);
-    params[4 + kMaxRank + i] = checked_int(x.strides[i], "a stride of", op);
-    params[4 + 2 * kMaxRank + i] = checked_int(index_strides[i], "a stride of", op);
+    params[kGatherDims + i] = checked_int(shape[i], "a dim of", op);
+    params[kGatherDims + kMaxRank + i] = checked_int(x.strides[i], "a stride of", op);
+    params[kGatherDims + 2 * kMaxRank + i] = checked_int(index_strides[i], "a stride of", op);
   }
-  run(op, gather_shader(x.dtype), {upload_ints(params), out.buffer, x.buffer, upload_ints(indices)}, n);
+  // Elements only move: one kernel per element size.
+  run(op, x.dtype, fmt::format("gather_{}", variant_bits(x.dtype)),
+      {upload_ints(params), out.buffer, x.buffer, upload_ints(indices)}, n);
   return out;
 }
 
@@ -192,8 +111,10 @@ VulkanTensor run_scatter(std::string_view op, const VulkanTensor& x, std::size_t
     params[kSrcStrides + i] = checked_int(src.strides[i], "a stride of", op);
     params[kIndexStrides + i] = checked_int(index_strides[i], "a stride of", op);
   }
-  run(op, scatter_shader(x.dtype, mode),
-      {upload_ints(params), out.buffer, x.buffer, upload_ints(indices), src.buffer}, n);
+  // Assigning only moves elements (one kernel per element size); adding is per dtype.
+  const std::string variant = mode == ops::ScatterMode::assign ? fmt::format("scatter_assign_{}", variant_bits(x.dtype))
+                                                               : fmt::format("scatter_add_{}", x.dtype);
+  run(op, x.dtype, variant, {upload_ints(params), out.buffer, x.buffer, upload_ints(indices), src.buffer}, n);
   return out;
 }
 

@@ -4,7 +4,7 @@
 // where the device has shaderFloat64.
 //
 // Every mode is separable: output (oh, ow) reads K x K inputs (K = 1, 2, 4) through the taps
-// of its row and column. The taps (input index and weight per output position and axis) are
+// of its row and column (kernels/glsl/interpolate.comp). The taps (input index and weight per output position and axis) are
 // computed on the host by the CPU backend's formulas, in the element type, and uploaded, so
 // the kernels use the very same indices and weights.
 // - forward: one invocation per output element, summing in the CPU's order.
@@ -76,81 +76,7 @@ void append_inverse(const std::vector<std::int32_t>& index, std::int64_t in, std
         slot_base + static_cast<std::int32_t>(s);
 }
 
-// Parameter buffer (ints): [0] invocations, [1] H, [2] W, [3] OH, [4] OW, [5] K, [6] source
-// element offset (x forward, dy backward), [7] first column weight (OH * K); backward adds
-// [8] the row inverse's start, [9] the column inverse's start (in the taps buffer).
-std::string shader(DType dtype, bool backward) {
-  const std::string t = storage_type(dtype);
-  std::string s = "#version 450\n";
-  s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
-  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
-  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", t);
-  s += fmt::format("layout(std430, binding = 2) readonly buffer In {{ {} in_data[]; }};\n", t);
-  s += "layout(std430, binding = 3) readonly buffer Taps { int taps[]; };\n";
-  s += fmt::format("layout(std430, binding = 4) readonly buffer Weights {{ {} weights[]; }};\n", t);
-  s += "void main() {\n";
-  s += fmt::format(
-      "  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n",
-      kWorkgroupSize);
-  s += "  if (i >= params[0]) return;\n"
-       "  const int H = params[1], W = params[2], OH = params[3], OW = params[4], K = params[5];\n"
-       "  const int offset = params[6], cols = params[7];\n";
-  if (!backward) {
-    // taps: [row index (OH * K)] [column index (OW * K)]; weights likewise.
-    s += fmt::format(
-        "  const int p = i / (OH * OW), r = i - p * OH * OW;\n"
-        "  const int oh = r / OW, ow = r - oh * OW;\n"
-        "  const int plane = offset + p * H * W;\n"
-        "  precise {0} sum = {0}(0);\n"
-        "  for (int a = 0; a < K; ++a) {{\n"
-        "    const int row = plane + taps[oh * K + a] * W;\n"
-        "    precise {0} inner = {0}(0);\n"
-        "    for (int c = 0; c < K; ++c)\n"
-        "      inner += weights[cols + ow * K + c] * in_data[row + taps[cols + ow * K + c]];\n"
-        "    sum += weights[oh * K + a] * inner;\n"
-        "  }}\n"
-        "  out_data[i] = sum;\n"
-        "}}\n",
-        t);
-  } else {
-    // taps: [row inverse: start (H + 1), slots (OH * K)] [column inverse: start (W + 1),
-    // slots (OW * K)]; a slot is the position of its weight (column slots from `cols`).
-    s += fmt::format(
-        "  const int p = i / (H * W), r = i - p * H * W;\n"
-        "  const int ih = r / W, iw = r - ih * W;\n"
-        "  const int rows_at = params[8], cols_at = params[9];\n"
-        "  const int r0 = taps[rows_at + ih], r1 = taps[rows_at + ih + 1];\n"
-        "  const int c0 = taps[cols_at + iw], c1 = taps[cols_at + iw + 1];\n"
-        "  const int rslots = rows_at + H + 1, cslots = cols_at + W + 1;\n"
-        "  const int grad = offset + p * OH * OW;\n"
-        "  precise {0} acc = {0}(0);\n"
-        "  int ra = r0;\n"
-        "  while (ra < r1) {{\n"
-        "    const int oh = taps[rslots + ra] / K;\n"
-        "    int re = ra + 1;\n"
-        "    while (re < r1 && taps[rslots + re] / K == oh) ++re;\n"
-        "    int ca = c0;\n"
-        "    while (ca < c1) {{\n"
-        "      const int ow = (taps[cslots + ca] - cols) / K;\n"
-        "      int ce = ca + 1;\n"
-        "      while (ce < c1 && (taps[cslots + ce] - cols) / K == ow) ++ce;\n"
-        "      const {0} g = in_data[grad + oh * OW + ow];\n"
-        "      for (int a = ra; a < re; ++a)\n"
-        "        for (int c = ca; c < ce; ++c) {{\n"
-        "          precise {0} term = weights[taps[rslots + a]] * weights[taps[cslots + c]];\n"
-        "          term = term * g;\n"
-        "          acc += term;\n"
-        "        }}\n"
-        "      ca = ce;\n"
-        "    }}\n"
-        "    ra = re;\n"
-        "  }}\n"
-        "  out_data[i] = acc;\n"
-        "}}\n",
-        t);
-  }
-  return s;
-}
+// The kernels and their parameter buffer: kernels/glsl/interpolate.comp.
 
 // Runs the resampling of `src` (contiguous, [planes, SH, SW]) into `dst` ([planes, DH, DW]).
 // Forward: src is x, dst the output; backward: src is dy, dst dx.
@@ -196,8 +122,10 @@ void run(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, 
   const std::vector<std::shared_ptr<Buffer>> buffers{
       upload_ints(params), dst.buffer, src.buffer, upload_ints(taps),
       upload(weights.data(), weights.size() * sizeof(T))};
-  const Pipeline& pipeline = context.pipeline(shader(src.dtype, backward), 5);
-  dispatch_invocations(backward ? "interpolate_backward" : "interpolate", pipeline, buffers, invocations);
+  const std::string_view op = backward ? "interpolate_backward" : "interpolate";
+  const Pipeline& pipeline = kernel_pipeline(
+      op, src.dtype, fmt::format("interpolate_{}_{}", backward ? "backward" : "forward", src.dtype), 5);
+  dispatch_invocations(op, pipeline, buffers, invocations);
 }
 
 void check_input(std::string_view op, const VulkanTensor& x) {

@@ -1,4 +1,5 @@
-// The generated elementwise kernel: shader text, parameter buffer, dispatch.
+// The kernels/glsl lookup, and the generated elementwise kernel: shader text, parameter
+// buffer, dispatch.
 #include "kernels.hpp"
 
 #include "kiln/codegen/glsl_half.hpp"
@@ -18,6 +19,39 @@ constexpr std::size_t kMaxRank = 8;
 // 10 + k * 9: its element offset and 8 strides.
 constexpr int kInputParams = 1 + static_cast<int>(kMaxRank);
 constexpr int kFirstInput = 2 + static_cast<int>(kMaxRank);
+
+// GLSL spelling of a dtype in storage buffers (bool: uint8_t; f16 and bf16: uint16_t bits).
+std::string storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int";
+    case DType::i64: return "int64_t";
+    case DType::u8:
+    case DType::boolean: return "uint8_t";
+    case DType::f16:
+    case DType::bf16: return "uint16_t";
+  }
+  KILN_FAIL("vulkan: no storage type for dtype {}", static_cast<int>(dtype));
+}
+
+// The #extension lines a shader needs for buffers of these dtypes.
+std::string glsl_extensions(std::initializer_list<DType> dtypes) {
+  bool int64 = false, int8 = false, int16 = false;
+  for (DType d : dtypes) {
+    int64 = int64 || d == DType::i64;
+    int8 = int8 || d == DType::u8 || d == DType::boolean;
+    int16 = int16 || is_half(d);
+  }
+  // Doubles are core GLSL 4.50.
+  std::string out;
+  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (int8)
+    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+           "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (int16) out += "#extension GL_EXT_shader_16bit_storage : require\n";
+  return out;
+}
 
 // Strided: each input's index from the output index and its strides; flat: offset + i * step.
 // scalar[k]: input k is a single element (flat kernels only).
@@ -90,6 +124,20 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, 
 
 }  // namespace
 
+const Pipeline& kernel_pipeline(std::string_view op, DType dtype, const std::string& variant,
+                                std::uint32_t bindings) {
+  const std::span<const std::uint32_t> words = spirv_kernel(variant);
+  KILN_CHECK(!words.empty(),
+             "{}: the Vulkan backend was built without the kernel {} for {} tensors (kernels/glsl variants are "
+             "listed in backends/vulkan/CMakeLists.txt)",
+             op, variant, dtype);
+  return Context::get().pipeline(variant, words, bindings);
+}
+
+std::string_view variant_dtype(DType dtype) { return dtype == DType::boolean ? "u8" : dtype_name(dtype); }
+
+std::string variant_bits(DType dtype) { return fmt::format("{}bit", dtype_size(dtype) * 8); }
+
 std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op) {
   KILN_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
              "{}: {} {} exceeds the 32-bit indices of the Vulkan kernels", op, what, v);
@@ -113,43 +161,12 @@ void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
   context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
 }
 
-std::string storage_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i32: return "int";
-    case DType::i64: return "int64_t";
-    case DType::u8:
-    case DType::boolean: return "uint8_t";
-    case DType::f16:
-    case DType::bf16: return "uint16_t";
-  }
-  KILN_FAIL("vulkan: no storage type for dtype {}", static_cast<int>(dtype));
-}
-
 std::string value_type(DType dtype) {
   if (dtype == DType::boolean) return "bool";
   return is_half(dtype) ? "float" : storage_type(dtype);
 }
 
 bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
-
-std::string glsl_extensions(std::initializer_list<DType> dtypes) {
-  bool int64 = false, int8 = false, int16 = false;
-  for (DType d : dtypes) {
-    int64 = int64 || d == DType::i64;
-    int8 = int8 || d == DType::u8 || d == DType::boolean;
-    int16 = int16 || is_half(d);
-  }
-  // Doubles are core GLSL 4.50.
-  std::string out;
-  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (int8)
-    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-           "#extension GL_EXT_shader_8bit_storage : require\n";
-  if (int16) out += "#extension GL_EXT_shader_16bit_storage : require\n";
-  return out;
-}
 
 void check_dtype_supported(std::string_view op, DType dtype) {
   const Features& f = Context::get().features();

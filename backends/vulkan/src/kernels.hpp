@@ -1,7 +1,11 @@
-// The generated elementwise kernel of the Vulkan backend: one GLSL compute shader per
-// value expression and operand types, any shapes. Inputs are read through their strides
-// (broadcast dims have stride 0) from a small parameter buffer, so one compiled kernel
-// serves every shape. Private to backends/vulkan/src.
+// How the Vulkan backend's files get and run kernels. Two kinds:
+// - the hand-written kernels of kernels/glsl, compiled to SPIR-V at build time and picked
+//   by variant name (kernel_pipeline);
+// - the elementwise kernel, generated at run time: one GLSL compute shader per value
+//   expression and operand types, any shapes. Inputs are read through their strides
+//   (broadcast dims have stride 0) from a small parameter buffer, so one compiled kernel
+//   serves every shape.
+// Private to backends/vulkan/src.
 #pragma once
 
 #include "context.hpp"
@@ -25,6 +29,20 @@ struct ElementwiseSpec {
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
 };
+
+// The SPIR-V words of a kernels/glsl variant, empty when the build has none of that name
+// (defined in spirv_kernels.cpp, which backends/vulkan/CMakeLists.txt generates with the
+// list of variants).
+std::span<const std::uint32_t> spirv_kernel(std::string_view name);
+// The pipeline of a kernels/glsl variant with `bindings` buffers; `op` and `dtype` name the
+// request in the error when the build has no such variant.
+const Pipeline& kernel_pipeline(std::string_view op, DType dtype, const std::string& variant,
+                                std::uint32_t bindings);
+// The dtype in variant names: dtype_name, but bool as u8 (its 0/1 bytes compare and move
+// like u8) for the kernels that have no bool variant of their own.
+std::string_view variant_dtype(DType dtype);
+// The element size in the names of the kernels that only move elements ("32bit").
+std::string variant_bits(DType dtype);
 
 // A fresh contiguous tensor (uninitialized) on the context's device.
 VulkanTensor empty(const Shape& shape, DType dtype);
@@ -51,16 +69,13 @@ void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
 // error names the op and what v is ("a dim of", "an offset of"...).
 std::int32_t checked_int(std::int64_t v, std::string_view what, std::string_view op = "vulkan");
 
-// GLSL spelling of a dtype in storage buffers and in arithmetic (bool: uint8_t / bool;
-// f16 and bf16: uint16_t bits / float, converted by codegen/glsl_half.hpp's helpers).
-std::string storage_type(DType dtype);
+// GLSL spelling of a dtype in arithmetic, in the generated kernels (bool: bool; f16 and
+// bf16: float, converted by codegen/glsl_half.hpp's helpers).
 std::string value_type(DType dtype);
 // f16 and bf16: stored in 16 bits, computed in float. Kernels that do arithmetic take
 // them as f32 and round the result once, like the CPU backend (see to_f32_and_back);
 // kernels that only move elements take them as they are.
 bool is_half(DType dtype);
-// The #extension lines a shader needs for buffers of these dtypes.
-std::string glsl_extensions(std::initializer_list<DType> dtypes);
 // Checks that the device can hold `dtype` tensors (names the op and the missing feature).
 void check_dtype_supported(std::string_view op, DType dtype);
 // An exact GLSL literal of `value` as the value type of `dtype`.

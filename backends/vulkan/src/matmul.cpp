@@ -1,8 +1,9 @@
 // Matrix multiplication on the Vulkan backend: [..., m, k] @ [..., k, n] with NumPy-broadcast
-// batch dims, f32 (and f64 on devices with shaderFloat64). One tiled kernel: each 16x16
-// workgroup computes a 16x16 block of one batch's output, staging 16x16 tiles of A and B in
-// shared memory per step along k. Operands are read in place through their strides, so
-// transposed, sliced and broadcast (stride-0) views need no copy; the output is contiguous.
+// batch dims, f32 (and f64 on devices with shaderFloat64). One tiled kernel,
+// kernels/glsl/matmul.comp: each 16x16 workgroup computes a 16x16 block of one batch's
+// output, staging 16x16 tiles of A and B in shared memory per step along k. Operands are
+// read in place through their strides, so transposed, sliced and broadcast (stride-0) views
+// need no copy; the output is contiguous.
 #include "kernels.hpp"
 
 #include "kiln/ops/matmul.hpp"
@@ -16,59 +17,10 @@
 namespace kiln::vulkan {
 namespace {
 
-constexpr int kTile = 16;
+constexpr int kTile = 16;  // TILE in kernels/glsl/matmul.comp
 constexpr std::size_t kMaxBatchRank = 8;
-// Parameter buffer layout (ints): [0] m, [1] n, [2] k, [3] batch rank, [4] row tiles,
-// [5] first batch of this dispatch, [6] a offset, [7] b offset, [8] a row stride,
-// [9] a col stride, [10] b row stride, [11] b col stride, [12..20) batch dims,
-// [20..28) a batch strides, [28..36) b batch strides (0 on broadcast dims).
+// The parameter buffer: kernels/glsl/matmul.comp.
 constexpr int kParams = 12 + 3 * static_cast<int>(kMaxBatchRank);
-
-std::string matmul_shader(DType dtype) {
-  const std::string t = storage_type(dtype);
-  return fmt::format(
-      "#version 450\n"
-      "layout(local_size_x = {0}, local_size_y = {0}) in;\n"
-      "layout(std430, binding = 0) readonly buffer Params {{ int params[]; }};\n"
-      "layout(std430, binding = 1) writeonly buffer Out {{ {1} out_data[]; }};\n"
-      "layout(std430, binding = 2) readonly buffer A {{ {1} a_data[]; }};\n"
-      "layout(std430, binding = 3) readonly buffer B {{ {1} b_data[]; }};\n"
-      "shared {1} tile_a[{0}][{0}];\n"
-      "shared {1} tile_b[{0}][{0}];\n"
-      "void main() {{\n"
-      "  const int m = params[0], n = params[1], k = params[2], nb = params[3], row_tiles = params[4];\n"
-      "  const int group_y = int(gl_WorkGroupID.y);\n"
-      "  const int batch = params[5] + group_y / row_tiles;\n"
-      "  const int lx = int(gl_LocalInvocationID.x), ly = int(gl_LocalInvocationID.y);\n"
-      "  const int row = (group_y % row_tiles) * {0} + ly;\n"
-      "  const int col = int(gl_WorkGroupID.x) * {0} + lx;\n"
-      "  int a_base = params[6], b_base = params[7];\n"
-      "  int rest = batch;\n"
-      "  for (int d = nb - 1; d >= 0; --d) {{\n"
-      "    const int size = params[12 + d];\n"
-      "    const int c = rest % size;\n"
-      "    rest /= size;\n"
-      "    a_base += c * params[20 + d];\n"
-      "    b_base += c * params[28 + d];\n"
-      "  }}\n"
-      "  const int ars = params[8], acs = params[9], brs = params[10], bcs = params[11];\n"
-      "  {1} acc = {1}(0);\n"
-      "  for (int k0 = 0; k0 < k; k0 += {0}) {{\n"
-      "    {1} va = {1}(0);\n"
-      "    if (row < m && k0 + lx < k) va = a_data[a_base + row * ars + (k0 + lx) * acs];\n"
-      "    tile_a[ly][lx] = va;\n"
-      "    {1} vb = {1}(0);\n"
-      "    if (k0 + ly < k && col < n) vb = b_data[b_base + (k0 + ly) * brs + col * bcs];\n"
-      "    tile_b[ly][lx] = vb;\n"
-      "    barrier();\n"
-      "    for (int i = 0; i < {0}; ++i) acc += tile_a[ly][i] * tile_b[i][lx];\n"
-      "    barrier();\n"
-      "  }}\n"
-      "  if (row < m && col < n) out_data[(batch * m + row) * n + col] = acc;\n"
-      "}}\n",
-      kTile, t);
-}
-
 
 }  // namespace
 }  // namespace kiln::vulkan
@@ -130,7 +82,8 @@ Vulkan::Primitive Vulkan::matmul(const Primitive& a, const Primitive& b) {
   // minimum every device supports), so long batches split into several dispatches.
   const std::int64_t per_dispatch = std::max<std::int64_t>(1, 65535 / row_tiles);
   KILN_CHECK(row_tiles <= 65535, "matmul: m = {} needs more than 65535 workgroups", m);
-  const vulkan::Pipeline& pipeline = context.pipeline(vulkan::matmul_shader(a.dtype), 4);
+  const vulkan::Pipeline& pipeline =
+      vulkan::kernel_pipeline("matmul", a.dtype, fmt::format("matmul_{}", a.dtype), 4);
   for (std::int64_t first = 0; first < count; first += per_dispatch) {
     const std::int64_t batches = std::min(per_dispatch, count - first);
     params[5] = static_cast<std::int32_t>(first);

@@ -1,6 +1,8 @@
 // kiln::Vulkan: the portable GPU backend (any Vulkan 1.1 device; Mesa's lavapipe runs it on
-// the CPU for tests). Kernels are GLSL compute shaders compiled to SPIR-V at run time;
-// elementwise kernels are rendered from the op catalogue's formulas (kiln/codegen).
+// the CPU for tests). Kernels are GLSL compute shaders: the hand-written ones (matmul,
+// reductions, conv, pooling, sort, indexing...) live in kernels/glsl and are compiled to
+// SPIR-V at build time and embedded in the library; the elementwise kernels are rendered
+// from the op catalogue's formulas (kiln/codegen) and compiled at run time.
 //
 // Every primitive of the Backend concept exists (static_assert below), each tested against
 // the CPU backend in tests/vulkan. Still in progress: the conformance suite and the
