@@ -11,6 +11,7 @@
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/optim/adam.hpp"
+#include "kiln/optim/scheduler.hpp"
 #include "kiln/tensor/module_ops.hpp"
 #include "kiln/tensor/print.hpp"
 #include "kiln/tensor/tensor.hpp"

@@ -1,0 +1,414 @@
+// Learning-rate schedulers: the rate of optimizer step t (0-based; t is the number of
+// scheduler steps taken, as in PyTorch), with torch.optim.lr_scheduler's meaning (torch
+// 1.13) where PyTorch has the scheduler. Plain scalar code, no tensors; Scheduler holds
+// any of them by value. docs/optimizers.md shows them in a training loop.
+#pragma once
+
+#include "kiln/core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <numbers>
+#include <utility>
+#include <vector>
+
+namespace kiln::optim {
+
+// A schedule gives lr(step), the rate of optimizer step `step` (>= 0; a negative step is a
+// kiln::Error). It may also give lr_after(step, previous): the rate of `step` (>= 1) from
+// the rate of step - 1, which Scheduler::step() calls instead of lr(step) where the
+// schedule has it (CosineAnnealingLR past t_max, where lr(step) is not O(1)).
+template <class S>
+concept LrSchedule = std::copy_constructible<S> && requires(const S& s, std::int64_t step) {
+  { s.lr(step) } -> std::convertible_to<double>;
+};
+
+namespace detail {
+
+inline void check_step(const char* scheduler, std::int64_t step) {
+  KILN_CHECK(step >= 0, "{}: step must be >= 0, got {}", scheduler, step);
+}
+
+inline void check_rate(const char* scheduler, const char* name, double rate) {
+  KILN_CHECK(std::isfinite(rate) && rate >= 0, "{}: {} must be a finite learning rate >= 0, got {}", scheduler, name,
+             rate);
+}
+
+inline void check_positive(const char* scheduler, const char* name, double value) {
+  KILN_CHECK(std::isfinite(value) && value > 0, "{}: {} must be finite and > 0, got {}", scheduler, name, value);
+}
+
+inline void check_count(const char* scheduler, const char* name, std::int64_t value) {
+  KILN_CHECK(value >= 1, "{}: {} must be >= 1, got {}", scheduler, name, value);
+}
+
+// A multiplier of the base rate: PyTorch's factors lie in [0, 1]; `open_at_zero` excludes
+// 0 where PyTorch's chained form divides by the factor.
+inline void check_factor(const char* scheduler, const char* name, double factor, bool open_at_zero) {
+  const bool low_ok = open_at_zero ? factor > 0 : factor >= 0;
+  KILN_CHECK(low_ok && factor <= 1, "{}: {} must be in {}0, 1], got {}", scheduler, name, open_at_zero ? "(" : "[",
+             factor);
+}
+
+}  // namespace detail
+
+// Any schedule, by value (copies share the immutable schedule and keep their own position).
+// lr(step) is stateless. For PyTorch's habit of calling scheduler.step() after each
+// optimizer.step(), current() is the rate of the next optimizer step and step() advances.
+class Scheduler {
+ public:
+  // Scheduler itself is excluded first: checking LrSchedule<Scheduler> would recurse.
+  template <class S>
+    requires(!std::same_as<S, Scheduler> && LrSchedule<S>)
+  Scheduler(S schedule)  // implicit: any schedule is a Scheduler
+      : impl_(std::make_shared<const Model<S>>(std::move(schedule))), current_(impl_->lr(0)) {}
+
+  double lr(std::int64_t step) const { return impl_->lr(step); }
+  double lr_after(std::int64_t step, double previous) const { return impl_->lr_after(step, previous); }
+
+  double current() const { return current_; }
+  // How many times step() was called (PyTorch's last_epoch).
+  std::int64_t steps() const { return steps_; }
+  void step() {
+    current_ = impl_->lr_after(steps_ + 1, current_);
+    ++steps_;
+  }
+  // Resumes at `steps` steps taken, e.g. after loading a checkpoint.
+  void seek(std::int64_t steps) {
+    current_ = impl_->lr(steps);
+    steps_ = steps;
+  }
+
+ private:
+  struct Concept {
+    virtual ~Concept() = default;
+    virtual double lr(std::int64_t step) const = 0;
+    virtual double lr_after(std::int64_t step, double previous) const = 0;
+  };
+  template <class S> struct Model final : Concept {
+    explicit Model(S s) : schedule(std::move(s)) {}
+    double lr(std::int64_t step) const override { return schedule.lr(step); }
+    double lr_after(std::int64_t step, double previous) const override {
+      if constexpr (requires { schedule.lr_after(step, previous); })
+        return schedule.lr_after(step, previous);
+      else
+        return schedule.lr(step);
+    }
+    S schedule;
+  };
+
+  std::shared_ptr<const Concept> impl_;
+  std::int64_t steps_ = 0;
+  double current_;
+};
+
+// base_lr * gamma^(step / step_size): the rate falls by gamma every step_size steps.
+class StepLR {
+ public:
+  StepLR(double base_lr, std::int64_t step_size, double gamma = 0.1)
+      : base_lr_(base_lr), step_size_(step_size), gamma_(gamma) {
+    detail::check_rate("StepLR", "base_lr", base_lr);
+    detail::check_count("StepLR", "step_size", step_size);
+    detail::check_positive("StepLR", "gamma", gamma);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("StepLR", step);
+    return base_lr_ * std::pow(gamma_, static_cast<double>(step / step_size_));
+  }
+
+ private:
+  double base_lr_;
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+// base_lr * gamma^(number of milestones <= step). Milestones must not decrease; one that is
+// repeated applies gamma once per occurrence, as in PyTorch.
+class MultiStepLR {
+ public:
+  MultiStepLR(double base_lr, std::vector<std::int64_t> milestones, double gamma = 0.1)
+      : base_lr_(base_lr), milestones_(std::move(milestones)), gamma_(gamma) {
+    detail::check_rate("MultiStepLR", "base_lr", base_lr);
+    detail::check_positive("MultiStepLR", "gamma", gamma);
+    KILN_CHECK(!milestones_.empty(), "MultiStepLR: milestones is empty; give at least one step to decay at");
+    KILN_CHECK(milestones_.front() >= 0, "MultiStepLR: milestones must be >= 0, got {}", milestones_.front());
+    for (std::size_t i = 1; i < milestones_.size(); ++i)
+      KILN_CHECK(milestones_[i - 1] <= milestones_[i],
+                 "MultiStepLR: milestones must be in increasing order, got {} before {} (at index {})",
+                 milestones_[i - 1], milestones_[i], i);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("MultiStepLR", step);
+    const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), step) - milestones_.begin();
+    return base_lr_ * std::pow(gamma_, static_cast<double>(passed));
+  }
+
+ private:
+  double base_lr_;
+  std::vector<std::int64_t> milestones_;
+  double gamma_;
+};
+
+// base_lr * gamma^step.
+class ExponentialLR {
+ public:
+  ExponentialLR(double base_lr, double gamma) : base_lr_(base_lr), gamma_(gamma) {
+    detail::check_rate("ExponentialLR", "base_lr", base_lr);
+    detail::check_positive("ExponentialLR", "gamma", gamma);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("ExponentialLR", step);
+    return base_lr_ * std::pow(gamma_, static_cast<double>(step));
+  }
+
+ private:
+  double base_lr_;
+  double gamma_;
+};
+
+// eta_min + (base_lr - eta_min) (1 + cos(pi step / t_max)) / 2: half a cosine from base_lr
+// down to eta_min at step t_max; past t_max it rises again (period 2 t_max), as in PyTorch.
+// PyTorch runs a recursion (each rate from the previous one). Up to t_max it agrees with the
+// closed form to ~1e-14; past t_max its rounding grows on each rise (relative 1e-11 at
+// t_max 1000, eta_min = base_lr / 2), so there lr(step) replays the recursion from the last
+// minimum, where it is exactly eta_min: O(t_max), while Scheduler::step() stays O(1).
+class CosineAnnealingLR {
+ public:
+  CosineAnnealingLR(double base_lr, std::int64_t t_max, double eta_min = 0.0)
+      : base_lr_(base_lr), t_max_(t_max), eta_min_(eta_min) {
+    detail::check_rate("CosineAnnealingLR", "base_lr", base_lr);
+    detail::check_count("CosineAnnealingLR", "t_max", t_max);
+    detail::check_rate("CosineAnnealingLR", "eta_min", eta_min);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("CosineAnnealingLR", step);
+    if (step <= t_max_) return closed_form(step);
+    const std::int64_t minimum = step - (step - t_max_) % (2 * t_max_);
+    double rate = eta_min_;
+    for (std::int64_t t = minimum + 1; t <= step; ++t) rate = recursion(t, rate);
+    return rate;
+  }
+  double lr_after(std::int64_t step, double previous) const {
+    detail::check_step("CosineAnnealingLR", step);
+    return step <= t_max_ ? closed_form(step) : recursion(step, previous);
+  }
+
+ private:
+  // Both are written as torch/optim/lr_scheduler.py writes them, to round alike.
+  double closed_form(std::int64_t step) const {
+    return eta_min_ + (base_lr_ - eta_min_) * (1 + std::cos(pi * static_cast<double>(step) / t_max())) / 2;
+  }
+  double recursion(std::int64_t step, double previous) const {
+    if ((step - 1 - t_max_) % (2 * t_max_) == 0)  // the step after a minimum
+      return previous + (base_lr_ - eta_min_) * (1 - std::cos(pi / t_max())) / 2;
+    return (1 + std::cos(pi * static_cast<double>(step) / t_max())) /
+               (1 + std::cos(pi * static_cast<double>(step - 1) / t_max())) * (previous - eta_min_) +
+           eta_min_;
+  }
+  double t_max() const { return static_cast<double>(t_max_); }
+  static constexpr double pi = std::numbers::pi;
+
+  double base_lr_;
+  std::int64_t t_max_;
+  double eta_min_;
+};
+
+// base_lr times a factor that moves linearly from start_factor (step 0) to end_factor
+// (step total_iters), then stays: with end_factor 1, a linear warmup.
+class LinearLR {
+ public:
+  LinearLR(double base_lr, double start_factor = 1.0 / 3, double end_factor = 1.0, std::int64_t total_iters = 5)
+      : base_lr_(base_lr), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+    detail::check_rate("LinearLR", "base_lr", base_lr);
+    detail::check_factor("LinearLR", "start_factor", start_factor, true);
+    detail::check_factor("LinearLR", "end_factor", end_factor, false);
+    detail::check_count("LinearLR", "total_iters", total_iters);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("LinearLR", step);
+    return base_lr_ * (start_factor_ + (end_factor_ - start_factor_) *
+                                           static_cast<double>(std::min(total_iters_, step)) /
+                                           static_cast<double>(total_iters_));
+  }
+
+ private:
+  double base_lr_;
+  double start_factor_, end_factor_;
+  std::int64_t total_iters_;
+};
+
+// base_lr * factor for the first total_iters steps, then base_lr.
+class ConstantLR {
+ public:
+  ConstantLR(double base_lr, double factor = 1.0 / 3, std::int64_t total_iters = 5)
+      : base_lr_(base_lr), factor_(factor), total_iters_(total_iters) {
+    detail::check_rate("ConstantLR", "base_lr", base_lr);
+    detail::check_factor("ConstantLR", "factor", factor, true);
+    detail::check_count("ConstantLR", "total_iters", total_iters);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("ConstantLR", step);
+    return step < total_iters_ ? base_lr_ * factor_ : base_lr_;
+  }
+
+ private:
+  double base_lr_;
+  double factor_;
+  std::int64_t total_iters_;
+};
+
+enum class Anneal { cos, linear };
+
+struct OneCycleOptions {
+  double pct_start = 0.3;  // the part of the cycle spent rising to max_lr, in (0, 1)
+  Anneal anneal = Anneal::cos;
+  double div_factor = 25.0;        // the first rate is max_lr / div_factor
+  double final_div_factor = 1e4;   // the last is that / final_div_factor
+  bool three_phase = false;        // rise, fall back to the first rate, then anneal to the last
+};
+
+// The 1cycle policy (Smith & Topor): from max_lr / div_factor up to max_lr over pct_start of
+// total_steps, then down to the minimum (PyTorch's OneCycleLR without momentum cycling).
+// Steps 0 to total_steps have a rate, as in PyTorch; a later step is a kiln::Error.
+class OneCycleLR {
+ public:
+  OneCycleLR(double max_lr, std::int64_t total_steps, OneCycleOptions options = {})
+      : total_steps_(total_steps), anneal_(options.anneal) {
+    detail::check_rate("OneCycleLR", "max_lr", max_lr);
+    KILN_CHECK(total_steps > 0, "OneCycleLR: total_steps must be > 0, got {}", total_steps);
+    KILN_CHECK(options.pct_start > 0 && options.pct_start < 1, "OneCycleLR: pct_start must be in (0, 1), got {}",
+               options.pct_start);
+    detail::check_positive("OneCycleLR", "div_factor", options.div_factor);
+    detail::check_positive("OneCycleLR", "final_div_factor", options.final_div_factor);
+    const double initial_lr = max_lr / options.div_factor;
+    const double min_lr = initial_lr / options.final_div_factor;
+    const double total = static_cast<double>(total_steps);
+    // Phase ends as PyTorch computes them (fractional steps).
+    if (options.three_phase)
+      phases_ = {{options.pct_start * total - 1, initial_lr, max_lr},
+                 {2 * options.pct_start * total - 2, max_lr, initial_lr},
+                 {total - 1, initial_lr, min_lr}};
+    else
+      phases_ = {{options.pct_start * total - 1, initial_lr, max_lr}, {total - 1, max_lr, min_lr}};
+    double start = 0;
+    for (std::size_t i = 0; i < phases_.size(); ++i) {
+      // PyTorch divides by the phase's length.
+      KILN_CHECK(phases_[i].end_step != start,
+                 "OneCycleLR: pct_start {} and total_steps {} leave phase {} of {} without steps (it ends at step {}, "
+                 "where it starts); change pct_start",
+                 options.pct_start, total_steps, i + 1, phases_.size(), start);
+      start = phases_[i].end_step;
+    }
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("OneCycleLR", step);
+    KILN_CHECK(step <= total_steps_, "OneCycleLR: step {} is past total_steps {}; the cycle has rates for steps 0 to {}",
+               step, total_steps_, total_steps_);
+    const double t = static_cast<double>(step);
+    double start = 0;
+    for (std::size_t i = 0;; ++i) {
+      const Phase& phase = phases_[i];
+      if (t <= phase.end_step || i + 1 == phases_.size()) {
+        const double pct = (t - start) / (phase.end_step - start);
+        if (anneal_ == Anneal::linear) return (phase.end_lr - phase.start_lr) * pct + phase.start_lr;
+        return phase.end_lr + (phase.start_lr - phase.end_lr) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+      }
+      start = phase.end_step;
+    }
+  }
+
+ private:
+  struct Phase {
+    double end_step, start_lr, end_lr;
+  };
+  std::int64_t total_steps_;
+  Anneal anneal_;
+  std::vector<Phase> phases_;
+};
+
+// The Transformer's schedule (Vaswani et al., "Attention is all you need"; not in PyTorch):
+// factor * d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5) with s = step + 1: linear
+// warmup for warmup_steps steps, then decay as 1 / sqrt(s).
+class NoamLR {
+ public:
+  NoamLR(std::int64_t d_model, std::int64_t warmup_steps, double factor = 1.0)
+      : d_model_(d_model), warmup_steps_(warmup_steps), factor_(factor) {
+    detail::check_count("NoamLR", "d_model", d_model);
+    detail::check_count("NoamLR", "warmup_steps", warmup_steps);
+    detail::check_positive("NoamLR", "factor", factor);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("NoamLR", step);
+    const double s = static_cast<double>(step + 1);
+    return factor_ * (std::pow(static_cast<double>(d_model_), -0.5) *
+                      std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_steps_), -1.5)));
+  }
+
+ private:
+  std::int64_t d_model_, warmup_steps_;
+  double factor_;
+};
+
+// schedulers[i] from milestones[i - 1] on, counting its steps from 0 there, as PyTorch's
+// SequentialLR. Each keeps its own base rate (in PyTorch they share the optimizer's).
+// Milestones are steps >= 1, increasing, one fewer than the schedulers.
+class SequentialLR {
+ public:
+  SequentialLR(std::vector<Scheduler> schedulers, std::vector<std::int64_t> milestones)
+      : schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+    KILN_CHECK(!schedulers_.empty(), "SequentialLR: schedulers is empty; give at least one");
+    KILN_CHECK(milestones_.size() + 1 == schedulers_.size(),
+               "SequentialLR: {} schedulers need {} milestones (where each after the first starts), got {}",
+               schedulers_.size(), schedulers_.size() - 1, milestones_.size());
+    for (std::size_t i = 0; i < milestones_.size(); ++i) {
+      KILN_CHECK(milestones_[i] >= 1, "SequentialLR: milestones must be >= 1, got {} (at index {})", milestones_[i], i);
+      KILN_CHECK(i == 0 || milestones_[i - 1] < milestones_[i],
+                 "SequentialLR: milestones must be strictly increasing, got {} before {} (at index {})",
+                 milestones_[i == 0 ? 0 : i - 1], milestones_[i], i);
+    }
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("SequentialLR", step);
+    const auto [index, local] = locate(step);
+    return schedulers_[index].lr(local);
+  }
+  double lr_after(std::int64_t step, double previous) const {
+    detail::check_step("SequentialLR", step);
+    const auto [index, local] = locate(step);
+    // At its milestone a scheduler starts afresh (PyTorch calls its step(0) there).
+    if (local == 0) return schedulers_[index].lr(0);
+    return schedulers_[index].lr_after(local, previous);
+  }
+
+ private:
+  // The scheduler in charge of `step`, and its own step count.
+  std::pair<std::size_t, std::int64_t> locate(std::int64_t step) const {
+    const auto index = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), step) -
+                                                milestones_.begin());
+    return {index, index == 0 ? step : step - milestones_[index - 1]};
+  }
+
+  std::vector<Scheduler> schedulers_;
+  std::vector<std::int64_t> milestones_;
+};
+
+// Linear warmup from base_lr * start_factor to base_lr over warmup_steps steps, then a
+// cosine down to eta_min at step total_steps: PyTorch's
+// SequentialLR([LinearLR(start_factor, 1, warmup_steps), CosineAnnealingLR(total_steps -
+// warmup_steps, eta_min)], [warmup_steps]).
+inline SequentialLR warmup_cosine(double base_lr, std::int64_t warmup_steps, std::int64_t total_steps,
+                                  double eta_min = 0.0, double start_factor = 1.0 / 3) {
+  KILN_CHECK(warmup_steps >= 1, "warmup_cosine: warmup_steps must be >= 1, got {} (without warmup use CosineAnnealingLR)",
+             warmup_steps);
+  KILN_CHECK(total_steps > warmup_steps, "warmup_cosine: total_steps ({}) must be greater than warmup_steps ({})",
+             total_steps, warmup_steps);
+  return SequentialLR({LinearLR(base_lr, start_factor, 1.0, warmup_steps),
+                       CosineAnnealingLR(base_lr, total_steps - warmup_steps, eta_min)},
+                      {warmup_steps});
+}
+
+}  // namespace kiln::optim
