@@ -29,7 +29,8 @@ std::filesystem::path temporary_name(const std::filesystem::path& target, int at
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::filesystem::path target, std::string what) : target_(std::move(target)), what_(std::move(what)) {
+AtomicFile::AtomicFile(std::filesystem::path target, std::string what)
+    : target_(std::move(target)), what_(std::move(what)) {
   KILN_CHECK(!target_.filename().empty(), "{}: '{}' does not name a file", what_, target_.string());
   if (target_.parent_path().empty()) target_ = std::filesystem::path(".") / target_;
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
@@ -99,8 +100,8 @@ void AtomicFile::commit() {
   if (::rename(temporary_.c_str(), target_.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary_.c_str());
-    KILN_FAIL("{}: cannot write {}: renaming the temporary file over it failed: {}; the file was left as it was",
-              what_, target_.string(), std::strerror(error));
+    KILN_FAIL("{}: cannot write {}: renaming the temporary file over it failed: {}; the file was left as it was", what_,
+              target_.string(), std::strerror(error));
   }
   // The rename itself is durable only once the directory is flushed too.
   const int directory = ::open(target_.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -1,6 +1,10 @@
-// Small helpers shared by the store parsers: little-endian integers from raw bytes, and
-// checked arithmetic for sizes read from files (which may be hostile).
+// Small helpers shared by the store parsers: little-endian integers from raw bytes,
+// checked arithmetic for sizes read from files (which may be hostile), and the check of
+// the float_dtype options.
 #pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +39,12 @@ template <class T> std::optional<T> checked_add(T a, T b) {
   T result;
   if (__builtin_add_overflow(a, b, &result)) return std::nullopt;
   return result;
+}
+
+// The float_dtype of a save or load option must name a floating-point dtype.
+inline void check_float_dtype(std::string_view what, std::optional<DType> float_dtype) {
+  KILN_CHECK(!float_dtype || is_float(*float_dtype),
+             "{}: float_dtype must be a floating-point dtype (f16, bf16, f32 or f64), not {}", what, *float_dtype);
 }
 
 }  // namespace kiln::store::detail

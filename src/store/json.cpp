@@ -10,6 +10,10 @@ namespace {
 // Deeper documents are rejected rather than recursed into (a safetensors header needs 3).
 constexpr int kMaxDepth = 64;
 
+// JSON's two-character escapes: a backslash and kEscapeLetters[i] stand for kEscapedChars[i].
+constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";
+constexpr std::string_view kEscapedChars = "\"\\/\b\f\n\r\t";
+
 // The length of the UTF-8 character at text[pos] (a lead byte >= 0x80), or 0 when it is
 // not one: a bad lead or continuation byte, an overlong form, a surrogate, a code point
 // beyond U+10FFFF, or a sequence cut short.
@@ -54,7 +58,8 @@ class Parser {
   }
 
  private:
-  template <class... Args> [[noreturn]] void fail_at(std::size_t at, fmt::format_string<Args...> format, Args&&... args) {
+  template <class... Args>
+  [[noreturn]] void fail_at(std::size_t at, fmt::format_string<Args...> format, Args&&... args) {
     KILN_FAIL("{}: invalid JSON at byte {} (file offset {}): {}", context_, at, base_offset_ + at,
               fmt::format(format, std::forward<Args>(args)...));
   }
@@ -112,17 +117,35 @@ class Parser {
     value.boolean = boolean;
   }
 
-  void parse_object(Value& value, int depth) {
-    value.kind = Value::Kind::object;
+  // The items of an object or an array, from its opening bracket to `close`: `item`
+  // reads one; a ',' or `close` must follow it.
+  template <class Item> void parse_items(char close, std::string_view what, Item&& item) {
     ++pos_;
     skip_space();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
+    if (pos_ < text_.size() && text_[pos_] == close) {
       ++pos_;
       return;
     }
-    std::set<std::string, std::less<>> keys;
     while (true) {
       skip_space();
+      item();
+      skip_space();
+      if (pos_ < text_.size() && text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < text_.size() && text_[pos_] == close) {
+        ++pos_;
+        return;
+      }
+      fail("expected ',' or '{}' in {}, found {}", close, what, describe_here());
+    }
+  }
+
+  void parse_object(Value& value, int depth) {
+    value.kind = Value::Kind::object;
+    std::set<std::string, std::less<>> keys;
+    parse_items('}', "an object", [&] {
       const std::size_t key_at = pos_;
       if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a key string, found {}", describe_here());
       std::string key = parse_string();
@@ -131,42 +154,13 @@ class Parser {
       expect(':');
       skip_space();
       Value member = parse_value(depth + 1);
-      value.object.emplace_back(std::move(key), std::move(member));
-      skip_space();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == '}') {
-        ++pos_;
-        return;
-      }
-      fail("expected ',' or '}}' in an object, found {}", describe_here());
-    }
+      value.object.push_back(Member{std::move(key), std::move(member)});
+    });
   }
 
   void parse_array(Value& value, int depth) {
     value.kind = Value::Kind::array;
-    ++pos_;
-    skip_space();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return;
-    }
-    while (true) {
-      skip_space();
-      value.array.push_back(parse_value(depth + 1));
-      skip_space();
-      if (pos_ < text_.size() && text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < text_.size() && text_[pos_] == ']') {
-        ++pos_;
-        return;
-      }
-      fail("expected ',' or ']' in an array, found {}", describe_here());
-    }
+    parse_items(']', "an array", [&] { value.array.push_back(parse_value(depth + 1)); });
   }
 
   void parse_number(Value& value) {
@@ -202,10 +196,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = text_[pos_++];
       code <<= 4;
-      if (c >= '0' && c <= '9') code |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') code |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') code |= static_cast<unsigned>(c - 'A' + 10);
-      else fail_at(pos_ - 1, "'{}' is not a hex digit in a \\u escape", c);
+      if (c >= '0' && c <= '9')
+        code |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        code |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        code |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail_at(pos_ - 1, "'{}' is not a hex digit in a \\u escape", c);
     }
     return code;
   }
@@ -258,31 +256,22 @@ class Parser {
       ++pos_;
       if (pos_ >= text_.size()) fail("unterminated escape");
       const char escape = text_[pos_++];
-      switch (escape) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          const std::size_t escape_at = pos_ - 2;
-          unsigned code = hex4();
-          if (code >= 0xdc00 && code <= 0xdfff) fail_at(escape_at, "lone low surrogate \\u{:04x}", code);
-          if (code >= 0xd800 && code <= 0xdbff) {
-            if (text_.substr(pos_, 2) != "\\u") fail_at(escape_at, "high surrogate \\u{:04x} without its low half", code);
-            pos_ += 2;
-            const unsigned low = hex4();
-            if (low < 0xdc00 || low > 0xdfff) fail_at(escape_at, "high surrogate \\u{:04x} without its low half", code);
-            code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
-          }
-          append_utf8(out, code);
-          break;
-        }
-        default: fail_at(pos_ - 1, "invalid escape '\\{}'", escape);
+      if (const std::size_t at = kEscapeLetters.find(escape); at != std::string_view::npos) {
+        out += kEscapedChars[at];
+        continue;
       }
+      if (escape != 'u') fail_at(pos_ - 1, "invalid escape '\\{}'", escape);
+      const std::size_t escape_at = pos_ - 2;
+      unsigned code = hex4();
+      if (code >= 0xdc00 && code <= 0xdfff) fail_at(escape_at, "lone low surrogate \\u{:04x}", code);
+      if (code >= 0xd800 && code <= 0xdbff) {
+        if (text_.substr(pos_, 2) != "\\u") fail_at(escape_at, "high surrogate \\u{:04x} without its low half", code);
+        pos_ += 2;
+        const unsigned low = hex4();
+        if (low < 0xdc00 || low > 0xdfff) fail_at(escape_at, "high surrogate \\u{:04x} without its low half", code);
+        code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+      }
+      append_utf8(out, code);
     }
   }
 
@@ -326,15 +315,14 @@ bool is_valid_utf8(std::string_view text) {
 std::string quote(std::string_view value) {
   std::string out = "\"";
   for (const char c : value) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        else out += c;
+    const std::size_t at = kEscapedChars.find(c);
+    if (at != std::string_view::npos && c != '/') {  // '/' may stand unescaped
+      out += '\\';
+      out += kEscapeLetters[at];
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
     }
   }
   return out + "\"";

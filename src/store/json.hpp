@@ -9,10 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace kiln::store::detail::json {
+
+struct Member;
 
 struct Value {
   enum class Kind { null, boolean, number, string, array, object };
@@ -20,12 +21,17 @@ struct Value {
   bool boolean = false;
   std::string text;  // a string's decoded value, or a number as written
   std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;  // keys in document order, unique
-  std::size_t offset = 0;                              // where the value starts, in bytes
+  std::vector<Member> object;  // in document order, keys unique
+  std::size_t offset = 0;      // where the value starts, in bytes
 
   // A number that is a non-negative integer fitting 64 bits, written without fraction or
   // exponent ("12", not "12.0" or "1.2e1"); nullopt otherwise.
   std::optional<std::uint64_t> as_uint64() const;
+};
+
+struct Member {
+  std::string key;
+  Value value;
 };
 
 // Parses `text` as one JSON value (white space around it allowed). Errors read

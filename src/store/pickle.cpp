@@ -27,8 +27,10 @@ std::string printable(std::string_view text) {
   std::string out;
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", byte);
+    if (byte >= 0x20 && byte < 0x7f)
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", byte);
   }
   return out;
 }
@@ -54,6 +56,7 @@ std::string Heap::describe(Value value) const {
 namespace {
 
 // Opcodes by protocol (see Python's Lib/pickletools.py for their full descriptions).
+// clang-format off
 enum Opcode : std::uint8_t {
   MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I', BININT = 'J',
   BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P', BINPERSID = 'Q', REDUCE = 'R',
@@ -72,6 +75,7 @@ enum Opcode : std::uint8_t {
   // protocol 5
   BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
 };
+// clang-format on
 
 // The name of an opcode that exists but is refused, or nullptr.
 const char* refused_opcode(std::uint8_t op) {
@@ -105,7 +109,8 @@ class Machine {
       try {
         if (op == STOP) {
           const Value result = pop();
-          if (!marks_.empty() || !stack_.empty()) fail("STOP leaves {} values and {} marks on the stack", stack_.size(), marks_.size());
+          if (!marks_.empty() || !stack_.empty())
+            fail("STOP leaves {} values and {} marks on the stack", stack_.size(), marks_.size());
           if (pos_ != bytes_.size()) fail("{} bytes follow STOP", bytes_.size() - pos_);
           return result;
         }
@@ -125,7 +130,8 @@ class Machine {
 
   // ---- reading the program
   std::span<const std::byte> take(std::uint64_t count) {
-    if (count > bytes_.size() - pos_) fail("needs {} bytes of argument, but the pickle ends after {}", count, bytes_.size() - pos_);
+    if (count > bytes_.size() - pos_)
+      fail("needs {} bytes of argument, but the pickle ends after {}", count, bytes_.size() - pos_);
     const auto out = bytes_.subspan(pos_, static_cast<std::size_t>(count));
     pos_ += static_cast<std::size_t>(count);
     return out;
@@ -155,7 +161,8 @@ class Machine {
     const auto bytes = take(size);
     std::uint64_t value = 0;
     for (std::size_t i = bytes.size(); i-- > 0;) value = (value << 8) | static_cast<std::uint64_t>(bytes[i]);
-    if (size > 0 && size < 8 && (static_cast<std::uint8_t>(bytes[size - 1]) & 0x80u)) value |= ~std::uint64_t{0} << (8 * size);
+    if (size > 0 && size < 8 && (static_cast<std::uint8_t>(bytes[size - 1]) & 0x80u))
+      value |= ~std::uint64_t{0} << (8 * size);
     return integer(static_cast<std::int64_t>(value));
   }
   static Value integer(std::int64_t value) { return {.kind = Kind::integer, .integer = value}; }
@@ -192,7 +199,8 @@ class Machine {
 
   std::vector<Value>& list_target(Kind kind, std::string_view op) {
     Value& target = top();
-    if (target.kind != kind) fail("{} needs a {} below its items, found {}", op, kind == Kind::set ? "set" : "list", heap_.describe(target));
+    if (target.kind != kind)
+      fail("{} needs a {} below its items, found {}", op, kind == Kind::set ? "set" : "list", heap_.describe(target));
     return heap_.sequences[target.ref];
   }
   void set_items(std::vector<Value> items) {
@@ -227,8 +235,10 @@ class Machine {
       }
       case MARK: marks_.push_back(stack_.size()); break;
       case POP:
-        if (stack_.size() > frame_start()) stack_.pop_back();
-        else pop_mark();
+        if (stack_.size() > frame_start())
+          stack_.pop_back();
+        else
+          pop_mark();
         break;
       case POP_MARK: pop_mark(); break;
       case DUP: push(top()); break;
@@ -238,8 +248,10 @@ class Machine {
       case NEWFALSE: push(boolean(false)); break;
       case INT: {
         const std::string_view text = read_line();
-        if (text == "00" || text == "01") push(boolean(text == "01"));
-        else push(integer(parse_decimal(text)));
+        if (text == "00" || text == "01")
+          push(boolean(text == "01"));
+        else
+          push(integer(parse_decimal(text)));
         break;
       }
       case LONG: {
@@ -359,7 +371,8 @@ class Machine {
       case REDUCE: {
         const Value args = pop();
         const Value callable = pop();
-        if (callable.kind != Kind::global) fail("REDUCE calls {}, which is not a callable global", heap_.describe(callable));
+        if (callable.kind != Kind::global)
+          fail("REDUCE calls {}, which is not a callable global", heap_.describe(callable));
         if (args.kind != Kind::tuple) fail("REDUCE's arguments must be a tuple, found {}", heap_.describe(args));
         push(environment_.call(heap_, heap_.globals[callable.ref], args));
         break;
@@ -372,7 +385,8 @@ class Machine {
       case BINPERSID: push(environment_.persistent_load(heap_, pop())); break;
 
       default:
-        if (const char* name = refused_opcode(op)) fail("opcode {} is not supported by Kiln's restricted unpickler", name);
+        if (const char* name = refused_opcode(op))
+          fail("opcode {} is not supported by Kiln's restricted unpickler", name);
         fail("unknown opcode (not part of pickle protocols 0-5): the data is corrupt or not a pickle");
     }
   }

@@ -15,7 +15,20 @@
 
 namespace kiln::store::detail::pickle {
 
-enum class Kind : std::uint8_t { none, boolean, integer, floating, string, bytes, tuple, list, set, dict, global, object };
+enum class Kind : std::uint8_t {
+  none,
+  boolean,
+  integer,
+  floating,
+  string,
+  bytes,
+  tuple,
+  list,
+  set,
+  dict,
+  global,
+  object
+};
 
 // A small handle: scalars inline, everything else by index into the Heap (strings, bytes
 // and globals into `strings`/`globals`, tuples/lists/sets into `sequences`, dicts into

@@ -19,13 +19,13 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr std::array<DTypeName, dtype_count> kDTypeNames{{{DType::f32, "F32"},
-                                                           {DType::f64, "F64"},
-                                                           {DType::f16, "F16"},
-                                                           {DType::bf16, "BF16"},
-                                                           {DType::i32, "I32"},
-                                                           {DType::i64, "I64"},
-                                                           {DType::u8, "U8"},
-                                                           {DType::boolean, "BOOL"}}};
+                                                          {DType::f64, "F64"},
+                                                          {DType::f16, "F16"},
+                                                          {DType::bf16, "BF16"},
+                                                          {DType::i32, "I32"},
+                                                          {DType::i64, "I64"},
+                                                          {DType::u8, "U8"},
+                                                          {DType::boolean, "BOOL"}}};
 
 std::string_view safetensors_dtype_name(DType dtype) {
   for (const auto& entry : kDTypeNames)
@@ -40,6 +40,7 @@ std::optional<DType> parse_dtype(std::string_view name) {
 }
 
 constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
 // The dtype `data` is stored in under `options`.
 DType stored_dtype(const TensorData& data, const SafetensorsWriteOptions& options) {
@@ -48,12 +49,9 @@ DType stored_dtype(const TensorData& data, const SafetensorsWriteOptions& option
 
 // Writes the file to `sink` (a callable taking std::span<const std::byte>), one tensor
 // at a time, so that only one converted tensor is in memory at once.
-template <class Sink>
-void write_safetensors(std::string_view what, const NamedTensors& tensors, const SafetensorsWriteOptions& options,
-                       Sink&& sink) {
-  KILN_CHECK(!options.float_dtype || is_float(*options.float_dtype),
-             "{}: float_dtype must be a floating-point dtype (f16, bf16, f32 or f64), not {}", what,
-             *options.float_dtype);
+template <class Sink> void write_safetensors(std::string_view what, const NamedTensors& tensors,
+                                             const SafetensorsWriteOptions& options, Sink&& sink) {
+  detail::check_float_dtype(what, options.float_dtype);
   std::string header = "{";
   if (!options.metadata.empty()) {
     header += json::quote(kMetadataKey) + ":{";
@@ -68,7 +66,8 @@ void write_safetensors(std::string_view what, const NamedTensors& tensors, const
   }
   std::uint64_t offset = 0;
   for (const auto& [name, data] : tensors) {
-    KILN_CHECK(name != kMetadataKey, "{}: a tensor may not be named {} (the header's metadata key)", what, kMetadataKey);
+    KILN_CHECK(name != kMetadataKey, "{}: a tensor may not be named {} (the header's metadata key)", what,
+               kMetadataKey);
     KILN_CHECK(json::is_valid_utf8(name), "{}: tensor name {} is not valid UTF-8, which the JSON header requires", what,
                json::quote(name));
     const DType dtype = stored_dtype(data, options);
@@ -79,6 +78,10 @@ void write_safetensors(std::string_view what, const NamedTensors& tensors, const
     offset += size;
   }
   header += "}";
+  KILN_CHECK(header.size() <= kMaxHeaderBytes,
+             "{}: the header of {} tensors takes {} bytes, more than the {} the "
+             "safetensors format allows",
+             what, tensors.size(), header.size(), kMaxHeaderBytes);
   // Spaces pad the header so that the data section starts 8-byte aligned, as the
   // reference writer does.
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -89,8 +92,10 @@ void write_safetensors(std::string_view what, const NamedTensors& tensors, const
   sink(std::as_bytes(std::span(header)));
   for (const auto& [name, data] : tensors) {
     const DType dtype = stored_dtype(data, options);
-    if (dtype == data.dtype()) sink(data.bytes());
-    else sink(data.convert(dtype).bytes());
+    if (dtype == data.dtype())
+      sink(data.bytes());
+    else
+      sink(data.convert(dtype).bytes());
   }
 }
 
@@ -133,16 +138,20 @@ SafetensorsTensorInfo parse_tensor(const std::string& file, const std::string& n
                                    std::uint64_t data_size) {
   const std::string where = fmt::format("{}: header: tensor {}", file, json::quote(name));
   KILN_CHECK(entry.kind == json::Value::Kind::object,
-             "{} (header byte {}): expected an object with dtype, shape and data_offsets, found {}", where, entry.offset,
-             json::kind_name(entry.kind));
+             "{} (header byte {}): expected an object with dtype, shape and data_offsets, found {}", where,
+             entry.offset, json::kind_name(entry.kind));
   const json::Value* dtype = nullptr;
   const json::Value* shape = nullptr;
   const json::Value* offsets = nullptr;
   for (const auto& [key, value] : entry.object) {
-    if (key == "dtype") dtype = &value;
-    else if (key == "shape") shape = &value;
-    else if (key == "data_offsets") offsets = &value;
-    else KILN_FAIL("{}: unknown key {} (expected dtype, shape and data_offsets)", where, json::quote(key));
+    if (key == "dtype")
+      dtype = &value;
+    else if (key == "shape")
+      shape = &value;
+    else if (key == "data_offsets")
+      offsets = &value;
+    else
+      KILN_FAIL("{}: unknown key {} (expected dtype, shape and data_offsets)", where, json::quote(key));
   }
   KILN_CHECK(dtype && shape && offsets, "{}: has no '{}'", where, !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
 
@@ -164,7 +173,7 @@ SafetensorsTensorInfo parse_tensor(const std::string& file, const std::string& n
     KILN_CHECK(dim && *dim <= static_cast<std::uint64_t>(INT64_MAX),
                "{}: shape must be an array of non-negative integers; dim {} is {}", where, i,
                shape->array[i].kind == json::Value::Kind::number ? shape->array[i].text
-                                                                  : std::string(json::kind_name(shape->array[i].kind)));
+                                                                 : std::string(json::kind_name(shape->array[i].kind)));
     info.shape.dims().push_back(static_cast<std::int64_t>(*dim));
     if (*dim != 0) {
       const auto product = detail::checked_mul(nonzero_product, static_cast<std::int64_t>(*dim));
@@ -173,8 +182,8 @@ SafetensorsTensorInfo parse_tensor(const std::string& file, const std::string& n
     }
   }
 
-  KILN_CHECK(offsets->kind == json::Value::Kind::array && offsets->array.size() == 2 &&
-                 offsets->array[0].as_uint64() && offsets->array[1].as_uint64(),
+  KILN_CHECK(offsets->kind == json::Value::Kind::array && offsets->array.size() == 2 && offsets->array[0].as_uint64() &&
+                 offsets->array[1].as_uint64(),
              "{}: data_offsets must be two non-negative integers [begin, end]", where);
   info.data_begin = *offsets->array[0].as_uint64();
   info.data_end = *offsets->array[1].as_uint64();
@@ -199,6 +208,12 @@ void SafetensorsFile::State::parse(std::span<const std::byte> bytes) {
              "{}: the file has {} bytes, fewer than the 8-byte header length a safetensors file starts with", file,
              bytes.size());
   const auto header_size = detail::load_le<std::uint64_t>(bytes.data());
+  // The format's own limit (the reference reader refuses larger headers too); it also
+  // bounds the memory the parsed JSON takes.
+  KILN_CHECK(header_size <= kMaxHeaderBytes,
+             "{}: the header length (file bytes 0-7) is {}, more than the {} bytes "
+             "the safetensors format allows",
+             file, header_size, kMaxHeaderBytes);
   KILN_CHECK(header_size <= bytes.size() - 8,
              "{}: the header length (file bytes 0-7) is {}, but only {} bytes follow it: the file is truncated or not "
              "safetensors",
@@ -240,15 +255,16 @@ void SafetensorsFile::State::parse(std::span<const std::byte> bytes) {
                 range(previous->data_begin, previous->data_end), json::quote(info.name),
                 range(info.data_begin, info.data_end));
     }
-    KILN_CHECK(info.data_begin == covered, "{}: header: data bytes {} belong to no tensor (before tensor {} at {})", file,
-               range(covered, info.data_begin), json::quote(info.name), range(info.data_begin, info.data_end));
+    KILN_CHECK(info.data_begin == covered, "{}: header: data bytes {} belong to no tensor (before tensor {} at {})",
+               file, range(covered, info.data_begin), json::quote(info.name), range(info.data_begin, info.data_end));
     covered = info.data_end;
     previous = &info;
   }
-  KILN_CHECK(covered == data_size,
-             "{}: the data section has {} bytes (file offsets {} to {}), but the tensors cover only the first {}: bytes "
-             "{} belong to no tensor",
-             file, data_size, 8 + header_size, bytes.size(), covered, range(covered, data_size));
+  KILN_CHECK(
+      covered == data_size,
+      "{}: the data section has {} bytes (file offsets {} to {}), but the tensors cover only the first {}: bytes "
+      "{} belong to no tensor",
+      file, data_size, 8 + header_size, bytes.size(), covered, range(covered, data_size));
   for (std::size_t i = 0; i < tensors.size(); ++i) index.emplace(tensors[i].name, i);
 }
 
@@ -284,8 +300,8 @@ bool SafetensorsFile::contains(std::string_view tensor) const { return state_->i
 
 const SafetensorsTensorInfo& SafetensorsFile::info(std::string_view tensor) const {
   const auto it = state_->index.find(tensor);
-  KILN_CHECK(it != state_->index.end(), "{}: no tensor named {} (the file has {})", state_->name,
-             json::quote(tensor), state_->tensors.size());
+  KILN_CHECK(it != state_->index.end(), "{}: no tensor named {} (the file has {})", state_->name, json::quote(tensor),
+             state_->tensors.size());
   return state_->tensors[it->second];
 }
 
@@ -297,6 +313,7 @@ TensorData SafetensorsFile::load(std::string_view tensor, std::optional<DType> d
 }
 
 NamedTensors SafetensorsFile::load_all(std::optional<DType> float_dtype) const {
+  detail::check_float_dtype(state_->name + ": load_all", float_dtype);
   NamedTensors out;
   for (const auto& entry : state_->tensors) {
     const bool convert = float_dtype && is_float(entry.dtype);

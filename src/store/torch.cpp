@@ -21,12 +21,17 @@ namespace pk = detail::pickle;
 using detail::checked_add;
 using detail::checked_mul;
 
-// A view may repeat its storage's elements (an expanded tensor, stride 0); materializing
-// one that is larger than its storage is allowed up to this size, so that a small hostile
-// file cannot ask for terabytes.
-constexpr std::uint64_t kMaxExpandedBytes = std::uint64_t{256} << 20;
-// Nested dicts are flattened up to this depth (a cyclic dict would otherwise never end).
+// Materialized tensors may total at most this many times the checkpoint's size, plus
+// kExpansionAllowance. Views can repeat their storage's elements (an expanded tensor has
+// stride 0) and one tensor can stand under several names (tied weights), but a small
+// hostile file must not be able to ask for terabytes.
+constexpr std::uint64_t kExpansionFactor = 64;
+constexpr std::uint64_t kExpansionAllowance = std::uint64_t{64} << 20;
+// Nested dicts are flattened up to this depth.
 constexpr int kMaxDictDepth = 32;
+// Tensors of more dims than this are refused, so that a hostile size tuple shared by
+// many tensors cannot cost time in each of them.
+constexpr std::size_t kMaxRank = 64;
 
 // torch.<Name>Storage, the storage types a tensor's persistent id names.
 struct StorageType {
@@ -100,7 +105,8 @@ class TorchEnvironment final : public pk::Environment {
   }
 
   pk::Value call(pk::Heap& heap, const pk::Global& callable, pk::Value args) override {
-    const std::vector<pk::Value> arguments = heap.items(args);  // a copy: calls may grow the heap
+    // Nothing below adds to heap.sequences, so the reference stays valid.
+    const std::vector<pk::Value>& arguments = heap.items(args);
     const std::string name = callable.qualified();
     if (name == "collections.OrderedDict") {
       KILN_CHECK(arguments.empty(), "collections.OrderedDict is called with {} arguments; a state dict has none",
@@ -145,7 +151,8 @@ class TorchEnvironment final : public pk::Environment {
     }
     const std::string entry_name = prefix_ + "data/" + key;
     const detail::ZipEntry* entry = zip_.find(entry_name);
-    KILN_CHECK(entry != nullptr, "storage '{}' has no archive entry '{}'", pk::printable(key), pk::printable(entry_name));
+    KILN_CHECK(entry != nullptr, "storage '{}' has no archive entry '{}'", pk::printable(key),
+               pk::printable(entry_name));
     const auto bytes = checked_mul<std::uint64_t>(numel, dtype_size(*type->dtype));
     KILN_CHECK(bytes && *bytes == entry->size,
                "storage '{}' holds {} elements of {} ({} bytes), but its archive entry '{}' has {} bytes",
@@ -181,6 +188,8 @@ class TorchEnvironment final : public pk::Environment {
     auto ints = [&](pk::Value tuple, std::string_view what) {
       KILN_CHECK(tuple.kind == pk::Kind::tuple, "_rebuild_tensor_v2: {} must be a tuple of ints, found {}", what,
                  describe(heap, tuple));
+      KILN_CHECK(heap.items(tuple).size() <= kMaxRank, "_rebuild_tensor_v2: a {} of {} dims; Kiln reads at most {}",
+                 what, heap.items(tuple).size(), kMaxRank);
       std::vector<std::int64_t> out;
       for (const pk::Value item : heap.items(tuple)) {
         KILN_CHECK(item.kind == pk::Kind::integer && item.integer >= 0,
@@ -216,8 +225,7 @@ class TorchEnvironment final : public pk::Environment {
 
 // Copies the elements of `view` (of `element` bytes each) from `storage` into `out`, in
 // row-major order.
-template <std::size_t Element>
-void gather(const std::byte* storage, const TensorView& view, std::byte* out) {
+template <std::size_t Element> void gather(const std::byte* storage, const TensorView& view, std::byte* out) {
   const std::size_t rank = view.sizes.size();
   if (rank == 0) {
     std::memcpy(out, storage + view.offset * Element, Element);
@@ -246,13 +254,19 @@ void gather(const std::byte* storage, const TensorView& view, std::byte* out) {
 class StateDictReader {
  public:
   StateDictReader(const std::string& source, const detail::ZipArchive& zip, TorchEnvironment& environment,
-                  const pk::Heap& heap, const TorchLoadOptions& options)
-      : source_(source), zip_(zip), environment_(environment), heap_(heap), options_(options) {}
+                  const pk::Heap& heap, const TorchLoadOptions& options, std::uint64_t file_size)
+      : source_(source),
+        zip_(zip),
+        environment_(environment),
+        heap_(heap),
+        options_(options),
+        budget_(file_size * kExpansionFactor + kExpansionAllowance) {}
 
   NamedTensors read(pk::Value root) {
     KILN_CHECK(root.kind == pk::Kind::dict,
-               "{}: the checkpoint holds {}, not a dict of tensors (a state_dict); Kiln reads state dicts",
-               source_, TorchEnvironment::describe(heap_, root));
+               "{}: the checkpoint holds {}, not a dict of tensors (a state_dict); Kiln reads state dicts", source_,
+               TorchEnvironment::describe(heap_, root));
+    read_as_.emplace(root.ref, "the checkpoint itself");
     collect(root, "", 0);
     return std::move(out_);
   }
@@ -271,8 +285,10 @@ class StateDictReader {
         continue;
       }
       const auto [it, inserted] = position.try_emplace(heap_.text(key), items.size());
-      if (inserted) items.emplace_back(heap_.text(key), value);
-      else items[it->second].second = value;
+      if (inserted)
+        items.emplace_back(heap_.text(key), value);
+      else
+        items[it->second].second = value;
     }
     for (const auto& [key, value] : items) {
       const std::string name = prefix + key;
@@ -282,6 +298,11 @@ class StateDictReader {
         if (options_.float_dtype && is_float(data.dtype())) data = data.convert(*options_.float_dtype);
         out_.insert(name, std::move(data));
       } else if (value.kind == pk::Kind::dict) {
+        // Each dict is read once: one reached again (a cycle, or a dict shared by two
+        // entries) would make the flattening loop or grow exponentially.
+        const auto [it, first] = read_as_.emplace(value.ref, "'" + pk::printable(name) + "'");
+        KILN_CHECK(first, "{}: entry '{}' is the same dict as {}; Kiln reads a dict only once", source_,
+                   pk::printable(name), it->second);
         collect(value, name + ".", depth + 1);
       } else {
         KILN_CHECK(options_.skip_non_tensors,
@@ -322,11 +343,15 @@ class StateDictReader {
                last ? fmt::format("{}", *last) : std::string("beyond 2^63"), storage.numel);
     const std::size_t element = dtype_size(storage.dtype);
     const auto bytes = checked_mul<std::uint64_t>(static_cast<std::uint64_t>(numel), element);
-    KILN_CHECK(bytes && (static_cast<std::uint64_t>(numel) <= storage.numel || *bytes <= kMaxExpandedBytes),
-               "{}: the view of shape {} repeats the storage's {} elements into {} bytes, more than the {} bytes Kiln "
-               "materializes for an expanded tensor",
-               where, shape, storage.numel, bytes ? fmt::format("{}", *bytes) : std::string("over 2^64"),
-               kMaxExpandedBytes);
+    const std::uint64_t limit = budget_ + materialized_;
+    KILN_CHECK(bytes && *bytes <= budget_,
+               "{}: its {} bytes would bring the tensors read past {} bytes, the limit of {} times the checkpoint's "
+               "size plus {} MiB (views that repeat their storage's elements, or one tensor under very many names); "
+               "Kiln refuses this as a likely decompression bomb",
+               where, bytes ? fmt::format("{}", *bytes) : std::string("over 2^64"), limit, kExpansionFactor,
+               kExpansionAllowance >> 20);
+    budget_ -= *bytes;
+    materialized_ += *bytes;
 
     const std::byte* source = storage_bytes(storage).data();
     std::vector<std::byte> out(static_cast<std::size_t>(*bytes));
@@ -352,6 +377,9 @@ class StateDictReader {
   const pk::Heap& heap_;
   const TorchLoadOptions& options_;
   std::map<std::string, std::span<const std::byte>, std::less<>> read_;
+  std::map<std::size_t, std::string> read_as_;  // dicts read so far (heap index → name)
+  std::uint64_t budget_;                        // bytes that tensors may still take
+  std::uint64_t materialized_ = 0;
   NamedTensors out_;
 };
 
@@ -375,13 +403,12 @@ std::string archive_prefix(const detail::ZipArchive& zip, const std::string& sou
 }  // namespace
 
 NamedTensors load_torch(std::span<const std::byte> bytes, const std::string& name, const TorchLoadOptions& options) {
-  KILN_CHECK(!options.float_dtype || is_float(*options.float_dtype),
-             "load_torch: float_dtype must be a floating-point dtype (f16, bf16, f32 or f64), not {}",
-             *options.float_dtype);
+  detail::check_float_dtype(name + ": load_torch", options.float_dtype);
   if (!detail::ZipArchive::looks_like_zip(bytes)) {
     // The format before PyTorch 1.6 is a bare pickle starting with a magic number.
     constexpr std::array<unsigned char, 4> legacy{0x80, 0x02, 0x8a, 0x0a};
-    const bool is_legacy = bytes.size() >= legacy.size() && std::memcmp(bytes.data(), legacy.data(), legacy.size()) == 0;
+    const bool is_legacy =
+        bytes.size() >= legacy.size() && std::memcmp(bytes.data(), legacy.data(), legacy.size()) == 0;
     KILN_CHECK(!is_legacy,
                "{}: this is the legacy torch.save format (PyTorch < 1.6, or _use_new_zipfile_serialization=False), "
                "which Kiln does not read; save it again with a current torch.save",
@@ -398,7 +425,7 @@ NamedTensors load_torch(std::span<const std::byte> bytes, const std::string& nam
   TorchEnvironment environment(zip, prefix);
   pk::Heap heap;
   const pk::Value root = pk::run(zip.read(*pickle_entry), name + ": " + prefix + "data.pkl", heap, environment);
-  return StateDictReader(name, zip, environment, heap, options).read(root);
+  return StateDictReader(name, zip, environment, heap, options, bytes.size()).read(root);
 }
 
 NamedTensors load_torch(const std::filesystem::path& path, const TorchLoadOptions& options) {

@@ -15,7 +15,7 @@ namespace kiln::store::detail {
 
 struct ZipEntry {
   std::string name;
-  std::uint16_t method = 0;       // 0: stored; anything else is compressed
+  std::uint16_t method = 0;  // 0: stored; anything else is compressed
   std::uint16_t flags = 0;
   std::uint32_t crc32 = 0;
   std::uint64_t size = 0;         // uncompressed

@@ -11,7 +11,9 @@
 
 namespace kiln::store::test {
 
-template <class T> TensorData values(std::vector<T> values, Shape shape) { return TensorData::from(values, std::move(shape)); }
+template <class T> TensorData values(std::vector<T> values, Shape shape) {
+  return TensorData::from(values, std::move(shape));
+}
 
 // gen_store.py: plain_tensors(), in its order (also the content of python.safetensors).
 inline NamedTensors plain_tensors() {
@@ -27,12 +29,12 @@ inline NamedTensors plain_tensors() {
   t.insert("bf16", values<BFloat16>({BFloat16(1.f), BFloat16(-0.5f), BFloat16(256.f), BFloat16(std::ldexp(1.f, -130)),
                                      BFloat16(-inf)},
                                     {5}));
-  t.insert("i32", values<std::int32_t>({std::numeric_limits<std::int32_t>::min(), -1, 0,
-                                        std::numeric_limits<std::int32_t>::max()},
-                                       {4}));
-  t.insert("i64", values<std::int64_t>({std::numeric_limits<std::int64_t>::min(), -1, 0,
-                                        std::numeric_limits<std::int64_t>::max()},
-                                       {2, 2}));
+  t.insert("i32",
+           values<std::int32_t>(
+               {std::numeric_limits<std::int32_t>::min(), -1, 0, std::numeric_limits<std::int32_t>::max()}, {4}));
+  t.insert("i64",
+           values<std::int64_t>(
+               {std::numeric_limits<std::int64_t>::min(), -1, 0, std::numeric_limits<std::int64_t>::max()}, {2, 2}));
   t.insert("u8", values<std::uint8_t>({0, 1, 127, 255}, {4}));
   t.insert("bool", values<bool>({true, false, true}, {3}));
   t.insert("scalar", values<float>({7.25f}, {}));

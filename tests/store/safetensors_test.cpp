@@ -66,8 +66,7 @@ TEST(Safetensors, FloatDtypeOptionStoresFloatsAsF16OrBf16AndKeepsIntegers) {
     expect_same(file.load("d"), tensors.at("d").convert(stored), "d");
     expect_same(file.load("steps"), tensors.at("steps"), "steps");
   }
-  EXPECT_KILN_ERROR(serialize_safetensors(tensors, {.float_dtype = DType::i32, .metadata = {}}), "float_dtype",
-                    "i32");
+  EXPECT_KILN_ERROR(serialize_safetensors(tensors, {.float_dtype = DType::i32, .metadata = {}}), "float_dtype", "i32");
 }
 
 TEST(Safetensors, LoadConvertsToTheRequestedDtype) {
@@ -164,19 +163,32 @@ TEST(Safetensors, OpenNamesAMissingFileOrADirectory) {
   EXPECT_KILN_ERROR(SafetensorsFile::open(dir.path()), dir.path().string(), "directory");
 }
 
-TEST(Safetensors, RejectsTensorsItCannotWriteBeforeTouchingTheFile) {
+// A directory holding w.safetensors from an earlier save: a failed save must leave it as
+// it was, with no temporary file beside it.
+class SafetensorsAtomicSave : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    save_safetensors(path, plain_tensors());
+    before = read_file(path);
+  }
+  void expect_old_file_intact() const {
+    EXPECT_EQ(read_file(path), before);
+    EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
+  }
+
   TempDir dir;
-  const auto path = dir / "w.safetensors";
-  save_safetensors(path, plain_tensors());
-  const auto before = read_file(path);
+  std::filesystem::path path = dir / "w.safetensors";
+  std::vector<std::byte> before;
+};
+
+TEST_F(SafetensorsAtomicSave, RejectsTensorsItCannotWriteBeforeTouchingTheFile) {
   NamedTensors bad;
   bad.insert("__metadata__", values<float>({1.f}, {1}));
   EXPECT_KILN_ERROR(save_safetensors(path, bad), "__metadata__");
   NamedTensors not_utf8;
   not_utf8.insert("bad\xff", values<float>({1.f}, {1}));
   EXPECT_KILN_ERROR(save_safetensors(path, not_utf8), "UTF-8");
-  EXPECT_EQ(read_file(path), before);
-  EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
+  expect_old_file_intact();
 }
 
 // Limits the size of files this process may write (RLIMIT_FSIZE); writes past it fail
@@ -200,11 +212,7 @@ class FileSizeLimit {
   void (*old_handler_)(int) = nullptr;
 };
 
-TEST(Safetensors, AFailedWriteLeavesTheOldFileIntactAndNoTemporaryFile) {
-  TempDir dir;
-  const auto path = dir / "w.safetensors";
-  save_safetensors(path, plain_tensors());
-  const auto before = read_file(path);
+TEST_F(SafetensorsAtomicSave, AFailedWriteLeavesTheOldFileIntactAndNoTemporaryFile) {
   NamedTensors big;
   big.insert("big", values<float>(std::vector<float>(1 << 20, 1.f), {1 << 20}));  // 4 MiB
   {
@@ -212,32 +220,27 @@ TEST(Safetensors, AFailedWriteLeavesTheOldFileIntactAndNoTemporaryFile) {
     EXPECT_KILN_ERROR(save_safetensors(path, big), path.string(), "writing the temporary file",
                       "the file was left as it was");
   }
-  EXPECT_EQ(read_file(path), before);
-  EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
+  expect_old_file_intact();
   save_safetensors(path, big);  // and with room, it works
   expect_same(load_safetensors(path), big);
   EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
 }
 
-TEST(Safetensors, AFailedRenameRemovesTheTemporaryFile) {
-  TempDir dir;
-  std::filesystem::create_directory(dir / "taken");
-  std::filesystem::create_directory(dir / "taken" / "child");  // a non-empty directory cannot be replaced
-  EXPECT_KILN_ERROR(save_safetensors(dir / "taken", plain_tensors()), "taken", "renaming");
-  EXPECT_EQ(dir.files(), std::vector<std::string>{"taken"});
+TEST_F(SafetensorsAtomicSave, AFailedRenameRemovesTheTemporaryFile) {
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  std::filesystem::create_directory(path / "child");  // a directory cannot be replaced by a file
+  EXPECT_KILN_ERROR(save_safetensors(path, plain_tensors()), path.string(), "renaming");
+  EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
+  EXPECT_TRUE(std::filesystem::is_directory(path));
 }
 
-TEST(Safetensors, SavingIntoAnUnwritableDirectoryFailsCleanly) {
+TEST_F(SafetensorsAtomicSave, SavingIntoAnUnwritableDirectoryFailsCleanly) {
   if (::geteuid() == 0) GTEST_SKIP() << "root writes into read-only directories; permissions cannot fail here";
-  TempDir dir;
-  const auto path = dir / "w.safetensors";
-  save_safetensors(path, plain_tensors());
-  const auto before = read_file(path);
   std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   EXPECT_KILN_ERROR(save_safetensors(path, NamedTensors{}), path.string(), "temporary file");
   std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_all);
-  EXPECT_EQ(read_file(path), before);
-  EXPECT_EQ(dir.files(), std::vector<std::string>{"w.safetensors"});
+  expect_old_file_intact();
 }
 
 TEST(Safetensors, SavingIntoAMissingDirectoryNamesIt) {

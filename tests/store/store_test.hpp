@@ -5,7 +5,7 @@
 
 #include <kiln/store/named_tensors.hpp>
 
-#include "zip.hpp"  // detail::crc32, for the archives built here
+#include "zip_writer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +25,9 @@
 
 namespace kiln::store::test {
 
-inline std::filesystem::path fixture(std::string_view name) { return std::filesystem::path(KILN_STORE_FIXTURES) / name; }
+inline std::filesystem::path fixture(std::string_view name) {
+  return std::filesystem::path(KILN_STORE_FIXTURES) / name;
+}
 
 inline std::vector<std::byte> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -39,11 +41,6 @@ inline std::vector<std::byte> read_file(const std::filesystem::path& path) {
 inline void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
-
-inline std::vector<std::byte> to_bytes(std::string_view text) {
-  const auto bytes = std::as_bytes(std::span(text.data(), text.size()));
-  return {bytes.begin(), bytes.end()};
 }
 
 // A fresh directory, removed with its content at the end of the test.
@@ -67,7 +64,8 @@ class TempDir {
   // The names of the files in the directory, sorted.
   std::vector<std::string> files() const {
     std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_)) names.push_back(entry.path().filename().string());
+    for (const auto& entry : std::filesystem::directory_iterator(path_))
+      names.push_back(entry.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -104,57 +102,13 @@ inline void expect_error(const std::function<void()>& body, std::initializer_lis
     ADD_FAILURE() << "threw something other than kiln::Error: " << error.what();
   }
 }
-#define EXPECT_KILN_ERROR(statement, ...)                                          \
-  do {                                                                             \
-    SCOPED_TRACE(#statement);                                                      \
+#define EXPECT_KILN_ERROR(statement, ...)                                         \
+  do {                                                                            \
+    SCOPED_TRACE(#statement);                                                     \
     ::kiln::store::test::expect_error([&] { (void)(statement); }, {__VA_ARGS__}); \
   } while (0)
 
-// ---- hand-made archives
-
-inline void put_le(std::vector<std::byte>& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<std::byte>((value >> (8 * i)) & 0xffu));
-}
-
-// A zip archive of stored entries, as torch.save writes them (without its alignment padding).
-inline std::vector<std::byte> make_zip(const std::vector<std::pair<std::string, std::vector<std::byte>>>& entries) {
-  std::vector<std::byte> out;
-  std::vector<std::byte> central;
-  for (const auto& [name, data] : entries) {
-    const std::uint32_t crc = detail::crc32(data);
-    const std::uint64_t offset = out.size();
-    for (auto* part : {&out, &central}) {
-      const bool is_central = part == &central;
-      put_le(*part, is_central ? 0x02014b50 : 0x04034b50, 4);
-      if (is_central) put_le(*part, 20, 2);  // version made by
-      for (std::uint64_t field : {20, 0, 0, 0, 0}) put_le(*part, field, 2);  // version, flags, method, time, date
-      put_le(*part, crc, 4);
-      put_le(*part, data.size(), 4);
-      put_le(*part, data.size(), 4);
-      put_le(*part, name.size(), 2);
-      put_le(*part, 0, 2);  // extra field
-      if (is_central) {
-        for (int field = 0; field < 3; ++field) put_le(*part, 0, 2);  // comment, disk, internal attributes
-        put_le(*part, 0, 4);                                          // external attributes
-        put_le(*part, offset, 4);
-      }
-      const auto name_bytes = to_bytes(name);
-      part->insert(part->end(), name_bytes.begin(), name_bytes.end());
-      if (!is_central) part->insert(part->end(), data.begin(), data.end());
-    }
-  }
-  const std::uint64_t directory_offset = out.size();
-  out.insert(out.end(), central.begin(), central.end());
-  put_le(out, 0x06054b50, 4);
-  put_le(out, 0, 2);
-  put_le(out, 0, 2);
-  put_le(out, entries.size(), 2);
-  put_le(out, entries.size(), 2);
-  put_le(out, central.size(), 4);
-  put_le(out, directory_offset, 4);
-  put_le(out, 0, 2);
-  return out;
-}
+// ---- hand-made pickles and checkpoints
 
 // Builds pickle programs opcode by opcode (protocol 2, as torch.save writes).
 class Pickle {
@@ -174,9 +128,11 @@ class Pickle {
     bytes_ += text;
     return *this;
   }
-  Pickle& integer(std::uint8_t value) {
-    bytes_ += 'K';
-    bytes_ += static_cast<char>(value);
+  // BININT1, BININT2 or BININT, the shortest that holds `value`.
+  Pickle& integer(std::int32_t value) {
+    const int size = value >= 0 && value < 256 ? 1 : value >= 0 && value < 65536 ? 2 : 4;
+    bytes_ += size == 1 ? 'K' : size == 2 ? 'M' : 'J';
+    for (int i = 0; i < size; ++i) bytes_ += static_cast<char>((static_cast<std::uint32_t>(value) >> (8 * i)) & 0xffu);
     return *this;
   }
   Pickle& global(std::string_view module, std::string_view name) {
@@ -187,14 +143,14 @@ class Pickle {
     bytes_ += '\n';
     return *this;
   }
-  Pickle& ints(std::initializer_list<std::uint8_t> values) {
+  Pickle& ints(std::initializer_list<std::int32_t> values) {
     op('(');
-    for (const std::uint8_t value : values) integer(value);
+    for (const std::int32_t value : values) integer(value);
     return op('t');
   }
   // _rebuild_tensor_v2(('storage', torch.<type>, key, 'cpu', numel), offset, sizes, strides, False, OrderedDict())
-  Pickle& tensor(std::string_view type, std::string_view key, std::uint8_t numel, std::uint8_t offset,
-                 std::initializer_list<std::uint8_t> sizes, std::initializer_list<std::uint8_t> strides) {
+  Pickle& tensor(std::string_view type, std::string_view key, std::int32_t numel, std::int32_t offset,
+                 std::initializer_list<std::int32_t> sizes, std::initializer_list<std::int32_t> strides) {
     global("torch._utils", "_rebuild_tensor_v2").op('(');
     op('(').str("storage").global("torch", type).str(key).str("cpu").integer(numel).op('t').op('Q');
     integer(offset).ints(sizes).ints(strides).raw("\x89");

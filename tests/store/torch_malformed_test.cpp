@@ -30,8 +30,8 @@ TEST(TorchMalformed, PickleThatCallsOsSystemThroughReduceIsRefusedByName) {
 }
 
 TEST(TorchMalformed, HandWrittenPickleThatCallsOsSystemIsRefusedByName) {
-  EXPECT_KILN_ERROR(load_torch(fixture("evil_os_system.pt")), "evil_os_system.pt: archive/data.pkl",
-                    "pickle byte 19", "pickle global os.system is not allowed");
+  EXPECT_KILN_ERROR(load_torch(fixture("evil_os_system.pt")), "evil_os_system.pt: archive/data.pkl", "pickle byte 19",
+                    "pickle global os.system is not allowed");
 }
 
 TEST(TorchMalformed, OtherGlobalsAreRefusedByName) {
@@ -95,20 +95,24 @@ TEST(TorchMalformed, ArchiveWithoutAPickle) {
 }
 
 TEST(TorchMalformed, BigEndianArchiveIsRefused) {
-  const auto archive = make_zip({{"archive/data.pkl", Pickle().op('}').done()}, {"archive/byteorder", to_bytes("big")}});
+  const auto archive =
+      make_zip({{"archive/data.pkl", Pickle().op('}').done()}, {"archive/byteorder", to_bytes("big")}});
   EXPECT_KILN_ERROR(load(archive), "bad.pt", "'big'-endian");
 }
 
 TEST(TorchMalformed, ViewReachingPastItsStorage) {
-  const auto archive = one_tensor([](Pickle& p) { p.tensor("FloatStorage", "0", 4, 1, {2, 2}, {2, 1}); },
-                                  raw_bytes<float>({1, 2, 3, 4}));
+  const auto archive = one_tensor(
+      [](Pickle& p) {
+        p.tensor("FloatStorage", "0", 4, 1, {2, 2}, {2, 1});
+      },
+      raw_bytes<float>({1, 2, 3, 4}));
   EXPECT_KILN_ERROR(load(archive), "bad.pt: tensor 't' (a view of storage '0')", "offset 1 reach element 4",
                     "the storage has 4 elements");
 }
 
 TEST(TorchMalformed, StorageSizeDisagreesWithItsEntry) {
-  const auto archive = one_tensor([](Pickle& p) { p.tensor("DoubleStorage", "0", 4, 0, {4}, {1}); },
-                                  raw_bytes<float>({1, 2, 3, 4}));
+  const auto archive =
+      one_tensor([](Pickle& p) { p.tensor("DoubleStorage", "0", 4, 0, {4}, {1}); }, raw_bytes<float>({1, 2, 3, 4}));
   EXPECT_KILN_ERROR(load(archive), "bad.pt", "storage '0' holds 4 elements of f64 (32 bytes)",
                     "'archive/data/0' has 16 bytes");
 }
@@ -119,8 +123,8 @@ TEST(TorchMalformed, StorageWithoutItsEntry) {
 }
 
 TEST(TorchMalformed, UnsupportedTensorDtypeIsNamed) {
-  const auto archive = one_tensor([](Pickle& p) { p.tensor("CharStorage", "0", 4, 0, {4}, {1}); },
-                                  raw_bytes<std::int8_t>({1, 2, 3, 4}));
+  const auto archive =
+      one_tensor([](Pickle& p) { p.tensor("CharStorage", "0", 4, 0, {4}, {1}); }, raw_bytes<std::int8_t>({1, 2, 3, 4}));
   EXPECT_KILN_ERROR(load(archive), "bad.pt", "torch.CharStorage", "int8 tensors are not supported");
 }
 
@@ -128,13 +132,36 @@ TEST(TorchMalformed, ExpandedViewLargerThanTheLimit) {
   // One float viewed as 4096 x 4096 x 16 (stride 0): 1 GiB from a 4-byte storage.
   const auto archive = one_tensor(
       [](Pickle& p) {
-        p.global("torch._utils", "_rebuild_tensor_v2").op('(');
-        p.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").integer(1).op('t').op('Q');
-        p.integer(0).op('(').raw("M\x00\x10M\x00\x10"sv).integer(16).op('t').ints({0, 0, 0}).raw("\x89");
-        p.global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
+        p.tensor("FloatStorage", "0", 1, 0, {4096, 4096, 16}, {0, 0, 0});
       },
       raw_bytes<float>({1}));
-  EXPECT_KILN_ERROR(load(archive), "bad.pt: tensor 't'", "repeats the storage's 1 elements into 1073741824 bytes");
+  EXPECT_KILN_ERROR(load(archive), "bad.pt: tensor 't'", "its 1073741824 bytes would bring the tensors read past",
+                    "likely decompression bomb");
+}
+
+TEST(TorchMalformed, OneTensorUnderVeryManyNamesHitsTheSizeLimit) {
+  // A 1 MiB tensor under 200 names is 200 MiB from a file of 1 MiB; under 20, it is read.
+  for (const int names : {20, 200}) {
+    Pickle pickle;
+    pickle.op('}').op('(').str("t0").tensor("FloatStorage", "0", 1 << 18, 0, {1 << 18}, {1}).raw("q\x07"sv);
+    for (int i = 1; i < names; ++i) pickle.str(fmt::format("t{}", i)).raw("h\x07"sv);
+    const auto archive = torch_archive(pickle.op('u').done(), {{"0", std::vector<std::byte>(1 << 20)}});
+    if (names == 20)
+      EXPECT_EQ(load(archive).size(), 20u);
+    else
+      EXPECT_KILN_ERROR(load(archive), "bad.pt: tensor 't", "likely decompression bomb");
+  }
+}
+
+TEST(TorchMalformed, RankAboveTheLimit) {
+  Pickle pickle;
+  pickle.op('}').str("t").global("torch._utils", "_rebuild_tensor_v2").op('(');
+  pickle.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").integer(1).op('t').op('Q');
+  pickle.integer(0).op('(');
+  for (int i = 0; i < 65; ++i) pickle.integer(1);
+  pickle.op('t').ints({}).raw("\x89").global("collections", "OrderedDict").op(')').op('R').op('t').op('R').op('s');
+  EXPECT_KILN_ERROR(load(torch_archive(pickle.done(), {{"0", raw_bytes<float>({1})}})), "a size of 65 dims",
+                    "at most 64");
 }
 
 TEST(TorchMalformed, RootThatIsNotADict) {
@@ -142,15 +169,28 @@ TEST(TorchMalformed, RootThatIsNotADict) {
 }
 
 TEST(TorchMalformed, NonTensorValuesAreNamedOrSkipped) {
-  const auto pickle = Pickle().op('}').op('(').str("lr").raw("G?\xb9\x99\x99\x99\x99\x99\x9a").str("name").str("x").op('u').done();
+  const auto pickle =
+      Pickle().op('}').op('(').str("lr").raw("G?\xb9\x99\x99\x99\x99\x99\x9a").str("name").str("x").op('u').done();
   EXPECT_KILN_ERROR(load(torch_archive(pickle)), "bad.pt", "entry 'lr' is the float 0.1, not a tensor");
   EXPECT_TRUE(load(torch_archive(pickle), {.float_dtype = std::nullopt, .skip_non_tensors = true}).empty());
 }
 
-TEST(TorchMalformed, CyclicDictStopsAtTheDepthLimit) {
+TEST(TorchMalformed, CyclicOrSharedDictIsReadOnce) {
   // d = {}; d['d'] = d
-  const auto pickle = Pickle().op('}').raw("q\x00"sv).str("d").raw("h\x00"sv).op('s').done();
-  EXPECT_KILN_ERROR(load(torch_archive(pickle)), "bad.pt", "nests dicts more than 32 deep");
+  const auto cyclic = Pickle().op('}').raw("q\x00"sv).str("d").raw("h\x00"sv).op('s').done();
+  EXPECT_KILN_ERROR(load(torch_archive(cyclic)), "bad.pt", "entry 'd' is the same dict as the checkpoint itself");
+  // {'a': d, 'b': d}: shared dicts could nest into exponentially many paths.
+  const auto shared = Pickle().op('}').op('(').str("a").op('}').raw("q\x00"sv).str("b").raw("h\x00"sv).op('u').done();
+  EXPECT_KILN_ERROR(load(torch_archive(shared)), "bad.pt", "entry 'b' is the same dict as 'a'");
+}
+
+TEST(TorchMalformed, DictsNestedTooDeep) {
+  // {'a': {'a': {... 40 levels}}}
+  Pickle pickle;
+  for (int level = 0; level < 40; ++level) pickle.op('}').str("a");
+  pickle.op('}');
+  for (int level = 0; level < 40; ++level) pickle.op('s');
+  EXPECT_KILN_ERROR(load(torch_archive(pickle.done())), "bad.pt", "nests dicts more than 32 deep");
 }
 
 TEST(TorchMalformed, StackAndMemoErrors) {
@@ -158,7 +198,8 @@ TEST(TorchMalformed, StackAndMemoErrors) {
   EXPECT_KILN_ERROR(load(torch_archive(Pickle().raw("h\x05").done())), "memo entry 5 was never stored");
   EXPECT_KILN_ERROR(load(torch_archive(Pickle().op('t').done())), "no MARK");
   EXPECT_KILN_ERROR(load(torch_archive(Pickle().op(']').op('}').done())), "STOP leaves 1 values");
-  EXPECT_KILN_ERROR(load(torch_archive(Pickle().op('}').op('(').str("k").op('u').done())), "cannot form key/value pairs");
+  EXPECT_KILN_ERROR(load(torch_archive(Pickle().op('}').op('(').str("k").op('u').done())),
+                    "cannot form key/value pairs");
   EXPECT_KILN_ERROR(load(torch_archive(Pickle().op(')').op('}').op('a').done())), "APPEND needs a list");
 }
 
@@ -179,20 +220,13 @@ TEST(TorchMalformed, IntegersWiderThan64BitsAreRefused) {
 }
 
 TEST(TorchMalformed, NegativeStridesAreRefused) {
-  const auto archive = one_tensor(
-      [](Pickle& p) {
-        p.global("torch._utils", "_rebuild_tensor_v2").op('(');
-        p.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").integer(2).op('t').op('Q');
-        p.integer(1).ints({2}).op('(').raw("J\xff\xff\xff\xff").op('t').raw("\x89");
-        p.global("collections", "OrderedDict").op(')').op('R').op('t').op('R');
-      },
-      raw_bytes<float>({1, 2}));
+  const auto archive =
+      one_tensor([](Pickle& p) { p.tensor("FloatStorage", "0", 2, 1, {2}, {-1}); }, raw_bytes<float>({1, 2}));
   EXPECT_KILN_ERROR(load(archive), "stride must be non-negative ints, found the int -1");
 }
 
 TEST(TorchMalformed, BuildMayOnlyTouchDicts) {
-  const auto pickle =
-      Pickle().global("torch", "Size").op('(').ints({1}).op('t').op('R').op('}').op('b').done();
+  const auto pickle = Pickle().global("torch", "Size").op('(').ints({1}).op('t').op('R').op('}').op('b').done();
   EXPECT_KILN_ERROR(load(torch_archive(pickle)), "BUILD may only set attributes of a dict");
 }
 
