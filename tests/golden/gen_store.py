@@ -14,7 +14,8 @@ tests/store/fixtures.hpp, so a change here needs the same change there.
                       safetensors package is not installed), with __metadata__
   zip64.pt            state_dict.pt's entries in a zip that uses ZIP64 records throughout
   compressed.pt       state_dict.pt's entries, deflate-compressed (Kiln must refuse it)
-  legacy.pt           the pre-1.6 torch.save format (Kiln must refuse it)
+  legacy.pt           the pre-1.6 torch.save format (Kiln must refuse it; its bytes change
+                      on every run, as that format keys storages by memory address)
   evil_reduce.pt      torch.save of an object whose __reduce__ calls os.system
   evil_os_system.pt   a hand-written pickle that calls os.system
   unknown_opcode.pt   a pickle with the byte 0xff where an opcode belongs
