@@ -82,14 +82,19 @@ if(STEP STREQUAL "install")
     endif()
   endfunction()
   check_exported(Cpu kiln::cpu march fopenmp openmp eigen dnnl)
+  # kiln::store (weights I/O) is exported with kiln::core and depends on nothing else.
+  check_exported(Core kiln::store)
   if(VULKAN_BUILT)
     check_exported(Vulkan kiln::vulkan glslang spirv libvulkan vulkan::vulkan)
   endif()
   # The installed library needs no RPATH: its dependencies live in the system's library dirs.
-  file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*)
-  if(NOT libraries)
-    fail("libkiln_cpu.so.<version> was not installed")
-  endif()
+  file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
+       ${prefix}/*/libkiln_store.so.*.*.*)
+  foreach(library kiln_cpu kiln_store)
+    if(NOT libraries MATCHES "lib${library}\\.so\\.")
+      fail("lib${library}.so.<version> was not installed")
+    endif()
+  endforeach()
   foreach(library IN LISTS libraries)
     file(READ_ELF ${library} RPATH rpath RUNPATH runpath)
     if(rpath OR runpath)
@@ -115,7 +120,7 @@ elseif(STEP STREQUAL "consumer")
   list(GET apps 0 app)
   file(GLOB library_dirs LIST_DIRECTORIES true ${prefix}/lib*)
   foreach(program ${app} ${installed}/bin/kiln_consumer)
-    # Both the build-tree and the installed consumer find libkiln_cpu.so through their
+    # Both the build-tree and the installed consumer find libkiln_{cpu,store}.so through their
     # RUNPATH (CMake's build RPATH, and CMAKE_INSTALL_RPATH_USE_LINK_PATH on install).
     file(READ_ELF ${program} RPATH rpath RUNPATH runpath)
     message(STATUS "${program}: RUNPATH ${runpath}${rpath}")

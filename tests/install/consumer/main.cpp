@@ -1,6 +1,8 @@
 // The install test's consumer: includes Kiln the way a user does, proves the CPU backend
-// satisfies the Backend concept, computes a small result and checks it (exit code 1 if wrong).
+// satisfies the Backend concept, computes a small result and checks it, and round-trips it
+// through safetensors with kiln::store (exit code 1 if anything is wrong).
 #include <kiln/kiln.hpp>
+#include <kiln/store/safetensors.hpp>
 
 #include <fmt/format.h>
 
@@ -28,6 +30,16 @@ int main() {
       std::fprintf(stderr, "kiln consumer: element %zu is %g, expected %g\n", i, got[i], expected[i]);
       return 1;
     }
+  }
+  // Through safetensors (in memory) and back, stored as f16: every value here is exact in f16.
+  kiln::store::NamedTensors tensors;
+  tensors.insert("c", c.into_data());
+  const auto bytes = kiln::store::serialize_safetensors(tensors, {.float_dtype = kiln::DType::f16, .metadata = {}});
+  const auto file = kiln::store::SafetensorsFile::from_memory(bytes, "consumer.safetensors");
+  const T back = T::from_data(file.load("c", kiln::DType::f32));
+  if (file.info("c").dtype != kiln::DType::f16 || back.to_vec<double>() != got) {
+    std::fprintf(stderr, "kiln consumer: the safetensors round trip changed the tensor\n");
+    return 1;
   }
   std::puts("kiln consumer: ok");
   return 0;
