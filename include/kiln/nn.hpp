@@ -2,6 +2,7 @@
 // B and trains on Autodiff<B>). See docs/modules.md.
 #pragma once
 
+#include "kiln/nn/attention.hpp"
 #include "kiln/nn/conv.hpp"
 #include "kiln/nn/init.hpp"
 #include "kiln/nn/layers.hpp"

@@ -78,6 +78,7 @@ def cases(w):
     layer_case(w, "prelu", prelu, randn(2, 3, 4))
     layer_case(w, "prelu_shared", nn.PReLU(), randn(5, 2))
     rms_case(w)
+    attention_cases(w)
 
 
 class RmsNorm(nn.Module):
@@ -95,3 +96,35 @@ class RmsNorm(nn.Module):
 
 def rms_case(w):
     layer_case(w, "rms_norm", RmsNorm((4,), 1e-6), torch.randn(3, 2, 4, dtype=f64))
+
+
+class SelfAttention(nn.Module):
+    """x -> MultiheadAttention(x, x, x) with a padded key in sample 1 and, optionally, a causal mask."""
+
+    def __init__(self, causal):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.causal = causal
+
+    def forward(self, x):
+        n, s, _ = x.shape
+        pad = torch.zeros(n, s, dtype=torch.bool)
+        pad[1, -1] = True
+        mask = torch.triu(torch.ones(s, s, dtype=torch.bool), 1) if self.causal else None
+        return self.attn(x, x, x, key_padding_mask=pad, attn_mask=mask, need_weights=False)[0]
+
+
+def attention_cases(w):
+    torch.manual_seed(5)
+    attn = SelfAttention(False)
+    with torch.no_grad():
+        attn.attn.in_proj_bias.uniform_(-0.3, 0.3)
+        attn.attn.out_proj.bias.uniform_(-0.3, 0.3)
+    layer_case(w, "self_attention", attn, torch.randn(2, 5, 8, dtype=f64))
+    layer_case(w, "self_attention_causal", SelfAttention(True), torch.randn(2, 5, 8, dtype=f64))
+    layer_case(w, "encoder_layer", nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True),
+               torch.randn(2, 5, 8, dtype=f64))
+    layer_case(w, "encoder_layer_pre_norm_gelu",
+               nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=True,
+                                          activation="gelu"),
+               torch.randn(2, 5, 8, dtype=f64))

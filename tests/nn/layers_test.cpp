@@ -7,6 +7,7 @@
 
 #include <kiln/nn.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace {
@@ -154,6 +155,50 @@ TYPED_TEST(NnLayers, EmbeddingAndPReluMatchTorch) {
   check_layer<B, 3>(prelu, "prelu", fwd);
   nn::PRelu<AD> shared;
   check_layer<B, 2>(shared, "prelu_shared", fwd);
+}
+
+// x → MultiHeadAttention(x, x, x), key 4 of sample 1 padded, as the fixture's wrapper.
+template <class B> struct SelfAttention {
+  nn::MultiHeadAttention<B> attn;
+  bool causal = false;
+  KILN_MODULE(attn)
+  SelfAttention(bool causal_) : attn(8, 2), causal(causal_) {}
+  Tensor<B, 3> forward(const Tensor<B, 3>& x) const {
+    const std::int64_t n = x.dim(0), s = x.dim(1);
+    auto pad = Tensor<B, 2>::zeros({n, s}, x.device()).slice_assign({ops::Slice(1, 2), ops::Slice(s - 1, s)},
+                                                                   Tensor<B, 2>::ones({1, 1}, x.device()));
+    return attn.forward(x, x, x, {.key_padding_mask = pad.gt(0.0), .causal = causal});
+  }
+};
+
+TYPED_TEST(NnLayers, AttentionAndTransformerEncoderLayersMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto fwd = [](const auto& m, const auto& x) { return m.forward(x); };
+  SelfAttention<AD> attention(false), causal(true);
+  check_layer<B, 3>(attention, "self_attention", fwd);
+  check_layer<B, 3>(causal, "self_attention_causal", fwd);
+  nn::TransformerEncoderLayer<AD> post(8, 2, {.dim_feedforward = 16, .dropout = 0.0});
+  check_layer<B, 3>(post, "encoder_layer", fwd);
+  nn::TransformerEncoderLayer<AD> pre(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .gelu = true, .norm_first = true});
+  check_layer<B, 3>(pre, "encoder_layer_pre_norm_gelu", fwd);
+}
+
+TYPED_TEST(NnLayers, TransformerEncoderStacksLayersAndNamesThemLikeTorch) {
+  using B = TypeParam;
+  manual_seed(6);
+  const nn::TransformerEncoder<B> encoder(2, 8, 2, {.dim_feedforward = 16, .dropout = 0.0}, true);
+  std::vector<std::string> paths;
+  nn::for_each_param(encoder, [&](const std::string& path, const auto&) { paths.push_back(path); });
+  EXPECT_EQ(paths.front(), "layers.0.self_attn.in_proj_weight");
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "layers.1.linear2.bias"), paths.end());
+  EXPECT_EQ(paths.back(), "norm.bias");
+  const auto x = Tensor<B, 3>::random({2, 4, 8}, Distribution::normal(0, 1));
+  const auto y = encoder.forward(x);
+  EXPECT_EQ(y.shape(), Shape({2, 4, 8}));
+  const auto manual = encoder.norm->forward(encoder.layers[1].forward(encoder.layers[0].forward(x)));
+  EXPECT_CLOSE(y, manual.into_data(), 0, 0);
+  EXPECT_KILN_ERROR(nn::MultiHeadAttention<B>(10, 3), "nn::MultiHeadAttention: embed_dim 10 is not divisible by 3 heads");
 }
 
 TYPED_TEST(NnLayers, EmbeddingStartsWithAZeroPaddingRowAndChecksIndices) {

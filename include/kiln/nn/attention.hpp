@@ -1,0 +1,156 @@
+// Attention and the transformer encoder, with torch.nn's meaning and parameter names
+// (batch_first layout: [batch, sequence, features]), so PyTorch weights load as they are:
+// MultiHeadAttention (torch.nn.MultiheadAttention: in_proj_weight / in_proj_bias packing
+// q, k, v; out_proj), TransformerEncoderLayer (post- or pre-norm, relu or gelu) and
+// TransformerEncoder (a stack, optional final norm).
+#pragma once
+
+#include "kiln/nn/layers.hpp"
+#include "kiln/nn/linear.hpp"
+#include "kiln/nn/norm.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace kiln::nn {
+
+template <class B> struct AttentionMasks {
+  // [L, S]: true where query l may not attend to key s (PyTorch's bool attn_mask).
+  std::optional<Tensor<B, 2, Bool>> attn_mask;
+  // [N, S]: true at padding keys (PyTorch's key_padding_mask).
+  std::optional<Tensor<B, 2, Bool>> key_padding_mask;
+  // Each query attends only to keys at or before its position (L == S).
+  bool causal = false;
+};
+
+template <class B> struct MultiHeadAttention {
+  Param<Tensor<B, 2>> in_proj_weight;               // [3E, E]: q, k, v projections stacked
+  std::optional<Param<Tensor<B, 1>>> in_proj_bias;  // [3E]
+  Linear<B> out_proj;                               // [E, E]
+  Dropout<B> dropout;                               // on the attention weights
+  std::int64_t num_heads = 1;
+  KILN_MODULE(in_proj_weight, in_proj_bias, out_proj, dropout)
+
+  MultiHeadAttention() = default;
+  // PyTorch's initialization: Xavier-uniform in_proj_weight, zero biases.
+  MultiHeadAttention(std::int64_t embed_dim, std::int64_t heads, double dropout_p = 0.0, bool bias = true,
+                     const typename B::Device& device = {})
+      : out_proj(embed_dim, embed_dim, {.bias = bias, .bias_init = Init::zeros()}, device),
+        dropout(dropout_p),
+        num_heads(heads) {
+    KILN_CHECK(heads > 0 && embed_dim % heads == 0, "nn::MultiHeadAttention: embed_dim {} is not divisible by {} heads",
+               embed_dim, heads);
+    in_proj_weight = Param(Init::xavier_uniform().template make<B, 2>({3 * embed_dim, embed_dim}, device));
+    if (bias) in_proj_bias.emplace(Tensor<B, 1>::zeros({3 * embed_dim}, device));
+  }
+
+  std::int64_t embed_dim() const { return in_proj_weight->dim(1); }
+
+  // query [N, L, E], key and value [N, S, E] → [N, L, E].
+  Tensor<B, 3> forward(const Tensor<B, 3>& query, const Tensor<B, 3>& key, const Tensor<B, 3>& value,
+                       const AttentionMasks<B>& masks = {}) const {
+    const std::int64_t e = embed_dim(), h = num_heads, dh = e / h;
+    const std::int64_t n = query.dim(0), l = query.dim(1), s = key.dim(1);
+    KILN_CHECK(query.dim(2) == e && key.dim(2) == e && value.dim(2) == e && key.dim(0) == n && value.dim(0) == n &&
+                   value.dim(1) == s,
+               "nn::MultiHeadAttention: query {}, key {} and value {} must be [N, L, {}], [N, S, {}], [N, S, {}]",
+               query.shape(), key.shape(), value.shape(), e, e, e);
+    // The projection of x by rows [part * E, (part + 1) * E) of the packed weights, as [N, H, len, dh].
+    auto project = [&](const Tensor<B, 3>& x, std::int64_t part) {
+      const auto w = in_proj_weight->slice({ops::Slice(part * e, (part + 1) * e)});
+      Tensor<B, 3> y = x.matmul(w.transpose().template unsqueeze<3>());
+      if (in_proj_bias) y = y + (*in_proj_bias)->slice({ops::Slice(part * e, (part + 1) * e)}).template unsqueeze<3>();
+      return y.template reshape<4>({x.dim(0), x.dim(1), h, dh}).permute({0, 2, 1, 3});
+    };
+    const Tensor<B, 4> q = project(query, 0), k = project(key, 1), v = project(value, 2);
+    Tensor<B, 4> scores = q.matmul(k.transpose()) * (1.0 / std::sqrt(static_cast<double>(dh)));  // [N, H, L, S]
+    const double ninf = -std::numeric_limits<double>::infinity();
+    if (masks.causal) {
+      KILN_CHECK(l == s, "nn::MultiHeadAttention: a causal mask needs as many queries as keys, got {} and {}", l, s);
+      const auto later = Tensor<B, 2>::ones({l, s}, query.device()).triu(1).gt(0.0);
+      scores = scores.mask_fill(later.template unsqueeze<4>().expand_as(scores.shape()), ninf);
+    }
+    if (masks.attn_mask) {
+      KILN_CHECK(masks.attn_mask->shape() == Shape({l, s}), "nn::MultiHeadAttention: attn_mask {} must be [{}, {}]",
+                 masks.attn_mask->shape(), l, s);
+      scores = scores.mask_fill(masks.attn_mask->template unsqueeze<4>().expand_as(scores.shape()), ninf);
+    }
+    if (masks.key_padding_mask) {
+      KILN_CHECK(masks.key_padding_mask->shape() == Shape({n, s}),
+                 "nn::MultiHeadAttention: key_padding_mask {} must be [{}, {}]", masks.key_padding_mask->shape(), n, s);
+      const auto pad = masks.key_padding_mask->template reshape<4>({n, 1, 1, s}).expand_as(scores.shape());
+      scores = scores.mask_fill(pad, ninf);
+    }
+    const Tensor<B, 4> attn = dropout.forward(scores.softmax(3));
+    const Tensor<B, 3> heads = attn.matmul(v).permute({0, 2, 1, 3}).template reshape<3>({n, l, e});
+    return out_proj.forward(heads);
+  }
+};
+
+struct TransformerEncoderLayerOptions {
+  std::int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  bool gelu = false;  // the feed-forward activation: relu (PyTorch's default) or gelu
+  double layer_norm_eps = 1e-5;
+  bool norm_first = false;  // pre-norm
+};
+
+template <class B> struct TransformerEncoderLayer {
+  MultiHeadAttention<B> self_attn;
+  Linear<B> linear1, linear2;
+  Dropout<B> dropout, dropout1, dropout2;
+  LayerNorm<B> norm1, norm2;
+  bool gelu = false, norm_first = false;
+  KILN_MODULE(self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2)
+
+  TransformerEncoderLayer() = default;
+  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, const TransformerEncoderLayerOptions& o = {},
+                          const typename B::Device& device = {})
+      : self_attn(d_model, nhead, o.dropout, true, device),
+        linear1(d_model, o.dim_feedforward, {}, device),
+        linear2(o.dim_feedforward, d_model, {}, device),
+        dropout(o.dropout),
+        dropout1(o.dropout),
+        dropout2(o.dropout),
+        norm1({d_model}, o.layer_norm_eps, true, device),
+        norm2({d_model}, o.layer_norm_eps, true, device),
+        gelu(o.gelu),
+        norm_first(o.norm_first) {}
+
+  // src [N, S, E] → [N, S, E]; masks as MultiHeadAttention's.
+  Tensor<B, 3> forward(const Tensor<B, 3>& src, const AttentionMasks<B>& masks = {}) const {
+    auto attend = [&](const Tensor<B, 3>& x) { return dropout1.forward(self_attn.forward(x, x, x, masks)); };
+    auto feed_forward = [&](const Tensor<B, 3>& x) {
+      const Tensor<B, 3> hidden = linear1.forward(x);
+      return dropout2.forward(linear2.forward(dropout.forward(gelu ? hidden.gelu() : hidden.relu())));
+    };
+    if (norm_first) {
+      const Tensor<B, 3> x = src + attend(norm1.forward(src));
+      return x + feed_forward(norm2.forward(x));
+    }
+    const Tensor<B, 3> x = norm1.forward(src + attend(src));
+    return norm2.forward(x + feed_forward(x));
+  }
+};
+
+// A stack of encoder layers (layers.0, layers.1...), then an optional final LayerNorm.
+template <class B> struct TransformerEncoder {
+  std::vector<TransformerEncoderLayer<B>> layers;
+  std::optional<LayerNorm<B>> norm;
+  KILN_MODULE(layers, norm)
+
+  TransformerEncoder() = default;
+  TransformerEncoder(std::int64_t num_layers, std::int64_t d_model, std::int64_t nhead,
+                     const TransformerEncoderLayerOptions& o = {}, bool final_norm = false,
+                     const typename B::Device& device = {}) {
+    for (std::int64_t i = 0; i < num_layers; ++i) layers.emplace_back(d_model, nhead, o, device);
+    if (final_norm) norm.emplace(std::array<std::int64_t, 1>{d_model}, o.layer_norm_eps, true, device);
+  }
+  Tensor<B, 3> forward(Tensor<B, 3> x, const AttentionMasks<B>& masks = {}) const {
+    for (const auto& layer : layers) x = layer.forward(x, masks);
+    return norm ? norm->forward(x) : x;
+  }
+};
+
+}  // namespace kiln::nn
