@@ -64,7 +64,22 @@ def workloads(compile_mode):
 
     w["mlp_train_step_784_1024_1024_10_b256"] = [mlp_step(compile_mode, fused) for fused in (False, True)
                                                  if fused is False or adam_has_fused()]
+    w["transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32"] = transformer_step(compile_mode)
     return w
+
+
+def transformer_step(compile_mode):
+    """Forward + backward of a TransformerEncoderLayer(256, 4, 1024, dropout 0), batch 32, sequence 128."""
+    layer = torch.nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+    forward = torch.compile(layer) if compile_mode else layer
+    x = torch.randn(32, 128, 256, requires_grad=True)
+
+    def step():
+        x.grad = None
+        layer.zero_grad(set_to_none=True)
+        forward(x).sum().backward()
+
+    return step
 
 
 def adam_has_fused():
