@@ -79,6 +79,7 @@ def cases(w):
     layer_case(w, "prelu_shared", nn.PReLU(), randn(5, 2))
     rms_case(w)
     attention_cases(w)
+    bilinear_case(w)
 
 
 class RmsNorm(nn.Module):
@@ -128,3 +129,19 @@ def attention_cases(w):
                nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=True,
                                           activation="gelu"),
                torch.randn(2, 5, 8, dtype=f64))
+
+
+class BilinearOfHalves(nn.Module):
+    """x [N, 7] -> Bilinear(x[:, :3], x[:, 3:]), so the layer takes one input."""
+
+    def __init__(self):
+        super().__init__()
+        self.bilinear = nn.Bilinear(3, 4, 5)
+
+    def forward(self, x):
+        return self.bilinear(x[:, :3], x[:, 3:])
+
+
+def bilinear_case(w):
+    torch.manual_seed(7)
+    layer_case(w, "bilinear", BilinearOfHalves(), torch.randn(6, 7, dtype=f64))

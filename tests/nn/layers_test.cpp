@@ -201,6 +201,23 @@ TYPED_TEST(NnLayers, TransformerEncoderStacksLayersAndNamesThemLikeTorch) {
   EXPECT_KILN_ERROR(nn::MultiHeadAttention<B>(10, 3), "nn::MultiHeadAttention: embed_dim 10 is not divisible by 3 heads");
 }
 
+template <class B> struct BilinearOfHalves {
+  nn::Bilinear<B> bilinear{3, 4, 5};
+  KILN_MODULE(bilinear)
+  Tensor<B, 2> forward(const Tensor<B, 2>& x) const {
+    return bilinear.forward(x.slice({ops::Slice(0, x.dim(0)), ops::Slice(0, 3)}),
+                            x.slice({ops::Slice(0, x.dim(0)), ops::Slice(3, 7)}));
+  }
+};
+
+TYPED_TEST(NnLayers, BilinearMatchesTorch) {
+  using B = TypeParam;
+  BilinearOfHalves<Autodiff<B>> layer;
+  check_layer<B, 2>(layer, "bilinear", [](const auto& m, const auto& x) { return m.forward(x); });
+  EXPECT_KILN_ERROR(layer.bilinear.forward(Tensor<Autodiff<B>, 2>::zeros({2, 4}), Tensor<Autodiff<B>, 2>::zeros({2, 4})),
+                    "nn::Bilinear: inputs [2, 4] and [2, 4] must be [N, 3] and [N, 4]");
+}
+
 TYPED_TEST(NnLayers, EmbeddingStartsWithAZeroPaddingRowAndChecksIndices) {
   using B = TypeParam;
   manual_seed(3);

@@ -229,3 +229,18 @@ TYPED_TEST(NnAutodiff, SgdOnALinearModelFitsALine) {
   EXPECT_NEAR(w[1], -3.0, 1e-3);
   EXPECT_NEAR(model.bias.value()->item(), 0.5, 1e-3);
 }
+
+// Orthogonal: W W^T = gain^2 I for a wide weight, W^T W = gain^2 I for a tall one.
+TEST(NnInit, OrthogonalGivesOrthonormalRowsOrColumns) {
+  using B = kiln::Cpu;
+  kiln::manual_seed(9);
+  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{4, 10}, {12, 5}}) {
+    const auto w = kiln::nn::Init::orthogonal(2.0).make<B, 2>({rows, cols}).cast(kiln::DType::f64);
+    const auto gram = rows <= cols ? w.matmul(w.transpose()) : w.transpose().matmul(w);
+    const std::int64_t k = std::min(rows, cols);
+    EXPECT_CLOSE(gram, (kiln::Tensor<B, 2>::eye(k, {}, kiln::DType::f64) * 4.0).into_data(), 1e-5, 1e-5);
+  }
+  // Conv-shaped weights flatten their trailing dims: [3, 2, 2, 2] → [3, 8].
+  const auto conv = kiln::nn::Init::orthogonal().make<B, 4>({3, 2, 2, 2}).cast(kiln::DType::f64).reshape<2>({3, 8});
+  EXPECT_CLOSE(conv.matmul(conv.transpose()), kiln::Tensor<B, 2>::eye(3, {}, kiln::DType::f64).into_data(), 1e-5, 1e-5);
+}

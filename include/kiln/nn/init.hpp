@@ -6,9 +6,11 @@
 
 #include "kiln/tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kiln::nn {
 
@@ -36,7 +38,7 @@ inline std::pair<double, double> fans(const Shape& shape) {
 
 // How to fill a fresh parameter. Make one with the factories below.
 struct Init {
-  enum class Kind { constant, uniform, normal, xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal };
+  enum class Kind { constant, uniform, normal, xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal, orthogonal };
   Kind kind = Kind::constant;
   double a = 0, b = 0;  // constant: value; uniform: low, high; normal: mean, std; xavier: gain;
                         // kaiming: negative slope (leaky_relu's a)
@@ -56,6 +58,10 @@ struct Init {
   static Init kaiming_normal(double a = 0, FanMode mode = FanMode::fan_in, std::string_view nonlinearity = "leaky_relu") {
     return {Kind::kaiming_normal, a, 0, mode, nonlinearity};
   }
+  // A (semi-)orthogonal matrix of shape [dims[0], prod(dims[1:])] times gain, as
+  // torch.nn.init.orthogonal_: the Q of a QR decomposition of a normal matrix, its columns'
+  // signs set by R's diagonal.
+  static Init orthogonal(double gain = 1.0) { return {Kind::orthogonal, gain}; }
 
   // A tensor of `dims` filled this way.
   template <class B, std::size_t D>
@@ -78,8 +84,40 @@ struct Init {
         if (kind == Kind::kaiming_normal) return T::random(dims, Distribution::normal(0, std), device);
         return T::random(dims, Distribution::uniform(-std::sqrt(3.0) * std, std::sqrt(3.0) * std), device);
       }
+      case Kind::orthogonal: return orthogonal_matrix<B, D>(dims, shape, device);
     }
     KILN_FAIL("nn::Init: unknown kind");
+  }
+
+ private:
+  template <class B, std::size_t D>
+  Tensor<B, D> orthogonal_matrix(const typename Tensor<B, D>::Dims& dims, const Shape& shape,
+                                 const typename B::Device& device) const {
+    KILN_CHECK(D >= 2, "nn::Init::orthogonal: needs a weight of at least 2 dims, got {}", shape);
+    const std::int64_t rows = shape[0], cols = shape.numel() / std::max<std::int64_t>(rows, 1);
+    // QR of the tall one of A and A^T (m >= n) by modified Gram-Schmidt, in double on the host.
+    const std::int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+    std::vector<double> q = Tensor<B, 2>::random({m, n}, Distribution::normal(0, 1), device, DType::f64).template to_vec<double>();
+    auto at = [&](std::int64_t i, std::int64_t j) -> double& { return q[static_cast<std::size_t>(i * n + j)]; };
+    for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t k = 0; k < j; ++k) {
+        double dot = 0;
+        for (std::int64_t i = 0; i < m; ++i) dot += at(i, k) * at(i, j);
+        for (std::int64_t i = 0; i < m; ++i) at(i, j) -= dot * at(i, k);
+      }
+      double norm = 0;
+      for (std::int64_t i = 0; i < m; ++i) norm += at(i, j) * at(i, j);
+      norm = std::sqrt(norm);
+      KILN_CHECK(norm > 0, "nn::Init::orthogonal: a degenerate draw");
+      // R's diagonal is the norm (positive), so Q's columns keep their signs.
+      for (std::int64_t i = 0; i < m; ++i) at(i, j) /= norm;
+    }
+    const double g = a;  // the gain
+    std::vector<double> w(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        w[static_cast<std::size_t>(r * cols + c)] = (rows >= cols ? at(r, c) : at(c, r)) * g;
+    return Tensor<B, D>::from_data(TensorData::from(w, shape).convert(DType::f32), device);
   }
 };
 

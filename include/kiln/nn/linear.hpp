@@ -44,4 +44,34 @@ template <class B> struct Linear {
   }
 };
 
+// nn::Bilinear: y[n, o] = x1[n] . W[o] . x2[n] + b[o], as torch.nn.Bilinear (weight
+// [out, in1, in2], bias [out], both uniform in +-1/sqrt(in1)).
+template <class B> struct Bilinear {
+  Param<Tensor<B, 3>> weight;               // [out, in1, in2]
+  std::optional<Param<Tensor<B, 1>>> bias;  // [out]
+  KILN_MODULE(weight, bias)
+
+  Bilinear() = default;
+  Bilinear(std::int64_t in1, std::int64_t in2, std::int64_t out, bool with_bias = true,
+           const typename B::Device& device = {}) {
+    KILN_CHECK(in1 > 0 && in2 > 0 && out > 0, "nn::Bilinear: sizes must be positive, got {}, {} -> {}", in1, in2, out);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in1));
+    weight = Param(Init::uniform(-bound, bound).template make<B, 3>({out, in1, in2}, device));
+    if (with_bias) bias.emplace(Init::uniform(-bound, bound).template make<B, 1>({out}, device));
+  }
+
+  // x1 [N, in1], x2 [N, in2] → [N, out].
+  Tensor<B, 2> forward(const Tensor<B, 2>& x1, const Tensor<B, 2>& x2) const {
+    const std::int64_t out = weight->dim(0), in1 = weight->dim(1), in2 = weight->dim(2), n = x1.dim(0);
+    KILN_CHECK(x1.dim(1) == in1 && x2.dim(1) == in2 && x2.dim(0) == n,
+               "nn::Bilinear: inputs {} and {} must be [N, {}] and [N, {}]", x1.shape(), x2.shape(), in1, in2);
+    // x1 W: [N, in1] @ [in1, out * in2] → [N, out, in2], then the dot product with x2.
+    const auto w = weight->permute({1, 0, 2}).template reshape<2>({in1, out * in2});
+    const Tensor<B, 3> left = x1.matmul(w).template reshape<3>({n, out, in2});
+    Tensor<B, 2> y = (left * x2.unsqueeze_dim(1)).sum_dim(2).template reshape<2>({n, out});
+    if (bias) y = y + (*bias)->template unsqueeze<2>();
+    return y;
+  }
+};
+
 }  // namespace kiln::nn
