@@ -77,9 +77,11 @@ void run_columns(std::string_view op, std::string_view kernel, const Geometry& g
                  std::int64_t group_stride, std::int64_t row_stride) {
   if (invocations == 0) return;
   const auto i32 = [&](std::int64_t v) { return checked_int(v, "a size of", op); };
-  // Every flat index the kernels form stays below the larger operand plus its offset.
+  // Every flat index the kernels form stays at or below the last element each view reaches.
   i32(cols.offset + cols.numel());
-  i32(x.offset + x.numel());
+  std::int64_t x_last = x.offset;
+  for (std::size_t d = 0; d < 4; ++d) x_last += (x.shape[d] - 1) * x.strides[d];
+  i32(x_last);
   for (int d = 0; d < 2; ++d) {
     i32(x.shape[2 + d] + 2 * g.options.padding[d] + g.options.stride[d]);
     i32(g.options.dilation[d] * (d == 0 ? g.KH - 1 : g.KW - 1) + g.options.stride[d]);
@@ -163,9 +165,9 @@ Vulkan::Primitive Vulkan::conv2d_backward_input(const Primitive& dy, const Primi
              dy.shape, x_shape, weight.shape, y_shape);
   if (vulkan::is_half(dy.dtype))
     return cast(conv2d_backward_input(cast(dy, DType::f32), cast(weight, DType::f32), x_shape, options), dy.dtype);
-  VulkanTensor dx = vulkan::empty(x_shape, dy.dtype);
-  if (dx.numel() == 0) return dx;
+  if (x_shape.numel() == 0) return vulkan::empty(x_shape, dy.dtype);
   if (y_shape.numel() == 0) return full(x_shape, 0.0, dy.dtype, {});
+  VulkanTensor dx = vulkan::empty(x_shape, dy.dtype);
   const vulkan::Geometry g(x_shape, weight.shape, y_shape, options);
   // [1, G, K, O/G]: the weight transposed per group, a view.
   const std::array<std::int64_t, 4> transpose{0, 1, 3, 2};
