@@ -1,7 +1,8 @@
 // Benchmarks of the core workloads. Each CPU benchmark has a twin in
 // bench/compare_torch.py (same name, same shapes) so the two are compared side by side.
 // The GEMM and elementwise ones also run on Vulkan when it is built, named vulkan/<name>
-// (no PyTorch twin); they are skipped with the reason when no Vulkan device can be created.
+// (no PyTorch twin), and Vulkan has its own conv2d benchmarks on a smaller layer; they are
+// skipped with the reason when no Vulkan device can be created.
 #include <kiln/kiln.hpp>
 #ifdef KILN_BENCH_VULKAN
 #include <kiln/vulkan/backend.hpp>
@@ -97,6 +98,38 @@ BENCHMARK(matmul<kiln::Vulkan>)
     ->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+// conv2d on a small CNN layer (lavapipe is slow): x [8, 16, 28, 28], w [32, 16, 3, 3], padding 1,
+// forward alone and forward + input and weight gradients.
+void vulkan_conv2d(benchmark::State& state, bool backward) {
+  using kiln::Vulkan;
+  if (!ready<Vulkan>(state)) return;
+  using V4 = kiln::Tensor<Vulkan, 4>;
+  const auto x = V4::random({8, 16, 28, 28}, kiln::Distribution::normal(0, 1));
+  const auto w = V4::random({32, 16, 3, 3}, kiln::Distribution::normal(0, 0.1));
+  const auto b = kiln::Tensor<Vulkan, 1>::random({32}, kiln::Distribution::normal(0, 0.1));
+  const auto dy = V4::random({8, 32, 28, 28}, kiln::Distribution::normal(0, 1));
+  kiln::ops::Conv2dOptions options;
+  options.padding = {1, 1};
+  const auto step = [&] {
+    const V4 y(Vulkan::conv2d(x.primitive(), w.primitive(), b.primitive(), options));
+    if (!backward) return keep(y);
+    // Recorded together; the first read-back waits for all three.
+    const V4 dx(Vulkan::conv2d_backward_input(dy.primitive(), w.primitive(), x.shape(), options));
+    const V4 dw(Vulkan::conv2d_backward_weight(x.primitive(), dy.primitive(), w.shape(), options));
+    keep(y);
+    keep(dx);
+    keep(dw);
+  };
+  step();
+  for (auto _ : state) step();
+  const double flops = 2.0 * 8 * 32 * 28 * 28 * 16 * 9 * (backward ? 3 : 1);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK_CAPTURE(vulkan_conv2d, fwd, false)
+    ->Name("vulkan/conv2d_fwd_8x16x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(vulkan_conv2d, fwd_bwd, true)
+    ->Name("vulkan/conv2d_fwd_bwd_8x16x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(add<kiln::Vulkan>)->Name("vulkan/add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(gelu<kiln::Vulkan>)->Name("vulkan/gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(exp<kiln::Vulkan>)->Name("vulkan/exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -1,9 +1,10 @@
 // The Vulkan backend's 2-d convolution against the CPU backend: forward (with and without
 // bias), input gradient and weight gradient for plain, strided + padded + dilated + grouped,
-// depthwise and "last row never read" geometries, f32 and f64, non-contiguous operands, and
-// the CPU's errors.
+// depthwise, 1x1 and "last row never read" geometries, f32 and f64, batches split into chunks
+// of samples, non-contiguous operands, and the CPU's errors.
 #include "vulkan_test.hpp"
 
+#include <cstdlib>
 #include <optional>
 #include <tuple>
 
@@ -32,6 +33,8 @@ std::vector<Case> cases() {
       // 8 rows, 3x3 kernel, stride 2, no padding: outputs read rows 0..6, row 7 never.
       {"even extent stride 2", Shape{2, 2, 8, 8}, Shape{3, 2, 3, 3}, {{2, 2}, {0, 0}, {1, 1}, 1}, true},
       {"large stride and padding", Shape{1, 2, 5, 5}, Shape{2, 2, 2, 2}, {{3, 3}, {2, 1}, {2, 3}, 1}, false},
+      {"1x1 strided grouped", Shape{2, 4, 5, 5}, Shape{6, 2, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 2}, true},
+      {"dilation with padding", Shape{2, 3, 7, 7}, Shape{2, 3, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}, true},
   };
 }
 
@@ -69,6 +72,25 @@ TEST_F(VulkanConv, MatchesCpu) {
   std::uint64_t seed = 100;
   for (const DType dtype : float_dtypes())
     for (const Case& c : cases()) check(c, dtype, seed += 10);
+}
+
+// Batches whose column matrix would pass KILN_VULKAN_CONV_COLUMN_BYTES run in chunks of
+// samples: one byte gives one sample per chunk; 7200 bytes, two of the three samples of
+// x [3, 4, 5, 5] with a 3x3 kernel and padding 1 (4 * 9 * 25 f32 columns per sample).
+TEST_F(VulkanConv, ChunkedBatchesMatchCpu) {
+  struct Limit {
+    explicit Limit(const char* bytes) { setenv("KILN_VULKAN_CONV_COLUMN_BYTES", bytes, 1); }
+    ~Limit() { unsetenv("KILN_VULKAN_CONV_COLUMN_BYTES"); }
+  };
+  std::uint64_t seed = 500;
+  {
+    const Limit limit("1");
+    for (const DType dtype : float_dtypes())
+      for (const Case& c : cases()) check(c, dtype, seed += 10);
+  }
+  const Limit limit("7200");
+  check({"three samples in chunks of two", Shape{3, 4, 5, 5}, Shape{6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}, true},
+        DType::f32, seed);
 }
 
 TEST_F(VulkanConv, LastRowNeverReadHasZeroGradient) {

@@ -2,30 +2,39 @@
 // (where the device has shaderFloat64): forward with optional bias, input gradient and
 // weight gradient, with the CPU backend's checks and error messages.
 //
-// Direct kernels (kernels/glsl/conv2d.comp) with the index math of the CPU's reference loops
-// (backends/cpu/src/conv.cpp), each invocation accumulating in the same order, so the
-// results are deterministic (no atomics):
-// - forward: one invocation per output element (n, oc, oy, ox), summing over the group's
-//   input channels and the kernel taps (ic, ky, kx), starting from the bias;
-// - backward input: one invocation per input element (n, ci, iy, ix), summing over the taps
-//   (ky, kx) and, for each tap that meets an output position, the group's output channels;
-// - backward weight: one invocation per weight element (oc, ic, ky, kx), summing over the
-//   batch and the output positions (n, oy, ox).
-// Operands are made contiguous first and read at their offsets; indices are 32-bit.
+// GEMM convolution: im2col (kernels/glsl/im2col.comp) writes the column matrix of x, entry
+// (n, g, k, p) with k over the group's input channels and taps and p over the output
+// positions (kernels/glsl/columns.glsl), and the backend's own tiled matmul does the
+// arithmetic, with the groups (and samples) as batch dims:
+// - forward: columns [N, G, K, OH*OW]; y[n, g] = w[g] [O/G, K] @ columns[n, g], which is
+//   already NCHW; the bias is added by the elementwise kernel;
+// - weight gradient: columns [G, K, N*OH*OW]; dw[g] = dy[g] [O/G, N*OH*OW] @ columns[g]^T
+//   (dy permuted to [O, N, OH, OW] first, so that the sum runs over one strided dim);
+// - input gradient: columns[n, g] = w[g]^T @ dy[n, g], then col2im
+//   (kernels/glsl/col2im.comp) sums, per input element, the column entries that read it.
+// Every sum runs in a fixed order, so the results are deterministic (no atomics). The
+// column matrix holds C*KH*KW*OH*OW elements per sample: batches whose columns would pass
+// kColumnBytes (KILN_VULKAN_CONV_COLUMN_BYTES overrides it) go in chunks of samples.
+// Indices are 32-bit.
 #include "kernels.hpp"
 
 #include "kiln/vulkan/backend.hpp"
 
 #include <fmt/format.h>
 
-#include <limits>
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::vulkan {
 namespace {
 
-// The parameter buffer: kernels/glsl/conv2d.comp ([17..20) are the operands' offsets).
-constexpr int kParams = 20;
+// The parameter buffer: kernels/glsl/columns.glsl.
+constexpr int kParams = 24;
+constexpr std::int64_t kColumnBytes = std::int64_t{256} << 20;
 
 // The CPU's check (both operands float, of one dtype), then the device's support for it.
 void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
@@ -34,56 +43,77 @@ void check_float(std::string_view op, DType a, DType b, const Shape& sa, const S
   check_dtype_supported(op, a);
 }
 
-// The validated output shape and the parameter buffer (offsets left 0).
-std::vector<std::int32_t> params_of(std::string_view op, const Shape& x, const Shape& w, const Shape& y,
-                                    const ops::Conv2dOptions& o) {
-  // Every flat index the kernels form stays below the largest operand (plus its offset,
-  // checked by the callers); the spatial products stay below the padded extents.
-  for (const Shape* s : {&x, &w, &y}) checked_int(s->numel(), "a size of", op);
-  for (int d = 0; d < 2; ++d) {
-    checked_int(x[2 + d] + 2 * o.padding[d] + o.stride[d], "a size of", op);
-    checked_int(o.dilation[d] * (w[2 + d] - 1) + o.stride[d], "a size of", op);
+// The sizes of one convolution: x [N, C, H, W], weight [O, C/G, KH, KW], y [N, O, OH, OW];
+// a column matrix has K = C/G*KH*KW rows per group and P = OH*OW entries per sample and row.
+struct Geometry {
+  std::int64_t N, C, H, W, O, KH, KW, OH, OW, G, K, P;
+  ops::Conv2dOptions options;
+
+  Geometry(const Shape& x, const Shape& w, const Shape& y, const ops::Conv2dOptions& o)
+      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), KH(w[2]), KW(w[3]), OH(y[2]), OW(y[3]), G(o.groups),
+        K(w[1] * w[2] * w[3]), P(y[2] * y[3]), options(o) {}
+
+  // Samples per chunk: as many as keep one chunk's columns within the limit, at least one.
+  std::int64_t chunk(DType dtype) const {
+    std::int64_t limit = kColumnBytes;
+    if (const char* v = std::getenv("KILN_VULKAN_CONV_COLUMN_BYTES")) limit = std::atoll(v);
+    const auto per_sample = static_cast<std::int64_t>(dtype_size(dtype)) * C * KH * KW * P;
+    return per_sample == 0 ? N : std::clamp<std::int64_t>(limit / per_sample, 1, std::max<std::int64_t>(N, 1));
   }
-  return {0,
-          checked_int(x[0], "a size of", op),
-          checked_int(x[1], "a size of", op),
-          checked_int(x[2], "a size of", op),
-          checked_int(x[3], "a size of", op),
-          checked_int(w[0], "a size of", op),
-          checked_int(w[2], "a size of", op),
-          checked_int(w[3], "a size of", op),
-          checked_int(y[2], "a size of", op),
-          checked_int(y[3], "a size of", op),
-          checked_int(o.groups, "a size of", op),
-          checked_int(o.stride[0], "a size of", op),
-          checked_int(o.stride[1], "a size of", op),
-          checked_int(o.padding[0], "a size of", op),
-          checked_int(o.padding[1], "a size of", op),
-          checked_int(o.dilation[0], "a size of", op),
-          checked_int(o.dilation[1], "a size of", op),
-          0,
-          0,
-          0};
+};
+
+// The samples [first, first + count) of an NCHW tensor, a view.
+VulkanTensor samples(const VulkanTensor& t, std::int64_t first, std::int64_t count) {
+  std::vector<ops::SliceRange> ranges{{first, count, 1}};
+  for (std::size_t d = 1; d < t.shape.rank(); ++d) ranges.push_back({0, t.shape[d], 1});
+  return Vulkan::slice(t, ranges);
 }
 
-std::int32_t offset_of(std::string_view op, const VulkanTensor& t) {
-  checked_int(t.offset + t.numel(), "a size of", op);
-  return checked_int(t.offset, "a size of", op);
+// Runs im2col.comp or col2im.comp (`kernel`) over `invocations`: `x` is the NCHW tensor of
+// the chunk (read by im2col, written by col2im), `cols` the column matrix, with its strides
+// per sample, group and row.
+void run_columns(std::string_view op, std::string_view kernel, const Geometry& g, std::int64_t invocations,
+                 const VulkanTensor& x, const VulkanTensor& cols, std::int64_t sample_stride,
+                 std::int64_t group_stride, std::int64_t row_stride) {
+  if (invocations == 0) return;
+  const auto i32 = [&](std::int64_t v) { return checked_int(v, "a size of", op); };
+  // Every flat index the kernels form stays at or below the last element each view reaches.
+  i32(cols.offset + cols.numel());
+  std::int64_t x_last = x.offset;
+  for (std::size_t d = 0; d < 4; ++d) x_last += (x.shape[d] - 1) * x.strides[d];
+  i32(x_last);
+  for (int d = 0; d < 2; ++d) {
+    i32(x.shape[2 + d] + 2 * g.options.padding[d] + g.options.stride[d]);
+    i32(g.options.dilation[d] * (d == 0 ? g.KH - 1 : g.KW - 1) + g.options.stride[d]);
+  }
+  const std::vector<std::int32_t> params{
+      i32(invocations), i32(g.C), i32(g.H), i32(g.W), i32(g.KH), i32(g.KW), i32(g.OH), i32(g.OW), i32(g.G),
+      i32(g.options.stride[0]), i32(g.options.stride[1]), i32(g.options.padding[0]), i32(g.options.padding[1]),
+      i32(g.options.dilation[0]), i32(g.options.dilation[1]), i32(cols.offset), i32(sample_stride),
+      i32(group_stride), i32(row_stride), i32(x.offset), i32(x.strides[0]), i32(x.strides[1]), i32(x.strides[2]),
+      i32(x.strides[3])};
+  static_assert(kParams == 24);
+  const std::vector<std::shared_ptr<Buffer>> buffers{upload_ints(params), kernel == "im2col" ? cols.buffer : x.buffer,
+                                                     kernel == "im2col" ? x.buffer : cols.buffer};
+  const Pipeline& pipeline = kernel_pipeline(op, cols.dtype, fmt::format("{}_{}", kernel, cols.dtype), 3);
+  dispatch_invocations(op, pipeline, buffers, invocations);
 }
 
-// Runs the conv2d.comp variant `kind` with one invocation per element of `out` over [params, out, a, b, extra...].
-void run(std::string_view op, std::string_view kind, std::vector<std::int32_t> params, const VulkanTensor& out,
-         std::vector<std::shared_ptr<Buffer>> inputs) {
-  static_assert(kParams == 20);
-  const std::int64_t n = out.numel();
-  if (n == 0) return;
-  params[0] = checked_int(n, "a size of", op);
-  auto param_buffer = vulkan::upload_ints(params);
-  std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
-  buffers.insert(buffers.end(), inputs.begin(), inputs.end());
-  const Pipeline& pipeline = kernel_pipeline(op, out.dtype, fmt::format("conv2d_{}_{}", kind, out.dtype),
-                                             static_cast<std::uint32_t>(buffers.size()));
-  dispatch_invocations(op, pipeline, buffers, n);
+// The column matrix of `x` (a chunk of samples) as [G, K, samples * P] when `by_group`
+// (for the weight gradient), else [samples, G, K, P].
+VulkanTensor im2col(std::string_view op, const Geometry& g, const VulkanTensor& x, bool by_group) {
+  const std::int64_t n = x.shape[0];
+  VulkanTensor cols = by_group ? empty(Shape{g.G, g.K, n * g.P}, x.dtype) : empty(Shape{n, g.G, g.K, g.P}, x.dtype);
+  if (by_group)
+    run_columns(op, "im2col", g, cols.numel(), x, cols, g.P, g.K * n * g.P, n * g.P);
+  else
+    run_columns(op, "im2col", g, cols.numel(), x, cols, g.G * g.K * g.P, g.K * g.P, g.P);
+  return cols;
+}
+
+// The weight [O, C/G, KH, KW] as [1, G, O/G, K].
+VulkanTensor grouped_weight(const Geometry& g, const VulkanTensor& weight) {
+  return Vulkan::reshape(weight, Shape{1, g.G, g.O / g.G, g.K});
 }
 
 }  // namespace
@@ -108,19 +138,19 @@ Vulkan::Primitive Vulkan::conv2d(const Primitive& x, const Primitive& weight, co
     const std::optional<Primitive> bias32 = bias ? std::optional(cast(*bias, DType::f32)) : std::nullopt;
     return cast(conv2d(cast(x, DType::f32), cast(weight, DType::f32), bias32, options), x.dtype);
   }
-  auto params = vulkan::params_of(op, x.shape, weight.shape, y_shape, options);
-  VulkanTensor out = vulkan::empty(y_shape, x.dtype);
-  if (out.numel() == 0) return out;
-  const VulkanTensor xc = vulkan::contiguous(x), wc = vulkan::contiguous(weight);
-  params[17] = vulkan::offset_of(op, xc);
-  params[18] = vulkan::offset_of(op, wc);
-  std::vector<std::shared_ptr<vulkan::Buffer>> inputs{xc.buffer, wc.buffer};
-  if (bias) {
-    const VulkanTensor bc = vulkan::contiguous(*bias);
-    params[19] = vulkan::offset_of(op, bc);
-    inputs.push_back(bc.buffer);
+  if (y_shape.numel() == 0) return vulkan::empty(y_shape, x.dtype);
+  const vulkan::Geometry g(x.shape, weight.shape, y_shape, options);
+  const VulkanTensor w = vulkan::grouped_weight(g, weight);
+  const std::int64_t chunk = g.chunk(x.dtype);
+  std::vector<VulkanTensor> parts;
+  for (std::int64_t first = 0; first < g.N; first += chunk) {
+    const VulkanTensor xs = vulkan::samples(x, first, std::min(chunk, g.N - first));
+    // [1, G, O/G, K] @ [n, G, K, P] = [n, G, O/G, P], the chunk of y in NCHW.
+    const VulkanTensor y = matmul(w, vulkan::im2col(op, g, xs, false));
+    parts.push_back(reshape(y, Shape{xs.shape[0], g.O, g.OH, g.OW}));
   }
-  vulkan::run(op, bias ? "forward_bias" : "forward", params, out, inputs);
+  VulkanTensor out = parts.size() == 1 ? parts[0] : cat(parts, 0);
+  if (bias) out = binary<ops::Add>(out, reshape(*bias, Shape{1, g.O, 1, 1}));
   return out;
 }
 
@@ -135,14 +165,23 @@ Vulkan::Primitive Vulkan::conv2d_backward_input(const Primitive& dy, const Primi
              dy.shape, x_shape, weight.shape, y_shape);
   if (vulkan::is_half(dy.dtype))
     return cast(conv2d_backward_input(cast(dy, DType::f32), cast(weight, DType::f32), x_shape, options), dy.dtype);
-  auto params = vulkan::params_of(op, x_shape, weight.shape, y_shape, options);
-  VulkanTensor out = vulkan::empty(x_shape, dy.dtype);
-  if (out.numel() == 0) return out;
-  const VulkanTensor dyc = vulkan::contiguous(dy), wc = vulkan::contiguous(weight);
-  params[17] = vulkan::offset_of(op, dyc);
-  params[18] = vulkan::offset_of(op, wc);
-  vulkan::run(op, "backward_input", params, out, {dyc.buffer, wc.buffer});
-  return out;
+  if (x_shape.numel() == 0) return vulkan::empty(x_shape, dy.dtype);
+  if (y_shape.numel() == 0) return full(x_shape, 0.0, dy.dtype, {});
+  VulkanTensor dx = vulkan::empty(x_shape, dy.dtype);
+  const vulkan::Geometry g(x_shape, weight.shape, y_shape, options);
+  // [1, G, K, O/G]: the weight transposed per group, a view.
+  const std::array<std::int64_t, 4> transpose{0, 1, 3, 2};
+  const VulkanTensor wt = permute(vulkan::grouped_weight(g, weight), transpose);
+  const std::int64_t chunk = g.chunk(dy.dtype);
+  for (std::int64_t first = 0; first < g.N; first += chunk) {
+    const std::int64_t n = std::min(chunk, g.N - first);
+    const VulkanTensor dys = reshape(vulkan::samples(dy, first, n), Shape{n, g.G, g.O / g.G, g.P});
+    // [1, G, K, O/G] @ [n, G, O/G, P] = [n, G, K, P], summed into the chunk of dx.
+    const VulkanTensor cols = matmul(wt, dys);
+    vulkan::run_columns(op, "col2im", g, n * g.C * g.H * g.W, vulkan::samples(dx, first, n), cols,
+                        g.G * g.K * g.P, g.K * g.P, g.P);
+  }
+  return dx;
 }
 
 Vulkan::Primitive Vulkan::conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
@@ -156,14 +195,23 @@ Vulkan::Primitive Vulkan::conv2d_backward_weight(const Primitive& x, const Primi
              dy.shape, x.shape, weight_shape, y_shape);
   if (vulkan::is_half(x.dtype))
     return cast(conv2d_backward_weight(cast(x, DType::f32), cast(dy, DType::f32), weight_shape, options), x.dtype);
-  auto params = vulkan::params_of(op, x.shape, weight_shape, y_shape, options);
-  VulkanTensor out = vulkan::empty(weight_shape, x.dtype);
-  if (out.numel() == 0) return out;
-  const VulkanTensor xc = vulkan::contiguous(x), dyc = vulkan::contiguous(dy);
-  params[17] = vulkan::offset_of(op, xc);
-  params[18] = vulkan::offset_of(op, dyc);
-  vulkan::run(op, "backward_weight", params, out, {xc.buffer, dyc.buffer});
-  return out;
+  if (weight_shape.numel() == 0) return vulkan::empty(weight_shape, x.dtype);
+  if (y_shape.numel() == 0) return full(weight_shape, 0.0, x.dtype, {});
+  const vulkan::Geometry g(x.shape, weight_shape, y_shape, options);
+  const std::int64_t chunk = g.chunk(x.dtype);
+  const std::array<std::int64_t, 4> channels_first{1, 0, 2, 3};
+  const std::array<std::int64_t, 3> transpose{0, 2, 1};
+  std::optional<VulkanTensor> dw;
+  for (std::int64_t first = 0; first < g.N; first += chunk) {
+    const std::int64_t n = std::min(chunk, g.N - first);
+    // dy as [G, O/G, n * P] (a copy, channels first), columns as [G, n * P, K] (a view).
+    const VulkanTensor dys = vulkan::contiguous(permute(vulkan::samples(dy, first, n), channels_first));
+    const VulkanTensor dyg = reshape(dys, Shape{g.G, g.O / g.G, n * g.P});
+    const VulkanTensor cols = permute(vulkan::im2col(op, g, vulkan::samples(x, first, n), true), transpose);
+    const VulkanTensor part = matmul(dyg, cols);
+    dw = dw ? binary<ops::Add>(*dw, part) : part;
+  }
+  return reshape(*dw, weight_shape);
 }
 
 }  // namespace kiln

@@ -62,7 +62,7 @@ struct Vulkan {
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
-  // convolution (backends/vulkan/src/conv.cpp): NCHW, weight [out, in/groups, kh, kw]; direct kernels
+  // convolution (backends/vulkan/src/conv.cpp): NCHW, weight [out, in/groups, kh, kw]; im2col + matmul
   static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
                           const ops::Conv2dOptions& options);
   static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
