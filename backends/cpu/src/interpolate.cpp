@@ -94,12 +94,6 @@ void resample(const T* src, T* dst, const Extents& e, const ops::InterpolateOpti
   }
 }
 
-void check_input(std::string_view op, const CpuTensor& x) {
-  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
-  KILN_CHECK(x.shape.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x.shape);
-  KILN_CHECK(x.shape[2] > 0 && x.shape[3] > 0, "{}: input {} has an empty spatial dim", op, x.shape);
-}
-
 }  // namespace
 }  // namespace kiln::cpu
 
@@ -109,9 +103,7 @@ using cpu::CpuTensor;
 
 Cpu::Primitive Cpu::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
                                 const ops::InterpolateOptions& options) {
-  cpu::check_input("interpolate", x);
-  KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
-             "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x.shape);
+  ops::check_interpolate(x.shape, x.dtype, output_size);
   if (!cpu::is_native_float(x.dtype)) return cast(interpolate(cast(x, DType::f32), output_size, options), x.dtype);
   const CpuTensor in = cpu::contiguous(x);
   CpuTensor out = cpu::empty(Shape{x.shape[0], x.shape[1], output_size[0], output_size[1]}, x.dtype);
@@ -123,11 +115,7 @@ Cpu::Primitive Cpu::interpolate(const Primitive& x, std::span<const std::int64_t
 
 Cpu::Primitive Cpu::interpolate_backward(const Primitive& x, const Primitive& dy,
                                          const ops::InterpolateOptions& options) {
-  cpu::check_input("interpolate_backward", x);
-  KILN_CHECK(dy.dtype == x.dtype, "interpolate_backward: dy must have the input's dtype {}, got {}", x.dtype, dy.dtype);
-  KILN_CHECK(dy.shape.rank() == 4 && dy.shape[0] == x.shape[0] && dy.shape[1] == x.shape[1] && dy.shape[2] > 0 &&
-                 dy.shape[3] > 0,
-             "interpolate_backward: dy of shape {} does not match an input of shape {}", dy.shape, x.shape);
+  ops::check_interpolate_backward(x.shape, x.dtype, dy.shape, dy.dtype);
   if (!cpu::is_native_float(x.dtype))
     return cast(interpolate_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);
   const CpuTensor grad = cpu::contiguous(dy);

@@ -128,12 +128,6 @@ void run(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, 
   dispatch_invocations(op, pipeline, buffers, invocations);
 }
 
-void check_input(std::string_view op, const VulkanTensor& x) {
-  KILN_CHECK(is_float(x.dtype), "{}: expected a float tensor, got {} {}", op, x.shape, x.dtype);
-  KILN_CHECK(x.shape.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x.shape);
-  KILN_CHECK(x.shape[2] > 0 && x.shape[3] > 0, "{}: input {} has an empty spatial dim", op, x.shape);
-}
-
 void resample(const VulkanTensor& src, const VulkanTensor& dst, std::int64_t planes, std::int64_t h, std::int64_t w,
               std::int64_t oh, std::int64_t ow, const ops::InterpolateOptions& options, bool backward) {
   if (dst.numel() == 0) return;
@@ -152,9 +146,7 @@ using vulkan::VulkanTensor;
 
 Vulkan::Primitive Vulkan::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
                                       const ops::InterpolateOptions& options) {
-  vulkan::check_input("interpolate", x);
-  KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
-             "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x.shape);
+  ops::check_interpolate(x.shape, x.dtype, output_size);
   vulkan::check_dtype_supported("interpolate", x.dtype);
   if (vulkan::is_half(x.dtype)) return cast(interpolate(cast(x, DType::f32), output_size, options), x.dtype);
   VulkanTensor out = vulkan::empty(Shape{x.shape[0], x.shape[1], output_size[0], output_size[1]}, x.dtype);
@@ -167,12 +159,7 @@ Vulkan::Primitive Vulkan::interpolate(const Primitive& x, std::span<const std::i
 
 Vulkan::Primitive Vulkan::interpolate_backward(const Primitive& x, const Primitive& dy,
                                                const ops::InterpolateOptions& options) {
-  vulkan::check_input("interpolate_backward", x);
-  KILN_CHECK(dy.dtype == x.dtype, "interpolate_backward: dy must have the input's dtype {}, got {}", x.dtype,
-             dy.dtype);
-  KILN_CHECK(dy.shape.rank() == 4 && dy.shape[0] == x.shape[0] && dy.shape[1] == x.shape[1] && dy.shape[2] > 0 &&
-                 dy.shape[3] > 0,
-             "interpolate_backward: dy of shape {} does not match an input of shape {}", dy.shape, x.shape);
+  ops::check_interpolate_backward(x.shape, x.dtype, dy.shape, dy.dtype);
   vulkan::check_dtype_supported("interpolate_backward", x.dtype);
   if (vulkan::is_half(x.dtype))
     return cast(interpolate_backward(cast(x, DType::f32), cast(dy, DType::f32), options), x.dtype);

@@ -6,10 +6,16 @@
 
 #include "kiln/ops/module.hpp"
 
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <string_view>
 #include <vector>
 
 namespace kiln::ops {
@@ -100,6 +106,24 @@ AxisTaps<T> axis_taps(std::int64_t in, std::int64_t out, bool align_corners) {
     }
   }
   return taps;
+}
+
+// The checks every backend's interpolate primitives make, with the same messages.
+inline void check_interpolate_input(std::string_view op, const Shape& x, DType dtype) {
+  KILN_CHECK(is_float(dtype), "{}: expected a float tensor, got {} {}", op, x, dtype);
+  KILN_CHECK(x.rank() == 4, "{}: expected an NCHW input of rank 4, got shape {}", op, x);
+  KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
+}
+inline void check_interpolate(const Shape& x, DType dtype, std::span<const std::int64_t> output_size) {
+  check_interpolate_input("interpolate", x, dtype);
+  KILN_CHECK(output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0,
+             "interpolate: expected 2 positive output sizes, got {} (input {})", output_size, x);
+}
+inline void check_interpolate_backward(const Shape& x, DType x_dtype, const Shape& dy, DType dy_dtype) {
+  check_interpolate_input("interpolate_backward", x, x_dtype);
+  KILN_CHECK(dy_dtype == x_dtype, "interpolate_backward: dy must have the input's dtype {}, got {}", x_dtype, dy_dtype);
+  KILN_CHECK(dy.rank() == 4 && dy[0] == x[0] && dy[1] == x[1] && dy[2] > 0 && dy[3] > 0,
+             "interpolate_backward: dy of shape {} does not match an input of shape {}", dy, x);
 }
 
 }  // namespace kiln::ops
