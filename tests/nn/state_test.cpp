@@ -96,6 +96,9 @@ TYPED_TEST(NnState, KeysAreRemappedByRegexRules) {
       target, prefixed, {.remap = {{"^module\\.", ""}, {"^backbone_", ""}}});
   EXPECT_TRUE(report.ok()) << report.text();
   EXPECT_CLOSE(*target.heads[0].weight, source.heads[0].weight->into_data(), 0, 0);
+  // Two keys that a rule makes one are refused rather than one silently winning.
+  EXPECT_KILN_ERROR(nn::load_state_dict(target, prefixed, {.remap = {{"^module\\.backbone_.*", "x"}}}),
+                    "load_state_dict: two keys of the file are both named x after remapping");
 }
 
 // torchvision's BasicBlock layout: conv1, bn1, conv2, bn2, shortcut (Sequential: 0 conv, 1 bn).

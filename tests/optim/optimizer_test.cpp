@@ -93,6 +93,8 @@ TYPED_TEST(Optimizers, StateSavedAndRestoredContinuesTheSameRun) {
   // A state of the wrong shape is refused, naming it.
   by_name.at("weight.exp_avg") = TensorData::from(std::vector<double>(4, 0.0), Shape{2, 2});
   EXPECT_KILN_ERROR(second.load_state_dict(model, by_name), "adam: saved state weight.exp_avg has shape [2, 2]");
+  by_name.at("weight.step") = TensorData::from(std::vector<double>{}, Shape{0});
+  EXPECT_KILN_ERROR(second.load_state_dict(model, by_name), "adam: saved state weight.step must be one integer");
 }
 
 // Gradients of two half batches, accumulated and halved, step like the whole batch's.

@@ -96,7 +96,8 @@ template <class B> struct BatchNorm {
  private:
   void update_running(const Tensor<B, 3>& mean, const Tensor<B, 3>& var, std::int64_t n) {
     num_batches_tracked->replace(**num_batches_tracked + 1.0);
-    const double m = options.momentum.value_or(1.0 / static_cast<double>(num_batches_tracked->val().item()));
+    // The count is read back only for the cumulative average (momentum unset).
+    const double m = options.momentum ? *options.momentum : 1.0 / static_cast<double>(num_batches_tracked->val().item());
     const Tensor<B, 1> batch_mean = mean.template reshape<1>({-1});
     const Tensor<B, 1> unbiased = var.template reshape<1>({-1}) * (static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(n - 1, 1)));
     running_mean->replace(**running_mean * (1 - m) + batch_mean * m);

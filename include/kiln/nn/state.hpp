@@ -11,6 +11,7 @@
 #include "kiln/store/torch.hpp"
 
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -64,18 +65,20 @@ inline std::string LoadReport::text() const {
 // on its device; parameter ids kept). Non-strict loading fills what matches and reports the
 // rest; strict loading checks everything first and throws with the report.
 template <Module M> LoadReport load_state_dict(M& module, const store::NamedTensors& tensors, const LoadOptions& options = {}) {
-  std::vector<std::pair<std::string, const TensorData*>> renamed;
+  std::vector<std::pair<std::string, const TensorData*>> renamed;  // in the file's order
+  std::map<std::string, const TensorData*, std::less<>> by_name;
   std::vector<std::regex> patterns;
   for (const KeyRule& rule : options.remap) patterns.emplace_back(rule.pattern);
   for (const auto& entry : tensors) {
     std::string key = entry.name;
     for (std::size_t i = 0; i < patterns.size(); ++i) key = std::regex_replace(key, patterns[i], options.remap[i].replacement);
+    KILN_CHECK(by_name.emplace(key, &entry.data).second,
+               "load_state_dict: two keys of the file are both named {} after remapping", key);
     renamed.emplace_back(std::move(key), &entry.data);
   }
-  auto find = [&renamed](const std::string& key) -> const TensorData* {
-    for (const auto& [name, data] : renamed)
-      if (name == key) return data;
-    return nullptr;
+  auto find = [&by_name](const std::string& key) -> const TensorData* {
+    const auto it = by_name.find(key);
+    return it == by_name.end() ? nullptr : it->second;
   };
 
   LoadReport report;

@@ -66,18 +66,17 @@ template <Backend B> class GradientsParams {
 template <Backend B> double clip_grad_norm(GradientsParams<B>& grads, double max_norm, double norm_type = 2.0) {
   KILN_CHECK(max_norm >= 0 && norm_type > 0, "clip_grad_norm: max_norm {} and norm_type {} must be positive",
              max_norm, norm_type);
-  double total = 0;
+  // The per-gradient sums (or maxima) stay on the device; one read back gives the norm.
   const bool inf_norm = std::isinf(norm_type);
+  std::optional<typename B::Primitive> total;
   grads.for_each([&](nn::ParamId, typename B::Primitive& g) {
     const auto a = B::template unary<ops::Abs>(g);
-    if (inf_norm) {
-      total = std::max(total, B::into_data(B::reduce_all(a, ops::ReduceOp::max)).template to_vec<double>()[0]);
-    } else {
-      const auto powered = B::template binary_scalar<ops::Pow>(a, norm_type);
-      total += B::into_data(B::reduce_all(powered, ops::ReduceOp::sum)).template to_vec<double>()[0];
-    }
+    const auto part = inf_norm ? B::reduce_all(a, ops::ReduceOp::max)
+                               : B::reduce_all(B::template binary_scalar<ops::Pow>(a, norm_type), ops::ReduceOp::sum);
+    total = !total ? part : inf_norm ? B::template binary<ops::Maximum>(*total, part) : B::template binary<ops::Add>(*total, part);
   });
-  const double norm = inf_norm ? total : std::pow(total, 1.0 / norm_type);
+  const double reduced = total ? B::into_data(B::cast(*total, DType::f64)).template to_vec<double>()[0] : 0.0;
+  const double norm = inf_norm ? reduced : std::pow(reduced, 1.0 / norm_type);
   const double factor = max_norm / (norm + 1e-6);
   if (factor < 1.0) grads.scale(factor);
   return norm;

@@ -84,8 +84,11 @@ template <Backend B, class Rule> class Optimizer {
     nn::for_each_param(module, [&](const std::string& path, const auto& p) {
       const auto step = saved.find(path + ".step");
       if (step == saved.end()) return;
+      KILN_CHECK(step->second.numel() == 1 && !is_float(step->second.dtype()),
+                 "{}: saved state {}.step must be one integer, got {} {}", Rule::name, path, step->second.shape(),
+                 step->second.dtype());
       State s;
-      s.step = step->second.template to_vec<std::int64_t>().at(0);
+      s.step = step->second.template to_vec<std::int64_t>()[0];
       Rule::each(s, [&](std::string_view name, std::optional<Tensor<B, 1>>& t) {
         const auto it = saved.find(path + "." + std::string(name));
         if (it == saved.end()) return;
