@@ -118,9 +118,13 @@ void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t
   else dgemm(a, b, m, n, k, pa, pb, pc, ldc);
 }
 
-// Batches whose products are smaller than this (m·n·k) run one per thread; larger ones
-// run one after the other, each GEMM using every thread.
+// Batches whose products are smaller than this (m·n·k), or batches of at least
+// kBatchPerThread products per thread, run one product per thread at a time (attention's
+// [batch · heads] products of a few M multiply-adds each: a fork and join per product costs
+// more than the imbalance of splitting whole products); other batches run one after the
+// other, each GEMM using every thread.
 constexpr std::int64_t kSmallProduct = std::int64_t{1} << 18;
+constexpr std::int64_t kBatchPerThread = 8;
 
 template <class T> void batched_gemm(const Operand& a, const Operand& b, const CpuTensor& out) {
   const std::size_t r = out.shape.rank();
@@ -147,7 +151,7 @@ template <class T> void batched_gemm(const Operand& a, const Operand& b, const C
       gemm<T>(a.layout, b.layout, m, n, k, pa + a.batch_offsets[s], pb + b.batch_offsets[s], pc + i * m * n, n);
     }
   };
-  if (m * n * k <= kSmallProduct) parallel_for(count, 1, run);
+  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * omp_get_max_threads()) parallel_for(count, 1, run);
   else run(0, count);
 }
 

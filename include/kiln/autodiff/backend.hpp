@@ -308,13 +308,39 @@ template <Backend B> struct Autodiff {
     return {std::move(sorted), from_inner(std::move(indices))};
   }
 
+  // ================================================================ fused composites (when B has them)
+  static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
+    InnerPrimitive y = B::softmax(x.value, dim, log);
+    InnerPrimitive saved = y;
+    return record(log ? "log_softmax" : "softmax", std::move(y), {x.node},
+                  [y = std::move(saved), dim, log](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, B::softmax_backward(y, dy, dim, log));
+                  });
+  }
+  static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log)
+    requires FusedSoftmax<B> {
+    reject_tracked("softmax_backward", {&y, &dy});
+    return from_inner(B::softmax_backward(y.value, dy.value, dim, log));
+  }
+  static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B> {
+    return record("layer_norm", B::layer_norm(x.value, dims, eps), {x.node},
+                  [x = x.value, dims, eps](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, B::layer_norm_backward(x, dy, dims, eps));
+                  });
+  }
+  static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
+    requires FusedLayerNorm<B> {
+    reject_tracked("layer_norm_backward", {&x, &dy});
+    return from_inner(B::layer_norm_backward(x.value, dy.value, dims, eps));
+  }
+
   // ================================================================ linear algebra
   static Primitive matmul(const Primitive& a, const Primitive& b) {
     return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
                   [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
                     // Transposes are views: the GEMM reads them in place.
                     if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
-                    if (s.needs(1)) s.put(1, sum_to(B::matmul(transpose_last(a), dy), B::shape(b)));
+                    if (s.needs(1)) s.put(1, matmul_grad_rhs(a, b, dy));
                   });
   }
 
@@ -541,6 +567,26 @@ template <Backend B> struct Autodiff {
         g = B::reduce(g, ops::ReduceOp::sum, static_cast<std::int64_t>(d + offset));
     }
     return B::reshape(g, target);
+  }
+
+  // d(a @ b)/db. When b is one matrix shared by a batch of a's (x @ W in a linear layer),
+  // the batch folds into the GEMM's inner dim: [k, batch·m] @ [batch·m, n] is one product,
+  // where a product per batch element followed by a sum would write batch × k × n floats.
+  static InnerPrimitive matmul_grad_rhs(const InnerPrimitive& a, const InnerPrimitive& b, const InnerPrimitive& dy) {
+    const Shape as = B::shape(a), bs = B::shape(b), ys = B::shape(dy);
+    const std::size_t ra = as.rank(), rb = bs.rank(), ry = ys.rank();
+    std::int64_t b_batch = 1;
+    for (std::size_t d = 0; d + 2 < rb; ++d) b_batch *= bs[d];
+    bool a_full_batch = ra == ry;  // a is not broadcast against dy's batch
+    for (std::size_t d = 0; a_full_batch && d + 2 < ry; ++d) a_full_batch = as[d] == ys[d];
+    if (ry > 2 && b_batch == 1 && a_full_batch) {
+      std::int64_t rows = 1;  // batch · m
+      for (std::size_t d = 0; d + 1 < ra; ++d) rows *= as[d];
+      const InnerPrimitive a2 = B::reshape(a, Shape({rows, as[ra - 1]}));
+      const InnerPrimitive dy2 = B::reshape(dy, Shape({rows, ys[ry - 1]}));
+      return B::reshape(B::matmul(transpose_last(a2), dy2), bs);
+    }
+    return sum_to(B::matmul(transpose_last(a), dy), bs);
   }
 
   static InnerPrimitive transpose_last(const InnerPrimitive& x) {

@@ -103,6 +103,25 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
   { B::interpolate_backward(p, p, interpolate) } -> std::same_as<typename B::Primitive>;  // (x, dy)
 };
 
+// Fused composites a backend may provide for speed. The tensor API and nn use them when
+// they exist and fall back to the composition of primitives otherwise (that composition
+// stays the reference the fused kernels are tested against).
+// - softmax(x, dim, log): softmax (log = false) or log-softmax along dim;
+//   softmax_backward(y, dy, dim, log) is its gradient from the output y.
+template <class B>
+concept FusedSoftmax = requires(const typename B::Primitive& p, std::int64_t dim, bool log) {
+  { B::softmax(p, dim, log) } -> std::same_as<typename B::Primitive>;
+  { B::softmax_backward(p, p, dim, log) } -> std::same_as<typename B::Primitive>;  // (y, dy)
+};
+// - layer_norm(x, dims, eps): (x - mean) / sqrt(var + eps) over the last `dims` dims
+//   together (biased variance, no affine part); layer_norm_backward(x, dy, dims, eps) is
+//   its gradient, recomputing the statistics from x.
+template <class B>
+concept FusedLayerNorm = requires(const typename B::Primitive& p, std::int64_t dims, double eps) {
+  { B::layer_norm(p, dims, eps) } -> std::same_as<typename B::Primitive>;
+  { B::layer_norm_backward(p, p, dims, eps) } -> std::same_as<typename B::Primitive>;  // (x, dy)
+};
+
 // A backend that records gradients (Autodiff<B>): it wraps an inner backend, whose
 // primitives hold the values and the gradients.
 template <class B>

@@ -123,15 +123,25 @@ template <class B, std::size_t K = 1> struct LayerNorm {
     }
   }
 
+  // (x - mean) / sqrt(var + eps) over the last K dims: one fused kernel where the backend
+  // has it (FusedLayerNorm), else this composition of primitives.
+  template <std::size_t D> Tensor<B, D> normalize(const Tensor<B, D>& x) const {
+    if constexpr (FusedLayerNorm<B>) {
+      return Tensor<B, D>(B::layer_norm(x.primitive(), static_cast<std::int64_t>(K), eps));
+    } else {
+      const Tensor<B, D> centered = x - detail::mean_over_last(x, K);
+      const Tensor<B, D> var = detail::mean_over_last(centered * centered, K);
+      return centered * (var + eps).rsqrt();
+    }
+  }
+
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
     static_assert(D >= K, "nn::LayerNorm: the input has fewer dims than the normalized shape");
     if (weight)
       for (std::size_t i = 0; i < K; ++i)
         KILN_CHECK(x.dim(static_cast<std::int64_t>(D - K + i)) == (*weight)->dim(static_cast<std::int64_t>(i)),
                    "nn::LayerNorm: input {} does not end with the normalized shape {}", x.shape(), (*weight)->shape());
-    const Tensor<B, D> centered = x - detail::mean_over_last(x, K);
-    const Tensor<B, D> var = detail::mean_over_last(centered * centered, K);
-    Tensor<B, D> y = centered * (var + eps).rsqrt();
+    Tensor<B, D> y = normalize(x);
     if (weight) y = y * detail::trailing<B, D, K>(**weight) + detail::trailing<B, D, K>(**bias);
     return y;
   }

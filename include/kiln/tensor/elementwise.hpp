@@ -44,6 +44,14 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   template <class Op> BoolTensor compare(double scalar) const {
     return BoolTensor(B::template binary_scalar<Op>(prim(), scalar));
   }
+  std::int64_t fused_dim(const char* op, std::int64_t dim) const {
+    return static_cast<std::int64_t>(normalize_dim(op, dim, D));
+  }
+  Self softmax_shift(std::int64_t dim) const {
+    const Self max = self().max_dim(dim);
+    if constexpr (AutodiffBackend<B>) return max.detach();
+    else return max;
+  }
 
  public:
   // ---- arithmetic (Float and Int); NumPy broadcasting between tensors of the same rank
@@ -109,13 +117,17 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
     return tanh_approximation ? unary<ops::GeluTanh>() : unary<ops::GeluErf>();
   }
   // softmax along `dim`, computed as exp(x - max) / sum for stability.
+  // A backend with a fused softmax (FusedSoftmax) runs it in one pass; this composition is
+  // the reference. The max is detached: softmax does not depend on the shift.
   Self softmax(std::int64_t dim) const requires std::same_as<K, Float> {
-    const Self shifted = sub(self().max_dim(dim));
+    if constexpr (FusedSoftmax<B>) return wrap(B::softmax(prim(), fused_dim("softmax", dim), false));
+    const Self shifted = sub(softmax_shift(dim));
     const Self e = shifted.exp();
     return e.div(e.sum_dim(dim));
   }
   Self log_softmax(std::int64_t dim) const requires std::same_as<K, Float> {
-    const Self shifted = sub(self().max_dim(dim));
+    if constexpr (FusedSoftmax<B>) return wrap(B::softmax(prim(), fused_dim("log_softmax", dim), true));
+    const Self shifted = sub(softmax_shift(dim));
     return shifted.sub(shifted.exp().sum_dim(dim).log());
   }
 

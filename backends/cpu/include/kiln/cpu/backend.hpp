@@ -92,9 +92,17 @@ struct Cpu {
                                const ops::InterpolateOptions& options);
   static Primitive interpolate_backward(const Primitive& x, const Primitive& dy,
                                         const ops::InterpolateOptions& options);
+
+  // fused composites (backends/cpu/src/fused.cpp): softmax and layer norm in one pass over
+  // each row instead of a chain of elementwise ops and reductions
+  static Primitive softmax(const Primitive& x, std::int64_t dim, bool log);
+  static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log);
+  static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps);
+  static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps);
 };
 
 static_assert(Backend<Cpu>, "kiln::Cpu must satisfy the Backend concept");
+static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu>, "kiln::Cpu provides fused softmax and layer norm");
 
 // The kernels are instantiated once, in the library, for every op of the catalogue.
 #define KILN_CPU_EXTERN_UNARY(Op) extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);
