@@ -65,7 +65,29 @@ def workloads(compile_mode):
     w["mlp_train_step_784_1024_1024_10_b256"] = [mlp_step(compile_mode, fused) for fused in (False, True)
                                                  if fused is False or adam_has_fused()]
     w["transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32"] = transformer_step(compile_mode)
+    w["cnn_train_step_fashion_b64"] = [cnn_step(compile_mode, fused) for fused in (False, True)
+                                       if fused is False or adam_has_fused()]
     return w
+
+
+def cnn_step(compile_mode, fused):
+    """One training step of the Fashion-MNIST CNN at batch 64 with AdamW (examples/fashion_mnist)."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(64 * 7 * 7, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 10))
+    forward = torch.compile(model) if compile_mode else model
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True) if fused else \
+        torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 1, 28, 28)
+    labels = torch.randint(0, 10, (64,))
+
+    def step():
+        adamw.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(forward(x), labels).backward()
+        adamw.step()
+
+    return step
 
 
 def transformer_step(compile_mode):
