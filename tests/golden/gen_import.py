@@ -2,7 +2,12 @@
 block (conv-bn-relu-conv-bn plus a 1x1 projection shortcut, then relu) trained for a few
 steps so its BatchNorm running statistics are not the defaults, saved with torch.save to
 tests/golden/import/resnet_block.pt; the golden case holds an input and the block's output
-in eval mode."""
+in eval mode. And a torch.nn.TransformerEncoderLayer (batch_first, dropout 0, parameters
+moved off their initial values), saved to tests/golden/import/encoder_layer.pt in f32, with
+its output for an input without and with a key padding mask; and a training checkpoint
+holding that layer inside a bigger model, {"epoch": 3, "model": state_dict} with keys
+model.encoder.layers.0.* and model.head.*, as tests/golden/import/checkpoint.pt (the
+example of docs/import.md loads it)."""
 import pathlib
 
 import torch
@@ -38,3 +43,22 @@ def cases(w):
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         w.case("resnet_block", x=x, y=block(x))
+    encoder_layer_cases(w)
+
+
+def encoder_layer_cases(w):
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    with torch.no_grad():  # PyTorch starts the attention biases at zero and norms at one
+        for p in layer.parameters():
+            p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+    layer.eval()
+    torch.save(layer.state_dict(), HERE / "import" / "encoder_layer.pt")
+    x = torch.randn(2, 5, 8)
+    pad = torch.zeros(2, 5, dtype=torch.bool)
+    pad[1, 3:] = True
+    model = nn.Module()
+    model.encoder = nn.TransformerEncoder(layer, 1)  # a copy of the layer: encoder.layers.0.*
+    model.head = nn.Linear(8, 3)
+    torch.save({"epoch": 3, "model": model.state_dict()}, HERE / "import" / "checkpoint.pt")
+    # Autograd on, so that torch 1.13 takes its ordinary path rather than the fused inference one.
+    w.case("encoder_layer", x=x, y=layer(x), padding=pad, y_padded=layer(x, src_key_padding_mask=pad))

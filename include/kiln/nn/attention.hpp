@@ -1,8 +1,9 @@
-// Attention and the transformer encoder, with torch.nn's meaning and parameter names
-// (batch_first layout: [batch, sequence, features]), so PyTorch weights load as they are:
+// Attention and the transformer, with torch.nn's meaning and parameter names (batch_first
+// layout: [batch, sequence, features]), so PyTorch weights load as they are:
 // MultiHeadAttention (torch.nn.MultiheadAttention: in_proj_weight / in_proj_bias packing
-// q, k, v; out_proj), TransformerEncoderLayer (post- or pre-norm, relu or gelu) and
-// TransformerEncoder (a stack, optional final norm).
+// q, k, v; out_proj), TransformerEncoderLayer and TransformerDecoderLayer (post- or
+// pre-norm, relu or gelu), and their stacks TransformerEncoder and TransformerDecoder
+// (optional final norm). Positional encodings are in nn/positional.hpp.
 #pragma once
 
 #include "kiln/nn/layers.hpp"
@@ -88,13 +89,26 @@ template <class B> struct MultiHeadAttention {
   }
 };
 
-struct TransformerEncoderLayerOptions {
+// The arguments of torch.nn.TransformerEncoderLayer / TransformerDecoderLayer, with their defaults.
+struct TransformerLayerOptions {
   std::int64_t dim_feedforward = 2048;
   double dropout = 0.1;
   bool gelu = false;  // the feed-forward activation: relu (PyTorch's default) or gelu
   double layer_norm_eps = 1e-5;
   bool norm_first = false;  // pre-norm
 };
+using TransformerEncoderLayerOptions = TransformerLayerOptions;
+using TransformerDecoderLayerOptions = TransformerLayerOptions;
+
+namespace detail {
+// The position-wise feed-forward block of both layers: linear2(dropout(act(linear1(x)))).
+template <class B>
+Tensor<B, 3> feed_forward(const Linear<B>& linear1, const Dropout<B>& dropout, const Linear<B>& linear2, bool gelu,
+                          const Tensor<B, 3>& x) {
+  const Tensor<B, 3> hidden = linear1.forward(x);
+  return linear2.forward(dropout.forward(gelu ? hidden.gelu() : hidden.relu()));
+}
+}  // namespace detail
 
 template <class B> struct TransformerEncoderLayer {
   MultiHeadAttention<B> self_attn;
@@ -122,8 +136,7 @@ template <class B> struct TransformerEncoderLayer {
   Tensor<B, 3> forward(const Tensor<B, 3>& src, const AttentionMasks<B>& masks = {}) const {
     auto attend = [&](const Tensor<B, 3>& x) { return dropout1.forward(self_attn.forward(x, x, x, masks)); };
     auto feed_forward = [&](const Tensor<B, 3>& x) {
-      const Tensor<B, 3> hidden = linear1.forward(x);
-      return dropout2.forward(linear2.forward(dropout.forward(gelu ? hidden.gelu() : hidden.relu())));
+      return dropout2.forward(detail::feed_forward(linear1, dropout, linear2, gelu, x));
     };
     if (norm_first) {
       const Tensor<B, 3> x = src + attend(norm1.forward(src));
@@ -149,6 +162,82 @@ template <class B> struct TransformerEncoder {
   }
   Tensor<B, 3> forward(Tensor<B, 3> x, const AttentionMasks<B>& masks = {}) const {
     for (const auto& layer : layers) x = layer.forward(x, masks);
+    return norm ? norm->forward(x) : x;
+  }
+};
+
+// torch.nn.TransformerDecoderLayer: self-attention over the target, attention over the
+// encoder's output (memory), then the feed-forward block, each with a residual connection
+// and a LayerNorm (after it, or before it when norm_first).
+template <class B> struct TransformerDecoderLayer {
+  MultiHeadAttention<B> self_attn, multihead_attn;
+  Linear<B> linear1, linear2;
+  Dropout<B> dropout, dropout1, dropout2, dropout3;
+  LayerNorm<B> norm1, norm2, norm3;
+  bool gelu = false, norm_first = false;
+  KILN_MODULE(self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3)
+
+  TransformerDecoderLayer() = default;
+  TransformerDecoderLayer(std::int64_t d_model, std::int64_t nhead, const TransformerDecoderLayerOptions& o = {},
+                          const typename B::Device& device = {})
+      : self_attn(d_model, nhead, o.dropout, true, device),
+        multihead_attn(d_model, nhead, o.dropout, true, device),
+        linear1(d_model, o.dim_feedforward, {}, device),
+        linear2(o.dim_feedforward, d_model, {}, device),
+        dropout(o.dropout),
+        dropout1(o.dropout),
+        dropout2(o.dropout),
+        dropout3(o.dropout),
+        norm1({d_model}, o.layer_norm_eps, true, device),
+        norm2({d_model}, o.layer_norm_eps, true, device),
+        norm3({d_model}, o.layer_norm_eps, true, device),
+        gelu(o.gelu),
+        norm_first(o.norm_first) {}
+
+  // tgt [N, L, E] and memory [N, S, E] → [N, L, E]. tgt_masks go to the self-attention
+  // (PyTorch's tgt_mask as attn_mask, tgt_key_padding_mask, or causal), memory_masks to the
+  // attention over memory (memory_mask [L, S], memory_key_padding_mask [N, S]).
+  Tensor<B, 3> forward(const Tensor<B, 3>& tgt, const Tensor<B, 3>& memory, const AttentionMasks<B>& tgt_masks = {},
+                       const AttentionMasks<B>& memory_masks = {}) const {
+    const std::int64_t e = self_attn.embed_dim();
+    KILN_CHECK(tgt.dim(2) == e && memory.dim(2) == e && memory.dim(0) == tgt.dim(0),
+               "nn::TransformerDecoderLayer: tgt {} and memory {} must be [N, L, {}] and [N, S, {}]", tgt.shape(),
+               memory.shape(), e, e);
+    auto attend_self = [&](const Tensor<B, 3>& x) { return dropout1.forward(self_attn.forward(x, x, x, tgt_masks)); };
+    auto attend_memory = [&](const Tensor<B, 3>& x) {
+      return dropout2.forward(multihead_attn.forward(x, memory, memory, memory_masks));
+    };
+    auto feed_forward = [&](const Tensor<B, 3>& x) {
+      return dropout3.forward(detail::feed_forward(linear1, dropout, linear2, gelu, x));
+    };
+    if (norm_first) {
+      Tensor<B, 3> x = tgt + attend_self(norm1.forward(tgt));
+      x = x + attend_memory(norm2.forward(x));
+      return x + feed_forward(norm3.forward(x));
+    }
+    Tensor<B, 3> x = norm1.forward(tgt + attend_self(tgt));
+    x = norm2.forward(x + attend_memory(x));
+    return norm3.forward(x + feed_forward(x));
+  }
+};
+
+// A stack of decoder layers (layers.0, layers.1...), each attending to the same memory,
+// then an optional final LayerNorm (torch.nn.TransformerDecoder's norm).
+template <class B> struct TransformerDecoder {
+  std::vector<TransformerDecoderLayer<B>> layers;
+  std::optional<LayerNorm<B>> norm;
+  KILN_MODULE(layers, norm)
+
+  TransformerDecoder() = default;
+  TransformerDecoder(std::int64_t num_layers, std::int64_t d_model, std::int64_t nhead,
+                     const TransformerDecoderLayerOptions& o = {}, bool final_norm = false,
+                     const typename B::Device& device = {}) {
+    for (std::int64_t i = 0; i < num_layers; ++i) layers.emplace_back(d_model, nhead, o, device);
+    if (final_norm) norm.emplace(std::array<std::int64_t, 1>{d_model}, o.layer_norm_eps, true, device);
+  }
+  Tensor<B, 3> forward(Tensor<B, 3> x, const Tensor<B, 3>& memory, const AttentionMasks<B>& tgt_masks = {},
+                       const AttentionMasks<B>& memory_masks = {}) const {
+    for (const auto& layer : layers) x = layer.forward(x, memory, tgt_masks, memory_masks);
     return norm ? norm->forward(x) : x;
   }
 };

@@ -1,0 +1,197 @@
+// The transformer decoder against torch.nn.TransformerDecoderLayer / TransformerDecoder, and
+// the positional encodings against their formulas (tests/golden/gen_transformer.py): output,
+// input gradients and every parameter gradient of sum(y * r) in f64. And an encoder layer
+// that loads weights torch.save wrote (tests/golden/gen_import.py) and matches PyTorch.
+// On every backend (Autodiff over Cpu and Vulkan).
+#include "backends.hpp"
+#include "golden.hpp"
+
+#include <kiln/nn.hpp>
+#include <kiln/nn/state.hpp>
+
+#include <filesystem>
+
+namespace {
+
+using namespace kiln;
+using kiln::test::golden;
+using kiln::test::GoldenCase;
+
+template <class B> class NnTransformer : public kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(NnTransformer, kiln::test::HardwareBackends, kiln::test::BackendNames);
+
+constexpr double kTol = 1e-10;
+// The sizes of gen_transformer.py.
+constexpr std::int64_t kModel = 8, kHeads = 2, kFeedForward = 16;
+
+// The case's "w.<path>" tensors into the module's parameters, as f64.
+template <class M> void load_f64(M& module, const GoldenCase& c) {
+  std::size_t loaded = 0;
+  nn::for_each_param(module, [&](const std::string& path, auto& p) {
+    using T = std::remove_cvref_t<decltype(p.val())>;
+    const TensorData& data = c["w." + path];
+    ASSERT_EQ(data.shape(), p->shape()) << path;
+    p.replace(T::from_data(data.convert(DType::f64)));
+    ++loaded;
+  });
+  std::size_t in_file = 0;
+  for (const auto& [label, data] : c.tensors) in_file += label.starts_with("w.");
+  EXPECT_EQ(loaded, in_file) << "the module and torch's state dict have different parameters";
+}
+
+template <class B> std::optional<Tensor<B, 2, Bool>> mask(const GoldenCase& c, const std::string& label) {
+  if (!c.tensors.count(label)) return std::nullopt;
+  return c.tensor<B, 2, Bool>(label);
+}
+
+// Runs forward(module, tgt, memory, case) and checks y, dtgt, dmemory and every d.<param>.
+template <class B, class M, class Forward> void check_decoder(M& module, const std::string& name, Forward&& forward) {
+  SCOPED_TRACE(name);
+  using AD = Autodiff<B>;
+  const GoldenCase& c = golden("transformer", name);
+  load_f64(module, c);
+  const auto tgt = c.tensor<AD, 3>("tgt").require_grad();
+  const auto memory = c.tensor<AD, 3>("memory").require_grad();
+  const Tensor<AD, 3> y = forward(module, tgt, memory, c);
+  EXPECT_CLOSE(y, c["y"], kTol, kTol);
+  const auto grads = (y * Tensor<AD, 3>::from_data(c["r"])).sum().backward();
+  EXPECT_CLOSE(*tgt.grad(grads), c["dtgt"], kTol, kTol);
+  EXPECT_CLOSE(*memory.grad(grads), c["dmemory"], kTol, kTol);
+  nn::for_each_param(module, [&](const std::string& path, const auto& p) {
+    const auto g = p->grad(grads);
+    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
+    EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
+  });
+}
+
+TYPED_TEST(NnTransformer, DecoderLayersMatchTorchInPostAndPreNorm) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  // Post-norm, relu: the causal flag for tgt_mask, and memory_key_padding_mask.
+  nn::TransformerDecoderLayer<AD> post(kModel, kHeads, {.dim_feedforward = kFeedForward, .dropout = 0.0});
+  check_decoder<B>(post, "decoder_layer", [](const auto& m, const auto& tgt, const auto& memory, const GoldenCase& c) {
+    return m.forward(tgt, memory, {.causal = true}, {.key_padding_mask = mask<AD>(c, "memory_key_padding_mask")});
+  });
+  // Pre-norm, gelu: torch's bool tgt_mask and memory_mask as given, and both padding masks.
+  nn::TransformerDecoderLayer<AD> pre(kModel, kHeads,
+                                      {.dim_feedforward = kFeedForward, .dropout = 0.0, .gelu = true, .norm_first = true});
+  check_decoder<B>(pre, "decoder_layer_pre_norm_gelu",
+                   [](const auto& m, const auto& tgt, const auto& memory, const GoldenCase& c) {
+                     return m.forward(tgt, memory,
+                                      {.attn_mask = mask<AD>(c, "tgt_mask"),
+                                       .key_padding_mask = mask<AD>(c, "tgt_key_padding_mask")},
+                                      {.attn_mask = mask<AD>(c, "memory_mask"),
+                                       .key_padding_mask = mask<AD>(c, "memory_key_padding_mask")});
+                   });
+}
+
+TYPED_TEST(NnTransformer, DecoderStackMatchesTorchAndNamesItsParametersLikeTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  nn::TransformerDecoder<AD> decoder(2, kModel, kHeads, {.dim_feedforward = kFeedForward, .dropout = 0.0}, true);
+  std::vector<std::string> paths;
+  nn::for_each_param(decoder, [&](const std::string& path, const auto&) { paths.push_back(path); });
+  // torch's state_dict order: self_attn, multihead_attn, linear1, linear2, norm1..3.
+  ASSERT_EQ(paths.size(), 2 * 18 + 2u);
+  EXPECT_EQ(std::vector<std::string>(paths.begin(), paths.begin() + 6),
+            (std::vector<std::string>{"layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
+                                      "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias",
+                                      "layers.0.multihead_attn.in_proj_weight", "layers.0.multihead_attn.in_proj_bias"}));
+  EXPECT_EQ(paths[17], "layers.0.norm3.bias");
+  EXPECT_EQ(paths.back(), "norm.bias");
+  check_decoder<B>(decoder, "decoder_stack", [](const auto& m, const auto& tgt, const auto& memory, const GoldenCase& c) {
+    return m.forward(tgt, memory, {.causal = true}, {.key_padding_mask = mask<AD>(c, "memory_key_padding_mask")});
+  });
+}
+
+TYPED_TEST(NnTransformer, DecoderRejectsBadShapesAndMasks) {
+  using B = TypeParam;
+  manual_seed(8);
+  const nn::TransformerDecoderLayer<B> layer(kModel, kHeads, {.dim_feedforward = kFeedForward, .dropout = 0.0});
+  const auto tgt = Tensor<B, 3>::zeros({2, 3, kModel});
+  const auto memory = Tensor<B, 3>::zeros({2, 4, kModel});
+  EXPECT_KILN_ERROR(layer.forward(tgt, Tensor<B, 3>::zeros({2, 4, 6})),
+                    "nn::TransformerDecoderLayer: tgt [2, 3, 8] and memory [2, 4, 6] must be [N, L, 8] and [N, S, 8]");
+  EXPECT_KILN_ERROR(layer.forward(tgt, Tensor<B, 3>::zeros({3, 4, kModel})),
+                    "nn::TransformerDecoderLayer: tgt [2, 3, 8] and memory [3, 4, 8]");
+  EXPECT_KILN_ERROR(layer.forward(tgt, memory, {}, {.causal = true}),
+                    "nn::MultiHeadAttention: a causal mask needs as many queries as keys, got 3 and 4");
+  EXPECT_KILN_ERROR(layer.forward(tgt, memory, {}, {.key_padding_mask = Tensor<B, 2>::zeros({2, 3}).gt(0.0)}),
+                    "nn::MultiHeadAttention: key_padding_mask [2, 3] must be [2, 4]");
+  EXPECT_EQ(layer.forward(tgt, memory, {.causal = true}).shape(), Shape({2, 3, kModel}));
+}
+
+TYPED_TEST(NnTransformer, SinusoidalEncodingAddsTheTableOfTheFormula) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  const GoldenCase& c = golden("transformer", "sinusoidal");
+  const nn::SinusoidalPositionalEncoding<AD> pe(6, 16);
+  EXPECT_CLOSE(pe.table(5, 0, DType::f64), c["pe"], kTol, kTol);
+  const auto x = c.tensor<AD, 3>("x").require_grad();
+  const auto y = pe.forward(x);
+  EXPECT_CLOSE(y, c["y"], kTol, kTol);
+  EXPECT_CLOSE(*x.grad((y * Tensor<AD, 3>::from_data(c["r"])).sum().backward()), c["dx"], kTol, kTol);
+
+  // An odd width, another base, an offset (incremental decoding), on the plain backend.
+  const GoldenCase& odd = golden("transformer", "sinusoidal_offset_odd");
+  const nn::SinusoidalPositionalEncoding<B> short_table(5, 7, 100.0);
+  EXPECT_CLOSE(short_table.forward(odd.tensor<B, 3>("x"), 4), odd["y"], kTol, kTol);
+  EXPECT_KILN_ERROR(short_table.forward(odd.tensor<B, 3>("x"), 5),
+                    "nn::SinusoidalPositionalEncoding: positions [5, 8) are outside the table of max_len 7");
+  EXPECT_KILN_ERROR(short_table.forward(Tensor<B, 3>::zeros({1, 2, 6})),
+                    "nn::SinusoidalPositionalEncoding: input [1, 2, 6] must be [N, L, 5]");
+  // f32 in, f32 out; the table is not state.
+  EXPECT_EQ(short_table.forward(Tensor<B, 3>::zeros({1, 2, 5})).dtype(), DType::f32);
+  EXPECT_EQ(nn::state_dict(pe).size(), 0u);
+}
+
+TYPED_TEST(NnTransformer, RotaryEncodingRotatesHalvesByPosition) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  {
+    const GoldenCase& c = golden("transformer", "rotary");
+    const nn::RotaryEncoding<AD> rope(8);
+    const auto x = c.tensor<AD, 4>("x").require_grad();
+    const auto y = rope.forward(x);
+    EXPECT_CLOSE(y, c["y"], kTol, kTol);
+    EXPECT_CLOSE(*x.grad((y * Tensor<AD, 4>::from_data(c["r"])).sum().backward()), c["dx"], kTol, kTol);
+  }
+  {
+    const GoldenCase& c = golden("transformer", "rotary_offset_base");
+    const nn::RotaryEncoding<AD> rope(6, 500.0);
+    const auto x = c.tensor<AD, 3>("x").require_grad();
+    const auto y = rope.forward(x, 7);
+    EXPECT_CLOSE(y, c["y"], kTol, kTol);
+    EXPECT_CLOSE(*x.grad((y * Tensor<AD, 3>::from_data(c["r"])).sum().backward()), c["dx"], kTol, kTol);
+  }
+  manual_seed(9);
+  const nn::RotaryEncoding<B> rope(8);
+  const auto q = Tensor<B, 4>::random({1, 2, 5, 8}, Distribution::normal(0, 1), {}, DType::f64);
+  const auto k = Tensor<B, 4>::random({1, 2, 5, 8}, Distribution::normal(0, 1), {}, DType::f64);
+  // A rotation: lengths are kept. Scores depend on relative positions only.
+  EXPECT_CLOSE(rope.forward(q).square().sum_dim(3), q.square().sum_dim(3).into_data(), 1e-12, 1e-12);
+  const auto scores = rope.forward(q).matmul(rope.forward(k).transpose());
+  EXPECT_CLOSE(rope.forward(q, 11).matmul(rope.forward(k, 11).transpose()), scores.into_data(), 1e-12, 1e-12);
+  // Encoding positions 3 and 4 alone with offset 3 is encoding them within the sequence.
+  EXPECT_CLOSE(rope.forward(q.narrow(2, 3, 2), 3), rope.forward(q).narrow(2, 3, 2).into_data(), 1e-12, 1e-12);
+  EXPECT_KILN_ERROR(nn::RotaryEncoding<B>(7), "nn::RotaryEncoding: head_dim 7 must be positive and even");
+  EXPECT_KILN_ERROR(rope.forward(Tensor<B, 3>::zeros({2, 5, 6})), "nn::RotaryEncoding: input [2, 5, 6] must be [..., L, 8]");
+}
+
+TYPED_TEST(NnTransformer, AnEncoderLayerLoadsTorchSavedWeightsAndMatchesTorch) {
+  using B = TypeParam;
+  const auto file = std::filesystem::path(KILN_GOLDEN_DIR) / "import" / "encoder_layer.pt";
+  nn::TransformerEncoderLayer<B> layer(kModel, kHeads, {.dim_feedforward = kFeedForward, .dropout = 0.0});
+  const nn::LoadReport report = nn::load(layer, file);  // strict
+  EXPECT_TRUE(report.ok()) << report.text();
+  nn::eval(layer);
+  const GoldenCase& c = golden("import", "encoder_layer");
+  const auto x = c.tensor<B, 3>("x");
+  EXPECT_CLOSE(layer.forward(x), c["y"], 1e-5, 1e-5);
+  EXPECT_CLOSE(layer.forward(x, {.key_padding_mask = c.tensor<B, 2, Bool>("padding")}), c["y_padded"], 1e-5, 1e-5);
+  // A layer of another width is refused whole, with the keys at fault.
+  nn::TransformerEncoderLayer<B> wider(kModel, kHeads, {.dim_feedforward = 32, .dropout = 0.0});
+  EXPECT_KILN_ERROR(nn::load(wider, file), "mismatched shapes (3): linear1.weight: file [16, 8], module [32, 8]");
+}
+
+}  // namespace
