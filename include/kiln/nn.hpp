@@ -12,4 +12,5 @@
 #include "kiln/nn/norm.hpp"
 #include "kiln/nn/param.hpp"
 #include "kiln/nn/pool.hpp"
+#include "kiln/nn/rnn.hpp"
 #include "kiln/nn/valid.hpp"
