@@ -13,4 +13,5 @@
 #include "kiln/nn/param.hpp"
 #include "kiln/nn/pool.hpp"
 #include "kiln/nn/positional.hpp"
+#include "kiln/nn/rnn.hpp"
 #include "kiln/nn/valid.hpp"
