@@ -15,6 +15,9 @@ packages=(
   libvulkan-dev glslang-dev spirv-tools # Vulkan backend: loader, headers, run-time GLSL compiler
   glslc                                 # Vulkan backend: kernels/glsl at build time; tests/codegen
   mesa-vulkan-drivers                   # lavapipe, the CPU Vulkan driver the Vulkan tests run on
+  zlib1g-dev                            # kiln::data: gzip-compressed IDX, CIFAR and CSV files
+  libstb-dev                            # kiln::data: stb_image decodes PNG/JPEG image folders (libstb)
+  dataset-fashion-mnist                 # Fashion-MNIST in /usr/share/datasets (data tests, examples)
 )
 
 missing=()

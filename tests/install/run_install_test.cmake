@@ -82,15 +82,16 @@ if(STEP STREQUAL "install")
     endif()
   endfunction()
   check_exported(Cpu kiln::cpu march fopenmp openmp eigen dnnl)
-  # kiln::store (weights I/O) is exported with kiln::core and depends on nothing else.
-  check_exported(Core kiln::store)
+  # kiln::store (weights I/O) and kiln::data (datasets and readers) are exported with
+  # kiln::core and depend on nothing else: zlib, stb_image and threads stay private.
+  check_exported(Core "kiln::store and kiln::data" zlib libstb threads)
   if(VULKAN_BUILT)
     check_exported(Vulkan kiln::vulkan glslang spirv libvulkan vulkan::vulkan)
   endif()
   # The installed library needs no RPATH: its dependencies live in the system's library dirs.
   file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
-       ${prefix}/*/libkiln_store.so.*.*.*)
-  foreach(library kiln_cpu kiln_store)
+       ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.*)
+  foreach(library kiln_cpu kiln_store kiln_data)
     if(NOT libraries MATCHES "lib${library}\\.so\\.")
       fail("lib${library}.so.<version> was not installed")
     endif()

@@ -1,6 +1,9 @@
 // The install test's consumer: includes Kiln the way a user does, proves the CPU backend
 // satisfies the Backend concept, computes a small result and checks it, and round-trips it
-// through safetensors with kiln::store (exit code 1 if anything is wrong).
+// through safetensors with kiln::store, and loads a CSV parsed by kiln::data in batches
+// with two worker threads (exit code 1 if anything is wrong).
+#include <kiln/data/csv.hpp>
+#include <kiln/data/loader.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/store/safetensors.hpp>
 
@@ -39,6 +42,19 @@ int main() {
   const T back = T::from_data(file.load("c", kiln::DType::f32));
   if (file.info("c").dtype != kiln::DType::f16 || back.to_vec<double>() != got) {
     std::fprintf(stderr, "kiln consumer: the safetensors round trip changed the tensor\n");
+    return 1;
+  }
+  // kiln::data: CSV rows (parsed in libkiln_data) → batches of [2, 2] tensors from workers.
+  const kiln::data::CsvTable table = kiln::data::parse_csv("a,b\n1,2\n3,4\n5,6\n7,8\n", "consumer.csv");
+  const auto stack_rows = [](std::vector<kiln::TensorData> rows, const kiln::CpuDevice& device) {
+    return T::from_data(kiln::data::stack(rows), device);
+  };
+  auto loader = kiln::data::make_loader<kiln::Cpu>(table, stack_rows, {.batch_size = 2, .workers = 2});
+  std::vector<double> loaded;
+  for (const T& batch : loader)
+    for (const double value : batch.to_vec<double>()) loaded.push_back(value);
+  if (loaded != std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}) {
+    std::fprintf(stderr, "kiln consumer: the data loader gave the wrong rows\n");
     return 1;
   }
   std::puts("kiln consumer: ok");

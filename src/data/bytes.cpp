@@ -1,0 +1,117 @@
+#include "bytes.hpp"
+
+#include "kiln/core/error.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+namespace kiln::data::detail {
+
+std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesystem::path& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  KILN_CHECK(std::filesystem::exists(status), "{}: {}: no such file", reader, path.string());
+  KILN_CHECK(!std::filesystem::is_directory(status), "{}: {}: is a directory, not a file", reader, path.string());
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), "{}: {}: cannot open: {}", reader, path.string(), std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  KILN_CHECK(size >= 0, "{}: {}: cannot read its size", reader, path.string());
+  in.seekg(0, std::ios::beg);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  if (!bytes.empty()) in.read(reinterpret_cast<char*>(bytes.data()), size);
+  KILN_CHECK(in.gcount() == size || bytes.empty(), "{}: {}: read {} of its {} bytes", reader, path.string(),
+             in.gcount(), size);
+  return bytes;
+}
+
+bool is_gzip(std::span<const std::uint8_t> bytes) { return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b; }
+
+namespace {
+
+// Ends a z_stream whatever happens.
+struct Inflater {
+  z_stream stream{};
+  bool open = false;
+  ~Inflater() {
+    if (open) inflateEnd(&stream);
+  }
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes) {
+  KILN_CHECK(is_gzip(bytes), "{}: {}: not gzip data (it does not start with the bytes 1f 8b)", reader, name);
+  Inflater inflater;
+  z_stream& z = inflater.stream;
+  // 16 + MAX_WBITS: a gzip wrapper (header and CRC-32 trailer), not a zlib one.
+  KILN_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, "{}: {}: cannot start zlib: {}", reader, name,
+             z.msg ? z.msg : "out of memory");
+  inflater.open = true;
+
+  std::vector<std::uint8_t> out;
+  // The trailer's ISIZE is the last member's size mod 2^32: a first guess, capped.
+  std::size_t guess = bytes.size() * 4;
+  if (bytes.size() >= 18) {
+    const std::uint8_t* end = bytes.data() + bytes.size();
+    guess = std::max<std::size_t>(guess, std::uint32_t{end[-4]} | (std::uint32_t{end[-3]} << 8) |
+                                             (std::uint32_t{end[-2]} << 16) | (std::uint32_t{end[-1]} << 24));
+  }
+  // deflate compresses at most about 1032:1, so a corrupt ISIZE cannot ask for more than that.
+  guess = std::min({std::max<std::size_t>(guess, 4096), bytes.size() * 1032 + 4096, std::size_t{1} << 30});
+  out.resize(guess);
+
+  std::size_t in_at = 0, out_at = 0;
+  constexpr std::size_t chunk = std::numeric_limits<uInt>::max() / 2;  // avail_in/out are 32-bit
+  for (;;) {
+    if (out_at == out.size()) out.resize(out.size() * 2);
+    z.next_in = const_cast<Bytef*>(bytes.data() + in_at);
+    z.avail_in = static_cast<uInt>(std::min(chunk, bytes.size() - in_at));
+    z.next_out = out.data() + out_at;
+    z.avail_out = static_cast<uInt>(std::min(chunk, out.size() - out_at));
+    const uInt in_before = z.avail_in, out_before = z.avail_out;
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    in_at += in_before - z.avail_in;
+    out_at += out_before - z.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (in_at == bytes.size()) break;
+      // Another gzip member may follow (as `cat a.gz b.gz` makes); anything else is garbage.
+      KILN_CHECK(is_gzip(bytes.subspan(in_at)),
+                 "{}: {}: {} bytes follow the end of the gzip stream at compressed byte {} (first byte 0x{:02x}): "
+                 "the file is corrupt",
+                 reader, name, bytes.size() - in_at, in_at, bytes[in_at]);
+      KILN_CHECK(inflateReset(&z) == Z_OK, "{}: {}: cannot restart zlib", reader, name);
+      continue;
+    }
+    if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT)
+      KILN_FAIL("{}: {}: corrupt gzip data near compressed byte {} of {}: {}", reader, name, in_at, bytes.size(),
+                z.msg ? z.msg : "invalid data");
+    KILN_CHECK(rc != Z_MEM_ERROR, "{}: {}: out of memory while decompressing", reader, name);
+    KILN_CHECK(rc == Z_OK || rc == Z_BUF_ERROR, "{}: {}: zlib failed ({}) near compressed byte {}", reader, name, rc,
+               in_at);
+    if (in_at == bytes.size() && z.avail_out > 0)
+      KILN_FAIL(
+          "{}: {}: the gzip stream is truncated: it ends after {} compressed bytes ({} bytes decompressed) "
+          "without its end marker and checksum",
+          reader, name, bytes.size(), out_at);
+  }
+  out.resize(out_at);
+  return out;
+}
+
+std::vector<std::uint8_t> read_maybe_gzip(std::string_view reader, const std::filesystem::path& path,
+                                          std::string& name) {
+  std::vector<std::uint8_t> bytes = read_file(reader, path);
+  name = path.string();
+  if (!is_gzip(bytes)) return bytes;
+  bytes = gunzip(reader, name, bytes);
+  name += " (gunzipped)";
+  return bytes;
+}
+
+}  // namespace kiln::data::detail

@@ -1,0 +1,36 @@
+// Reading a whole file into memory, and gunzipping it when its bytes say gzip: the
+// first step of every reader in kiln::data.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::data::detail {
+
+// The bytes of `path`; `reader` names the caller in errors (missing file, a directory...).
+std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesystem::path& path);
+
+// True when the bytes begin with gzip's magic number (1f 8b).
+bool is_gzip(std::span<const std::uint8_t> bytes);
+
+// The decompressed content of a gzip stream (several members are concatenated). A corrupt
+// or truncated stream, or bytes after it that are not another member, is a kiln::Error
+// naming `reader`, `name` and the compressed byte offset at fault.
+std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes);
+
+// A file's content, gunzipped when it is gzip; `name` is set to what errors should call
+// it: the path, with " (gunzipped)" after it for a gzip file.
+std::vector<std::uint8_t> read_maybe_gzip(std::string_view reader, const std::filesystem::path& path,
+                                          std::string& name);
+
+// The big-endian 32-bit unsigned integer at `at`.
+inline std::uint32_t read_be32(const std::uint8_t* at) {
+  return (std::uint32_t{at[0]} << 24) | (std::uint32_t{at[1]} << 16) | (std::uint32_t{at[2]} << 8) |
+         std::uint32_t{at[3]};
+}
+
+}  // namespace kiln::data::detail
