@@ -208,6 +208,50 @@ TYPED_TEST(NnAutodiff, ValidGivesTheSameModuleOnTheInnerBackend) {
   EXPECT_FALSE((kiln::nn::valid(Block<AD>(0, false)).head.has_value()));
 }
 
+// Layers whose settings differ from the defaults: nn::valid must carry each one over (a
+// setting left out of KILN_MODULE would silently fall back to its default there).
+template <class B> struct Configured {
+  nn::Conv2d<B> conv;
+  nn::MaxPool2d<B> pool;
+  nn::AvgPool2d<B> avg;
+  nn::AdaptiveAvgPool2d<B> adaptive;
+  nn::GroupNorm<B> group;
+  nn::TransformerEncoderLayer<B> encoder;
+  nn::Embedding<B> embedding;
+  KILN_MODULE(conv, pool, avg, adaptive, group, encoder, embedding)
+
+  Configured() = default;
+  explicit Configured(bool)
+      : conv(2, 4, {3, 3}, {.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}}),
+        pool({3, 2}, {.stride = std::array<std::int64_t, 2>{1, 2}, .padding = {1, 0}}),
+        avg({2, 2}),
+        adaptive({3, 2}),
+        group(2, 4, 1e-2),
+        encoder(8, 4, {.dim_feedforward = 16, .dropout = 0.0, .gelu = true, .layer_norm_eps = 1e-3, .norm_first = true}),
+        embedding(5, 8, 2) {}
+  Tensor<B, 3> forward(const Tensor<B, 4>& image, const Tensor<B, 2, Int>& tokens) const {
+    const Tensor<B, 4> h = group.forward(adaptive.forward(avg.forward(pool.forward(conv.forward(image)))));
+    const Tensor<B, 3> e = embedding.forward(tokens) + h.template reshape<3>({1, 1, 24}).slice({0, 0, ops::Slice(0, 8)});
+    return encoder.forward(e);
+  }
+};
+
+TYPED_TEST(NnAutodiff, ValidKeepsEveryLayersSettings) {
+  using B = TypeParam;
+  using AD = kiln::Autodiff<B>;
+  kiln::manual_seed(19);
+  Configured<AD> trained(true);
+  kiln::nn::eval(trained);
+  const Configured<B> inference = kiln::nn::valid(trained);
+  EXPECT_EQ(inference.conv.conv.stride, trained.conv.conv.stride);
+  EXPECT_EQ(inference.encoder.self_attn.num_heads, 4);
+  EXPECT_TRUE(inference.encoder.norm_first);
+  EXPECT_EQ(inference.embedding.padding_idx, std::optional<std::int64_t>(2));
+  const auto image = kiln::Tensor<AD, 4>::random({1, 2, 9, 8}, kiln::Distribution::normal(0, 1));
+  const auto tokens = kiln::Tensor<AD, 2, kiln::Int>::from_data(kiln::TensorData::from(std::vector<std::int64_t>{0, 2, 4}, {1, 3}));
+  EXPECT_CLOSE(inference.forward(image.inner(), tokens.inner()), trained.forward(image, tokens).into_data(), 0.0, 0.0);
+}
+
 TYPED_TEST(NnAutodiff, SgdOnALinearModelFitsALine) {
   using AD = kiln::Autodiff<TypeParam>;
   kiln::manual_seed(17);

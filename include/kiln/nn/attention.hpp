@@ -31,7 +31,7 @@ template <class B> struct MultiHeadAttention {
   Linear<B> out_proj;                               // [E, E]
   Dropout<B> dropout;                               // on the attention weights
   std::int64_t num_heads = 1;
-  KILN_MODULE(in_proj_weight, in_proj_bias, out_proj, dropout)
+  KILN_MODULE(in_proj_weight, in_proj_bias, out_proj, dropout, num_heads)
 
   MultiHeadAttention() = default;
   // PyTorch's initialization: Xavier-uniform in_proj_weight, zero biases.
@@ -116,7 +116,7 @@ template <class B> struct TransformerEncoderLayer {
   Dropout<B> dropout, dropout1, dropout2;
   LayerNorm<B> norm1, norm2;
   bool gelu = false, norm_first = false;
-  KILN_MODULE(self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2)
+  KILN_MODULE(self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2, gelu, norm_first)
 
   TransformerEncoderLayer() = default;
   TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, const TransformerEncoderLayerOptions& o = {},

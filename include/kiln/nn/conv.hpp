@@ -43,7 +43,7 @@ template <class B> struct Conv2d {
   Param<Tensor<B, 4>> weight;               // [out, in / groups, kh, kw]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
   ops::Conv2dOptions conv;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, conv)
 
   Conv2d() = default;
   Conv2d(std::int64_t in, std::int64_t out, std::array<std::int64_t, 2> kernel, const Conv2dOptions& o = {},
@@ -67,7 +67,7 @@ template <class B> struct Conv1d {
   Param<Tensor<B, 3>> weight;               // [out, in / groups, k]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
   ops::Conv1dOptions conv;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, conv)
 
   Conv1d() = default;
   Conv1d(std::int64_t in, std::int64_t out, std::int64_t kernel, const Conv1dOptions& o = {},
@@ -92,7 +92,7 @@ template <class B> struct ConvTranspose2d {
   Param<Tensor<B, 4>> weight;               // [in, out / groups, kh, kw]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
   ops::ConvTranspose2dOptions conv;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, conv)
 
   ConvTranspose2d() = default;
   ConvTranspose2d(std::int64_t in, std::int64_t out, std::array<std::int64_t, 2> kernel,
@@ -115,7 +115,7 @@ template <class B> struct ConvTranspose1d {
   Param<Tensor<B, 3>> weight;               // [in, out / groups, k]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
   ops::ConvTranspose1dOptions conv;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, conv)
 
   ConvTranspose1d() = default;
   ConvTranspose1d(std::int64_t in, std::int64_t out, std::int64_t kernel, const ConvTranspose1dOptions& o = {},

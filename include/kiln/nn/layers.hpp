@@ -18,7 +18,7 @@ namespace kiln::nn {
 template <class B> struct Dropout {
   double p = 0.5;
   Mode mode;
-  KILN_MODULE(mode)
+  KILN_MODULE(mode, p)
 
   Dropout() = default;
   explicit Dropout(double p_) : p(p_) {
@@ -37,7 +37,7 @@ template <class B> struct Dropout {
 template <class B> struct Embedding {
   Param<Tensor<B, 2>> weight;  // [num_embeddings, embedding_dim]
   std::optional<std::int64_t> padding_idx;
-  KILN_MODULE(weight)
+  KILN_MODULE(weight, padding_idx)
 
   Embedding() = default;
   Embedding(std::int64_t num, std::int64_t dim, std::optional<std::int64_t> padding = std::nullopt,

@@ -1,6 +1,6 @@
 // The module system. A module is a plain struct, generic over its backend, whose fields
-// are Params, Buffers, Modes, other modules, and std::optional / std::vector / std::array
-// of those; one line names the fields that make up its state:
+// are Params, Buffers, Modes, other modules, settings (plain values: sizes, eps, options
+// structs), and std::optional / std::vector / std::array of those; one line names them all:
 //
 //   template <class B> struct Mlp {
 //     nn::Linear<B> hidden, out;
@@ -9,6 +9,9 @@
 //   };
 //
 // KILN_MODULE defines visit(walker), which hands each field, with its name, to a Walker.
+// Settings are listed too: they are not saved, but nn::valid copies them, so a module it
+// converts keeps its strides, heads and eps (a setting left out would fall back to its
+// default there).
 // Everything that goes over a module's state is a Walker: the dotted names of every
 // parameter (hidden.weight, layers.0.attn.q.bias...), counting, freezing, train / eval,
 // saving and loading (nn/state.hpp), moving to another backend (nn::valid).
@@ -50,6 +53,9 @@ template <class T> struct IsSequence<std::vector<T>> : std::true_type {};
 template <class T, std::size_t N> struct IsSequence<std::array<T, N>> : std::true_type {};
 template <class X> struct IsVector : std::false_type {};
 template <class T> struct IsVector<std::vector<T>> : std::true_type {};
+template <class X> concept TensorLike = requires(const X& x) { x.primitive(); };
+// A plain value a module is configured with: the same type whatever the backend.
+template <class X> concept Setting = std::is_copy_assignable_v<X> && std::is_default_constructible_v<X>;
 struct NullWalker;
 }  // namespace detail
 
@@ -62,6 +68,7 @@ concept Module = requires(std::remove_const_t<M>& m, detail::NullWalker& w) { m.
 //   on_param(path, Param<T>&), on_buffer(path, Buffer<T>&), on_mode(path, Mode&)
 //   on_vector(path, std::vector<X>&)     before the elements (e.g. to resize them)
 //   on_optional(path, std::optional<X>&) before the value, present or not (e.g. to emplace it)
+//   on_setting(path, X&)                 a plain value (an int, a double, an options struct)
 // with const references when the module walked is const.
 template <class Derived> class Walker {
  public:
@@ -88,10 +95,15 @@ template <class Derived> class Walker {
       path_ = path;
       x.visit(self());
       path_ = saved;
+    } else if constexpr (detail::TensorLike<T>) {
+      static_assert(sizeof(T) == 0,
+                    "KILN_MODULE lists a bare Tensor: wrap it in Param (trained) or Buffer (state that is not trained)");
+    } else if constexpr (detail::Setting<T>) {
+      self().on_setting(path, x);
     } else {
       static_assert(sizeof(T) == 0,
-                    "KILN_MODULE lists a field that is not a Param, Buffer, Mode, module, or an optional, vector or "
-                    "array of those");
+                    "KILN_MODULE lists a field that is not a Param, Buffer, Mode, module, setting, or an optional, "
+                    "vector or array of those");
     }
   }
 
@@ -101,6 +113,7 @@ template <class Derived> class Walker {
   template <class P> void on_mode(const std::string&, P&) {}
   template <class V> void on_vector(const std::string&, V&) {}
   template <class O> void on_optional(const std::string&, O&) {}
+  template <class X> void on_setting(const std::string&, X&) {}
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }

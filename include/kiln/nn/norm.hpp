@@ -59,7 +59,7 @@ template <class B> struct BatchNorm {
   std::optional<Buffer<Tensor<B, 1, Int>>> num_batches_tracked;  // [1]
   Mode mode;
   BatchNormOptions options;
-  KILN_MODULE(weight, bias, running_mean, running_var, num_batches_tracked, mode)
+  KILN_MODULE(weight, bias, running_mean, running_var, num_batches_tracked, mode, options)
 
   BatchNorm() = default;
   explicit BatchNorm(std::int64_t channels, const BatchNormOptions& o = {}, const typename B::Device& device = {})
@@ -111,7 +111,7 @@ template <class B> using BatchNorm2d = BatchNorm<B>;
 template <class B, std::size_t K = 1> struct LayerNorm {
   std::optional<Param<Tensor<B, K>>> weight, bias;  // normalized_shape, when elementwise_affine
   double eps = 1e-5;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, eps)
 
   LayerNorm() = default;
   explicit LayerNorm(std::array<std::int64_t, K> shape, double eps_ = 1e-5, bool elementwise_affine = true,
@@ -151,7 +151,7 @@ template <class B, std::size_t K = 1> struct LayerNorm {
 template <class B, std::size_t K = 1> struct RmsNorm {
   Param<Tensor<B, K>> weight;
   double eps = 1e-6;
-  KILN_MODULE(weight)
+  KILN_MODULE(weight, eps)
 
   RmsNorm() = default;
   explicit RmsNorm(std::array<std::int64_t, K> shape, double eps_ = 1e-6, const typename B::Device& device = {})
@@ -170,7 +170,7 @@ template <class B> struct GroupNorm {
   std::optional<Param<Tensor<B, 1>>> weight, bias;  // [C], when affine
   std::int64_t groups = 1;
   double eps = 1e-5;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, groups, eps)
 
   GroupNorm() = default;
   GroupNorm(std::int64_t groups_, std::int64_t channels, double eps_ = 1e-5, bool affine = true,
@@ -201,7 +201,7 @@ template <class B> struct GroupNorm {
 template <class B> struct InstanceNorm {
   std::optional<Param<Tensor<B, 1>>> weight, bias;  // [C], when affine
   double eps = 1e-5;
-  KILN_MODULE(weight, bias)
+  KILN_MODULE(weight, bias, eps)
 
   InstanceNorm() = default;
   explicit InstanceNorm(std::int64_t channels, double eps_ = 1e-5, bool affine = false,

@@ -35,7 +35,7 @@ inline ops::Pool1dOptions pool_options(std::int64_t kernel, const Pool1dOptions&
 
 template <class B> struct MaxPool2d {
   ops::Pool2dOptions pool;
-  KILN_MODULE()
+  KILN_MODULE(pool)
   MaxPool2d() = default;
   explicit MaxPool2d(std::array<std::int64_t, 2> kernel, const Pool2dOptions& o = {})
       : pool(detail::pool_options(kernel, o)) {}
@@ -44,7 +44,7 @@ template <class B> struct MaxPool2d {
 
 template <class B> struct AvgPool2d {
   ops::Pool2dOptions pool;
-  KILN_MODULE()
+  KILN_MODULE(pool)
   AvgPool2d() = default;
   explicit AvgPool2d(std::array<std::int64_t, 2> kernel, const Pool2dOptions& o = {})
       : pool(detail::pool_options(kernel, o)) {}
@@ -53,7 +53,7 @@ template <class B> struct AvgPool2d {
 
 template <class B> struct MaxPool1d {
   ops::Pool1dOptions pool;
-  KILN_MODULE()
+  KILN_MODULE(pool)
   MaxPool1d() = default;
   explicit MaxPool1d(std::int64_t kernel, const Pool1dOptions& o = {}) : pool(detail::pool_options(kernel, o)) {}
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return functional::max_pool1d(x, pool); }
@@ -61,7 +61,7 @@ template <class B> struct MaxPool1d {
 
 template <class B> struct AvgPool1d {
   ops::Pool1dOptions pool;
-  KILN_MODULE()
+  KILN_MODULE(pool)
   AvgPool1d() = default;
   explicit AvgPool1d(std::int64_t kernel, const Pool1dOptions& o = {}) : pool(detail::pool_options(kernel, o)) {}
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return functional::avg_pool1d(x, pool); }
@@ -69,7 +69,7 @@ template <class B> struct AvgPool1d {
 
 template <class B> struct AdaptiveAvgPool2d {
   std::array<std::int64_t, 2> output_size{1, 1};
-  KILN_MODULE()
+  KILN_MODULE(output_size)
   AdaptiveAvgPool2d() = default;
   explicit AdaptiveAvgPool2d(std::array<std::int64_t, 2> size) : output_size(size) {}
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
@@ -79,7 +79,7 @@ template <class B> struct AdaptiveAvgPool2d {
 
 template <class B> struct AdaptiveAvgPool1d {
   std::int64_t output_size = 1;
-  KILN_MODULE()
+  KILN_MODULE(output_size)
   AdaptiveAvgPool1d() = default;
   explicit AdaptiveAvgPool1d(std::int64_t size) : output_size(size) {}
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
