@@ -1,11 +1,14 @@
 // The install test's consumer: includes Kiln the way a user does, proves the CPU backend
-// satisfies the Backend concept, computes a small result and checks it, and round-trips it
-// through safetensors with kiln::store (exit code 1 if anything is wrong).
+// satisfies the Backend concept, computes a small result and checks it, round-trips it
+// through safetensors with kiln::store, and renders a dashboard frame with kiln::train
+// (exit code 1 if anything is wrong).
 #include <kiln/kiln.hpp>
 #include <kiln/store/safetensors.hpp>
+#include <kiln/train/dashboard.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -39,6 +42,15 @@ int main() {
   const T back = T::from_data(file.load("c", kiln::DType::f32));
   if (file.info("c").dtype != kiln::DType::f16 || back.to_vec<double>() != got) {
     std::fprintf(stderr, "kiln consumer: the safetensors round trip changed the tensor\n");
+    return 1;
+  }
+  // A dashboard frame from libkiln_train: 24 lines of 80 columns.
+  kiln::train::DashboardState state;
+  state.step = 3;
+  state.steps = 10;
+  const std::string frame = kiln::train::render_frame(state, 80, 24);
+  if (std::count(frame.begin(), frame.end(), '\n') != 23 || frame.find("3/10") == std::string::npos) {
+    std::fprintf(stderr, "kiln consumer: kiln::train rendered an unexpected frame:\n%s\n", frame.c_str());
     return 1;
   }
   std::puts("kiln consumer: ok");
