@@ -111,6 +111,22 @@ TEST(RandomStream, ManualSeedRestartsTheGlobalStream) {
   EXPECT_EQ(kiln::take_random_stream(1).offset, 0u);
 }
 
+TEST(RandomStream, SavedStateRestoresThePosition) {
+  kiln::manual_seed(77);
+  (void)kiln::take_random_stream(40);
+  const kiln::RandomStream saved = kiln::random_state();
+  EXPECT_EQ(saved.seed, 77u);
+  EXPECT_EQ(saved.offset, 40u);
+  const auto next = kiln::take_random_stream(3);
+  kiln::manual_seed(5);  // anything in between
+  (void)kiln::take_random_stream(9);
+  kiln::set_random_state(saved);
+  const auto again = kiln::take_random_stream(3);
+  EXPECT_EQ(again.seed, next.seed);
+  EXPECT_EQ(again.offset, next.offset);
+  EXPECT_EQ(kiln::random_state().offset, 43u);
+}
+
 TEST(RandomStream, TensorRandomDrawsTheDocumentedNumbers) {
   using T = kiln::Tensor<kiln::Cpu, 2>;
   const auto d = kiln::Distribution::uniform(-1.0, 1.0);

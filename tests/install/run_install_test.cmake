@@ -82,16 +82,21 @@ if(STEP STREQUAL "install")
     endif()
   endfunction()
   check_exported(Cpu kiln::cpu march fopenmp openmp eigen dnnl)
-  # kiln::store (weights I/O) and kiln::data (datasets and readers) are exported with
-  # kiln::core and depend on nothing else: zlib, stb_image and threads stay private.
-  check_exported(Core "kiln::store and kiln::data" zlib libstb threads)
+  # kiln::store (weights I/O), kiln::data (datasets and readers) and kiln::train (the
+  # training loop's compiled parts) are exported with kiln::core and depend on nothing
+  # else: zlib, stb_image and threads stay private.
+  check_exported(Core "kiln::store, kiln::data and kiln::train" zlib libstb threads)
+  file(READ ${config_dir}/KilnCoreTargets.cmake core_targets)
+  if(NOT core_targets MATCHES "kiln::train" OR NOT core_targets MATCHES "INTERFACE_LINK_LIBRARIES \"kiln::store\"\n")
+    fail("KilnCoreTargets.cmake should define kiln::train, linking only kiln::store:\n${core_targets}")
+  endif()
   if(VULKAN_BUILT)
     check_exported(Vulkan kiln::vulkan glslang spirv libvulkan vulkan::vulkan)
   endif()
   # The installed library needs no RPATH: its dependencies live in the system's library dirs.
   file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
-       ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.*)
-  foreach(library kiln_cpu kiln_store kiln_data)
+       ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.* ${prefix}/*/libkiln_train.so.*.*.*)
+  foreach(library kiln_cpu kiln_store kiln_data kiln_train)
     if(NOT libraries MATCHES "lib${library}\\.so\\.")
       fail("lib${library}.so.<version> was not installed")
     endif()
@@ -121,7 +126,7 @@ elseif(STEP STREQUAL "consumer")
   list(GET apps 0 app)
   file(GLOB library_dirs LIST_DIRECTORIES true ${prefix}/lib*)
   foreach(program ${app} ${installed}/bin/kiln_consumer)
-    # Both the build-tree and the installed consumer find libkiln_{cpu,store}.so through their
+    # Both the build-tree and the installed consumer find libkiln_{cpu,store,train}.so through their
     # RUNPATH (CMake's build RPATH, and CMAKE_INSTALL_RPATH_USE_LINK_PATH on install).
     file(READ_ELF ${program} RPATH rpath RUNPATH runpath)
     message(STATUS "${program}: RUNPATH ${runpath}${rpath}")

@@ -93,4 +93,13 @@ inline RandomStream take_random_stream(std::uint64_t count) {
   return {detail::global_seed().load(), detail::global_offset().fetch_add(count)};
 }
 
+// The global stream's position (torch.get_rng_state): a checkpoint saves it, and
+// set_random_state puts it back so that a resumed run draws the numbers the uninterrupted
+// run would have drawn. Not atomic as a pair: set it while no other thread draws.
+inline RandomStream random_state() { return {detail::global_seed().load(), detail::global_offset().load()}; }
+inline void set_random_state(const RandomStream& state) {
+  detail::global_seed() = state.seed;
+  detail::global_offset() = state.offset;
+}
+
 }  // namespace kiln

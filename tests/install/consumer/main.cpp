@@ -1,14 +1,17 @@
 // The install test's consumer: includes Kiln the way a user does, proves the CPU backend
-// satisfies the Backend concept, computes a small result and checks it, and round-trips it
-// through safetensors with kiln::store, and loads a CSV parsed by kiln::data in batches
-// with two worker threads (exit code 1 if anything is wrong).
+// satisfies the Backend concept, computes a small result and checks it, round-trips it
+// through safetensors with kiln::store, loads a CSV parsed by kiln::data in batches with
+// two worker threads, and renders a dashboard frame with kiln::train (exit code 1 if
+// anything is wrong).
 #include <kiln/data/csv.hpp>
 #include <kiln/data/loader.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/store/safetensors.hpp>
+#include <kiln/train/dashboard.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -55,6 +58,15 @@ int main() {
     for (const double value : batch.to_vec<double>()) loaded.push_back(value);
   if (loaded != std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}) {
     std::fprintf(stderr, "kiln consumer: the data loader gave the wrong rows\n");
+    return 1;
+  }
+  // A dashboard frame from libkiln_train: 24 lines of 80 columns.
+  kiln::train::DashboardState state;
+  state.step = 3;
+  state.steps = 10;
+  const std::string frame = kiln::train::render_frame(state, 80, 24);
+  if (std::count(frame.begin(), frame.end(), '\n') != 23 || frame.find("3/10") == std::string::npos) {
+    std::fprintf(stderr, "kiln consumer: kiln::train rendered an unexpected frame:\n%s\n", frame.c_str());
     return 1;
   }
   std::puts("kiln consumer: ok");

@@ -1,0 +1,271 @@
+// Learner: trains a module with an optimizer over batches, in the spirit of Burn's learner.
+// A step function maps (model, batch) to a TrainOutput (the loss, and optionally the scores
+// and targets that accuracy metrics read); by default the model's own
+// `train_step(batch)` and `valid_step(batch)` (falling back to train_step). The learner
+// runs the backward pass and the optimizer step, and everything else (metrics, dashboard,
+// logs, checkpoints, early stopping, best model, Ctrl-C) is detail::Session's, compiled
+// once in kiln::train. A loader is any range of batches (begin / end): a std::vector, a
+// data loader; one with set_epoch(epoch) is told each epoch before it is iterated.
+//
+//   train::Learner learner(model, optimizer, {.lr = 1e-2, .output_dir = "runs/mnist"});
+//   train::FitResult result = learner.fit(train_batches, valid_batches, /*epochs=*/10);
+#pragma once
+
+#include "kiln/autodiff/graph.hpp"
+#include "kiln/nn/state.hpp"
+#include "kiln/train/interrupt.hpp"
+#include "kiln/train/session.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kiln::train {
+
+// What a step returns: the loss (one element), and for classification metrics the scores
+// [N, C] and the targets (class indices [N]). `items` counts the batch's examples for the
+// means and the throughput (0: the first dim of output, else of targets, else 1).
+template <Backend B> struct TrainOutput {
+  Tensor<B, 1> loss;
+  std::optional<Tensor<B, 2>> output = std::nullopt;
+  std::optional<Tensor<B, 1, Int>> targets = std::nullopt;
+  std::int64_t items = 0;
+};
+template <Backend B> using ValidOutput = TrainOutput<B>;
+
+// The default step functions: the model's train_step / valid_step members.
+struct CallTrainStep {
+  template <class M, class Batch> auto operator()(M& model, const Batch& batch) const { return model.train_step(batch); }
+};
+struct CallValidStep {
+  template <class M, class Batch> auto operator()(M& model, const Batch& batch) const {
+    if constexpr (requires { model.valid_step(batch); }) return model.valid_step(batch);
+    else return model.train_step(batch);
+  }
+};
+
+namespace detail {
+
+// The number of batches of a range, 0 when it does not say.
+template <class R> std::int64_t batch_count(R& range) {
+  if constexpr (requires { std::size(range); }) return static_cast<std::int64_t>(std::size(range));
+  else return 0;
+}
+template <class R> void announce_epoch(R& range, std::int64_t epoch) {
+  if constexpr (requires { range.set_epoch(epoch); }) range.set_epoch(epoch);
+}
+
+template <class Out> std::int64_t items_of(const Out& out) {
+  if (out.items > 0) return out.items;
+  if (out.output) return out.output->dim(0);
+  if (out.targets) return out.targets->dim(0);
+  return 1;
+}
+
+// Stands for "no validation data" in fit(train, epochs).
+struct NoBatches {};
+
+}  // namespace detail
+
+template <nn::Module M, class Optimizer, class TrainFn = CallTrainStep, class ValidFn = CallValidStep>
+class Learner {
+ public:
+  // The learner trains `model` with `optimizer` in place; both must outlive it.
+  Learner(M& model, Optimizer& optimizer, LearnerOptions options = {}, TrainFn train_fn = {}, ValidFn valid_fn = {})
+      : model_(model), optimizer_(optimizer), train_fn_(std::move(train_fn)), valid_fn_(std::move(valid_fn)),
+        session_(std::move(options)) {}
+
+  void add_metric(std::unique_ptr<Metric> metric) { session_.add_metric(std::move(metric)); }
+  void on_epoch_begin(std::function<void(std::int64_t epoch)> hook) { epoch_begin_hooks_.push_back(std::move(hook)); }
+  void on_step_end(std::function<void(const StepRecord&)> hook) { step_hooks_.push_back(std::move(hook)); }
+  void on_epoch_end(std::function<void(const EpochSummary&)> hook) { epoch_end_hooks_.push_back(std::move(hook)); }
+
+  // Trains for `epochs` epochs (counted over resumed runs too: a run resumed after epoch 2 of
+  // 4 does epochs 3 and 4), validating after each; stops early on options.early_stopping and,
+  // on Ctrl-C, after the current step with a checkpoint saved.
+  template <class TrainData, class ValidData>
+  FitResult fit(TrainData&& train, ValidData&& valid, std::int64_t epochs) {
+    return run(train, &valid, epochs);
+  }
+  template <class TrainData> FitResult fit(TrainData&& train, std::int64_t epochs) {
+    return run(train, static_cast<detail::NoBatches*>(nullptr), epochs);
+  }
+
+  // ---- the step-level API, for loops of one's own:
+  //   learner.resume();                    // optional
+  //   while (!learner.should_stop()) {
+  //     learner.begin_epoch();
+  //     for (auto& b : train) learner.step(b);
+  //     for (auto& b : valid) learner.validate(b);
+  //     learner.end_epoch();
+  //   }
+  //   learner.finish();
+
+  // Loads the latest checkpoint of options.output_dir into the model, the optimizer, the
+  // scheduler, the random stream and the learner's history; false when there is none.
+  bool resume() {
+    std::optional<Checkpoint> checkpoint = session_.read_latest_checkpoint();
+    if (!checkpoint) return false;
+    nn::load_state_dict(model_, checkpoint->model);
+    if constexpr (requires { optimizer_.load_state_dict(model_, std::map<std::string, TensorData>{}); }) {
+      std::map<std::string, TensorData> state;
+      for (const auto& entry : checkpoint->optimizer) state.emplace(entry.name, entry.data);
+      optimizer_.load_state_dict(model_, state);
+    }
+    session_.restore(checkpoint->state);
+    session_.message(fmt::format("resumed from {}", checkpoint->dir.string()));
+    return true;
+  }
+
+  // Starts the next epoch (training mode, the epoch-begin hooks).
+  std::int64_t begin_epoch() {
+    const std::int64_t epoch = session_.begin_epoch();
+    nn::train(model_);
+    for (auto& hook : epoch_begin_hooks_) hook(epoch);
+    return epoch;
+  }
+  // One train step: the step function, backward, the optimizer's update at the current rate.
+  template <class Batch> StepRecord step(const Batch& batch) {
+    if (!session_.in_phase(Split::train)) begin_epoch();
+    const double lr = session_.lr();
+    auto out = train_fn_(model_, batch);
+    check_loss(out.loss, "train");
+    auto grads = out.loss.backward();
+    optimizer_.step(lr, model_, grads);
+    return record(Split::train, out, lr);
+  }
+  // One validation step: evaluation mode, no graph recorded.
+  template <class Batch> StepRecord validate(const Batch& batch) {
+    if (!session_.in_phase(Split::valid)) begin_validation();
+    NoGradGuard no_grad;
+    auto out = valid_fn_(model_, batch);
+    check_loss(out.loss, "valid");
+    return record(Split::valid, out, std::numeric_limits<double>::quiet_NaN());
+  }
+  // Ends the epoch: epoch metrics and logs, best model, checkpoint, early stopping.
+  EpochSummary end_epoch() {
+    EpochSummary summary = session_.end_epoch();
+    if (summary.new_best) session_.write_best_model(nn::state_dict(model_));
+    if (session_.checkpointing()) save_checkpoint();
+    for (auto& hook : epoch_end_hooks_) hook(summary);
+    return summary;
+  }
+  // A checkpoint of the current position (fit saves one after each epoch and on Ctrl-C).
+  std::filesystem::path save_checkpoint() {
+    store::NamedTensors optimizer_state;
+    if constexpr (requires { optimizer_.state_dict(model_); })
+      for (auto& [name, data] : optimizer_.state_dict(model_)) optimizer_state.insert(name, std::move(data));
+    return session_.write_checkpoint(nn::state_dict(model_), optimizer_state);
+  }
+  // Ctrl-C or early stopping asked to stop.
+  bool should_stop() const { return session_.interrupted() || session_.early_stopped(); }
+  // Ends the run: the learning-curve chart, the dashboard's last frame.
+  FitResult finish() {
+    return session_.finish(session_.interrupted()     ? StopReason::interrupted
+                           : session_.early_stopped() ? StopReason::early_stopping
+                                                      : StopReason::completed);
+  }
+
+  double lr() const { return session_.lr(); }
+  const std::vector<EpochRecord>& history() const { return session_.history(); }
+  M& model() { return model_; }
+
+ private:
+  template <class TrainData, class ValidData> FitResult run(TrainData& train, ValidData* valid, std::int64_t epochs) {
+    KILN_CHECK(epochs >= 1, "Learner::fit: epochs must be >= 1, got {}", epochs);
+    KILN_CHECK(!session_.in_epoch(),
+               "Learner::fit: epoch {} is still in progress (a fit stopped by Ctrl-C, or begin_epoch without "
+               "end_epoch); continue an interrupted run with a new Learner and LearnerOptions::resume",
+               session_.epoch());
+    std::optional<InterruptGuard> guard;
+    if (session_.options().handle_interrupt) guard.emplace();
+    if (session_.options().resume) resume();
+    std::int64_t valid_steps = 0;
+    if constexpr (!std::is_same_v<ValidData, detail::NoBatches>) valid_steps = detail::batch_count(*valid);
+    session_.begin_run(epochs, detail::batch_count(train), valid_steps);
+    if (session_.early_stopped()) return finish();  // the resumed run had stopped early
+    while (!should_stop()) {
+      const auto where = session_.resume_point();
+      if (where == detail::Session::Resume::next_epoch) {
+        if (session_.next_epoch() > epochs) break;
+        begin_epoch();
+      } else {
+        session_.continue_epoch();
+        nn::train(model_);
+      }
+      if (where != detail::Session::Resume::valid) {
+        const std::int64_t skip = where == detail::Session::Resume::train ? session_.restored().train_steps : 0;
+        // A resumed epoch replays its loader from the random stream of the epoch's start
+        // (a loader that shuffles from it gives the same order), skips the batches done,
+        // and continues with the stream where the checkpoint left it.
+        if (skip > 0) set_random_state(session_.restored().epoch_rng);
+        detail::announce_epoch(train, session_.epoch());
+        auto it = std::begin(train);
+        const auto end = std::end(train);
+        for (std::int64_t i = 0; i < skip && it != end; ++i) ++it;
+        if (skip > 0) set_random_state(session_.restored().rng);
+        for (; it != end; ++it) {
+          step(*it);
+          if (session_.interrupted()) return stop_now();
+        }
+      }
+      if constexpr (!std::is_same_v<ValidData, detail::NoBatches>) {
+        begin_validation();
+        for (auto it = std::begin(*valid); it != std::end(*valid); ++it) {
+          validate(*it);
+          if (session_.interrupted()) return stop_now();
+        }
+      }
+      if (end_epoch().stop) break;
+    }
+    return finish();
+  }
+
+  FitResult stop_now() {
+    if (session_.checkpointing()) save_checkpoint();
+    return finish();
+  }
+  void begin_validation() {
+    if (!session_.in_epoch()) begin_epoch();
+    session_.begin_valid();
+    nn::eval(model_);
+  }
+  template <class L> static void check_loss(const L& loss, const char* phase) {
+    KILN_CHECK(loss.numel() == 1, "Learner: the {} step's loss has shape {}; it must be one element (reduce it with "
+               "mean() or sum())", phase, loss.shape());
+  }
+  template <class Out> StepRecord record(Split split, const Out& out, double lr) {
+    std::optional<TensorData> output, targets;
+    if (session_.needs_outputs(split)) {
+      if (out.output) output = out.output->into_data();
+      if (out.targets) targets = out.targets->into_data();
+    }
+    detail::StepInput input;
+    input.loss = static_cast<double>(out.loss.item());
+    input.output = output ? &*output : nullptr;
+    input.targets = targets ? &*targets : nullptr;
+    input.items = detail::items_of(out);
+    input.lr = lr;
+    StepRecord record = session_.record_step(split, input);
+    for (auto& hook : step_hooks_) hook(record);
+    return record;
+  }
+
+  M& model_;
+  Optimizer& optimizer_;
+  TrainFn train_fn_;
+  ValidFn valid_fn_;
+  detail::Session session_;
+  std::vector<std::function<void(std::int64_t)>> epoch_begin_hooks_;
+  std::vector<std::function<void(const StepRecord&)>> step_hooks_;
+  std::vector<std::function<void(const EpochSummary&)>> epoch_end_hooks_;
+};
+
+}  // namespace kiln::train

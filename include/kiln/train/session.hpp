@@ -1,0 +1,183 @@
+// The options and results of a training run, and detail::Session: everything a Learner does
+// that involves no tensor (step and epoch counting, metrics and their aggregation, the
+// dashboard, CSV / JSONL logs, checkpoint files, early stopping, the best model, the
+// learning-rate schedule, Ctrl-C). Compiled once into kiln::train; Learner
+// (train/learner.hpp) is a thin template over it that runs the model and the optimizer.
+#pragma once
+
+#include "kiln/optim/scheduler.hpp"
+#include "kiln/store/named_tensors.hpp"
+#include "kiln/train/checkpoint.hpp"
+#include "kiln/train/dashboard.hpp"
+#include "kiln/train/metric.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::train {
+
+// Whether a smaller or a larger value of a metric is better.
+enum class Mode { min, max };
+
+// The metric that decides which model is the best (written to <output_dir>/best.safetensors
+// each time an epoch improves on it).
+struct BestModel {
+  std::string metric = "loss";
+  Split split = Split::valid;
+  Mode mode = Mode::min;
+};
+
+// Stops training once `patience` epochs in a row have not improved the metric by more than
+// min_delta over the best value so far (Keras' and Lightning's rule).
+struct EarlyStopping {
+  std::string metric = "loss";
+  Split split = Split::valid;
+  Mode mode = Mode::min;
+  std::int64_t patience = 3;
+  double min_delta = 0;
+};
+
+struct LearnerOptions {
+  // The learning rate of every step, or the schedule of rates by train step: step t (from 0,
+  // counted over the whole run) uses scheduler->lr(t), and the scheduler steps once per
+  // train step, as PyTorch's scheduler.step() after optimizer.step().
+  double lr = 1e-3;
+  std::optional<optim::Scheduler> scheduler;
+  // Logs (steps.csv / .jsonl, epochs.csv / .jsonl), checkpoints/, best.safetensors and
+  // learning_curves.svg go here; empty: no files at all.
+  std::filesystem::path output_dir;
+  // Continue from the latest checkpoint in output_dir (a fresh run when there is none).
+  // Without resume, a run starts its logs afresh.
+  bool resume = false;
+  bool checkpoints = true;            // a checkpoint after every epoch (and on Ctrl-C)
+  std::int64_t keep_checkpoints = 2;  // the newest ones kept; 0: all
+  std::optional<EarlyStopping> early_stopping;
+  std::optional<BestModel> best_model;
+  bool default_metrics = true;  // train::default_metrics(); add_metric adds more
+  DashboardMode dashboard = DashboardMode::automatic;
+  std::int64_t log_every = 50;     // plain dashboard: a line every log_every steps
+  std::ostream* console = nullptr;  // where the dashboard goes; null: std::cout
+  bool handle_interrupt = true;     // fit catches Ctrl-C (SIGINT): see train/interrupt.hpp
+  std::string title = "Kiln";
+};
+
+enum class StopReason { completed, early_stopping, interrupted };
+std::string_view stop_reason_name(StopReason reason);
+
+struct FitResult {
+  StopReason reason = StopReason::completed;
+  std::int64_t epochs = 0;       // epochs finished, those of resumed runs included
+  std::int64_t global_step = 0;  // train steps of the whole run
+  std::optional<double> best_value;  // of options.best_model's metric
+  std::int64_t best_epoch = 0;
+  std::filesystem::path checkpoint;  // the last checkpoint written; empty if none
+};
+
+// One step, after its metrics were computed.
+struct StepRecord {
+  Split split = Split::train;
+  std::int64_t epoch = 0, step = 0, global_step = 0;
+  double loss = 0;
+  double lr = 0;          // NaN for valid steps
+  MetricValues values;    // this step's metric values
+};
+
+// One finished epoch.
+struct EpochSummary {
+  EpochRecord record;
+  bool new_best = false;  // best.safetensors was written for it
+  bool stop = false;      // early stopping asks to stop here
+};
+
+namespace detail {
+
+// What the template side hands over for one step.
+struct StepInput {
+  double loss = 0;
+  const TensorData* output = nullptr;
+  const TensorData* targets = nullptr;
+  std::int64_t items = 1;
+  double lr = 0;
+};
+
+class Session {
+ public:
+  explicit Session(LearnerOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const LearnerOptions& options() const { return options_; }
+  void add_metric(std::unique_ptr<Metric> metric);
+  bool needs_outputs(Split split) const;
+  // The rate of the next train step.
+  double lr() const;
+
+  // A run of `epochs` epochs (0: unknown) of train_steps and valid_steps steps each (0:
+  // unknown, learned from the first epoch). Custom loops may skip it.
+  void begin_run(std::int64_t epochs, std::int64_t train_steps, std::int64_t valid_steps);
+  // The epoch begin_epoch() would start; the epoch in progress (or the last one finished).
+  std::int64_t next_epoch() const { return finished_epochs_ + 1; }
+  std::int64_t epoch() const { return in_epoch_ ? finished_epochs_ + 1 : finished_epochs_; }
+  std::int64_t begin_epoch();
+  void begin_valid();
+  bool in_phase(Split split) const { return in_epoch_ && phase_ == split; }
+  bool in_epoch() const { return in_epoch_; }
+  StepRecord record_step(Split split, const StepInput& input);
+  EpochSummary end_epoch();
+
+  // Stop requests: Ctrl-C (while an InterruptGuard lives), early stopping.
+  bool interrupted() const;
+  bool early_stopped() const;
+
+  // Checkpoints: the state at the current position, written with the model's and the
+  // optimizer's tensors; the latest one read back and applied to this session.
+  LearnerState state() const;
+  std::filesystem::path write_checkpoint(const store::NamedTensors& model, const store::NamedTensors& optimizer);
+  std::optional<Checkpoint> read_latest_checkpoint() const;
+  // Applies a checkpoint's state: counters, history, partial aggregates, early stopping and
+  // best model, the scheduler's position, the random stream; log files cut back to their
+  // size at the checkpoint. Must come before begin_run's first epoch.
+  void restore(const LearnerState& state);
+  // Where a restored run continues: a fresh epoch, the middle of `epoch`'s train phase
+  // (after `train_steps` steps, with the random stream at epoch_rng when the epoch began),
+  // or `epoch`'s validation.
+  enum class Resume { next_epoch, train, valid };
+  Resume resume_point() const { return resume_; }
+  const LearnerState& restored() const { return restored_; }
+  // Continues a restored epoch (resume_point() != next_epoch) instead of begin_epoch().
+  void continue_epoch();
+
+  // Whether checkpoints are written (options.checkpoints and an output_dir).
+  bool checkpointing() const;
+  bool wants_best_model() const;
+  void write_best_model(const store::NamedTensors& model);
+
+  const std::vector<EpochRecord>& history() const { return history_; }
+  void message(const std::string& text);
+  DashboardState snapshot() const;
+  // Ends the run: the chart, the dashboard's last frame, the result.
+  FitResult finish(StopReason reason);
+
+ private:
+  struct Impl;
+  LearnerOptions options_;
+  std::unique_ptr<Impl> impl_;
+
+  std::int64_t finished_epochs_ = 0;
+  bool in_epoch_ = false;
+  Split phase_ = Split::train;
+  std::vector<EpochRecord> history_;
+  Resume resume_ = Resume::next_epoch;
+  LearnerState restored_;
+};
+
+}  // namespace detail
+}  // namespace kiln::train

@@ -1,0 +1,211 @@
+#include "kiln/train/metric.hpp"
+
+#include "kiln/core/error.hpp"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace kiln::train {
+namespace {
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Row `row` of targets [N] (class indices) or [N, C] (one-hot / probabilities: the largest).
+std::int64_t target_class(const std::vector<double>& targets, std::int64_t row, std::int64_t width) {
+  if (width == 0) return static_cast<std::int64_t>(targets[static_cast<std::size_t>(row)]);
+  const auto first = targets.begin() + row * width;
+  return std::max_element(first, first + width) - first;
+}
+
+}  // namespace
+
+std::string_view split_name(Split split) { return split == Split::train ? "train" : "valid"; }
+
+std::string Metric::format(double value) const { return fmt::format("{:.4g}", value); }
+
+// ---- loss, accuracy
+
+std::string LossMetric::format(double value) const { return fmt::format("{:.4f}", value); }
+
+std::optional<MetricValue> LossMetric::update(const StepInfo& step) {
+  if (std::isnan(step.loss)) return std::nullopt;
+  return MetricValue{step.loss, static_cast<double>(std::max<std::int64_t>(step.items, 1))};
+}
+
+std::int64_t count_top_k_correct(const TensorData& scores, const TensorData& targets, std::int64_t k) {
+  KILN_CHECK(scores.shape().rank() == 2, "accuracy: the scores must be [N, C], got shape {}", scores.shape());
+  const std::int64_t n = scores.shape()[0], classes = scores.shape()[1];
+  KILN_CHECK(k >= 1, "top-k accuracy: k must be >= 1, got {}", k);
+  const bool indices = targets.shape().rank() == 1;
+  KILN_CHECK((indices && targets.shape()[0] == n) ||
+                 (targets.shape().rank() == 2 && targets.shape()[0] == n && targets.shape()[1] == classes),
+             "accuracy: the targets must be class indices [{}] or one-hot / probabilities [{}, {}] for scores {}, got "
+             "shape {}",
+             n, n, classes, scores.shape(), targets.shape());
+  const std::vector<double> s = scores.to_vec<double>();
+  const std::vector<double> t = targets.to_vec<double>();
+  std::int64_t correct = 0;
+  for (std::int64_t row = 0; row < n; ++row) {
+    const std::int64_t target = target_class(t, row, indices ? 0 : classes);
+    KILN_CHECK(target >= 0 && target < classes, "accuracy: target {} of row {} is not a class of scores {}", target,
+               row, scores.shape());
+    const double* r = s.data() + row * classes;
+    // The target's rank: classes scoring higher, and equal ones of a lower index, come first.
+    std::int64_t ahead = 0;
+    for (std::int64_t c = 0; c < classes && ahead < k; ++c)
+      if (r[c] > r[target] || (r[c] == r[target] && c < target)) ++ahead;
+    if (ahead < k) ++correct;
+  }
+  return correct;
+}
+
+std::string AccuracyMetric::format(double value) const { return fmt::format("{:.2f}%", value); }
+
+std::optional<MetricValue> AccuracyMetric::update(const StepInfo& step) {
+  if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
+  const std::int64_t n = step.output->shape().rank() >= 1 ? step.output->shape()[0] : 0;
+  if (n == 0) return std::nullopt;
+  const auto correct = count_top_k_correct(*step.output, *step.targets, 1);
+  return MetricValue{100.0 * static_cast<double>(correct) / static_cast<double>(n), static_cast<double>(n)};
+}
+
+TopKAccuracyMetric::TopKAccuracyMetric(std::int64_t k) : k_(k) {
+  KILN_CHECK(k >= 1, "TopKAccuracyMetric: k must be >= 1, got {}", k);
+}
+std::string TopKAccuracyMetric::name() const { return fmt::format("top{}_accuracy", k_); }
+std::string TopKAccuracyMetric::format(double value) const { return fmt::format("{:.2f}%", value); }
+
+std::optional<MetricValue> TopKAccuracyMetric::update(const StepInfo& step) {
+  if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
+  const std::int64_t n = step.output->shape().rank() >= 1 ? step.output->shape()[0] : 0;
+  if (n == 0) return std::nullopt;
+  const auto correct = count_top_k_correct(*step.output, *step.targets, k_);
+  return MetricValue{100.0 * static_cast<double>(correct) / static_cast<double>(n), static_cast<double>(n)};
+}
+
+// ---- rate, speed, time
+
+std::string LearningRateMetric::format(double value) const { return fmt::format("{:.2e}", value); }
+
+std::optional<MetricValue> LearningRateMetric::update(const StepInfo& step) {
+  if (std::isnan(step.lr)) return std::nullopt;
+  return MetricValue{step.lr, 1};
+}
+
+std::string ThroughputMetric::format(double value) const {
+  return value >= 100 ? fmt::format("{:.0f}/s", value) : fmt::format("{:.3g}/s", value);
+}
+
+std::optional<MetricValue> ThroughputMetric::update(const StepInfo& step) {
+  if (!(step.seconds > 0)) return std::nullopt;
+  return MetricValue{static_cast<double>(step.items) / step.seconds, step.seconds};
+}
+
+std::string EpochTimeMetric::format(double value) const { return fmt::format("{:.1f}s", value); }
+
+std::optional<MetricValue> EpochTimeMetric::update(const StepInfo& step) { return MetricValue{step.phase_seconds, 1}; }
+
+// ---- the process
+
+std::string CpuMetric::format(double value) const { return fmt::format("{:.0f}%", value); }
+
+void CpuMetric::begin(Split) {
+  cpu_seconds_ = process_cpu_seconds();
+  wall_seconds_ = wall_seconds();
+}
+
+std::optional<MetricValue> CpuMetric::update(const StepInfo&) {
+  const double cpu = process_cpu_seconds(), wall = wall_seconds();
+  std::optional<MetricValue> out;
+  if (wall_seconds_ >= 0 && wall > wall_seconds_)
+    out = MetricValue{100.0 * (cpu - cpu_seconds_) / (wall - wall_seconds_), wall - wall_seconds_};
+  cpu_seconds_ = cpu;
+  wall_seconds_ = wall;
+  return out;
+}
+
+std::string MemoryMetric::format(double value) const { return fmt::format("{:.0f} MiB", value); }
+
+std::optional<MetricValue> MemoryMetric::update(const StepInfo&) {
+  const std::uint64_t bytes = resident_memory_bytes();
+  if (bytes == 0) return std::nullopt;
+  return MetricValue{static_cast<double>(bytes) / (1024.0 * 1024.0), 1};
+}
+
+std::uint64_t resident_memory_bytes() {
+  std::FILE* file = std::fopen("/proc/self/status", "r");
+  if (file == nullptr) return 0;
+  char line[256];
+  std::uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, file) != nullptr) {
+    if (std::strncmp(line, "VmRSS:", 6) == 0) {
+      kib = std::strtoull(line + 6, nullptr, 10);  // "VmRSS:	  123456 kB"
+      break;
+    }
+  }
+  std::fclose(file);
+  return kib * 1024;
+}
+
+double process_cpu_seconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+std::vector<std::unique_ptr<Metric>> default_metrics() {
+  std::vector<std::unique_ptr<Metric>> metrics;
+  metrics.push_back(std::make_unique<LossMetric>());
+  metrics.push_back(std::make_unique<AccuracyMetric>());
+  metrics.push_back(std::make_unique<LearningRateMetric>());
+  metrics.push_back(std::make_unique<ThroughputMetric>());
+  metrics.push_back(std::make_unique<EpochTimeMetric>());
+  metrics.push_back(std::make_unique<CpuMetric>());
+  metrics.push_back(std::make_unique<MemoryMetric>());
+  return metrics;
+}
+
+// ---- aggregation
+
+void Aggregator::add(const MetricValue& v) {
+  weighted_sum += v.value * v.weight;
+  weight += v.weight;
+  last = v.value;
+  max = std::max(max, v.value);
+  ++count;
+}
+
+double Aggregator::value(Aggregate how) const {
+  if (count == 0) return std::numeric_limits<double>::quiet_NaN();
+  switch (how) {
+    case Aggregate::mean: return weight > 0 ? weighted_sum / weight : last;
+    case Aggregate::last: return last;
+    case Aggregate::max: return max;
+  }
+  return last;
+}
+
+void MetricValues::set(std::string_view name, double value) {
+  for (auto& [n, v] : values_)
+    if (n == name) {
+      v = value;
+      return;
+    }
+  values_.emplace_back(std::string(name), value);
+}
+
+std::optional<double> MetricValues::get(std::string_view name) const {
+  for (const auto& [n, v] : values_)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,539 @@
+#include "kiln/train/session.hpp"
+
+#include "kiln/core/error.hpp"
+#include "kiln/store/safetensors.hpp"
+#include "kiln/train/chart.hpp"
+#include "kiln/train/interrupt.hpp"
+#include "metric_log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <system_error>
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string_view stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::completed: return "completed";
+    case StopReason::early_stopping: return "early stopping";
+    case StopReason::interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Whether `value` improves on `best` by more than `min_delta`.
+bool improves(double value, const std::optional<double>& best, Mode mode, double min_delta) {
+  if (!best) return true;
+  return mode == Mode::min ? value < *best - min_delta : value > *best + min_delta;
+}
+
+}  // namespace
+
+struct Session::Impl {
+  std::vector<std::unique_ptr<Metric>> metrics;
+  // Per metric, the aggregates of the epoch's phases and each phase's last step value.
+  std::vector<Aggregator> train_totals, valid_totals;
+  std::vector<double> train_last, valid_last;
+
+  Dashboard dashboard;
+  std::unique_ptr<MetricLog> log;
+  std::optional<optim::Scheduler> scheduler;
+  LossCurve loss_curve;
+
+  bool started = false;
+  std::int64_t epochs = 0;                       // of the run; 0: unknown
+  std::int64_t train_steps = 0, valid_steps = 0;  // per epoch; 0: unknown
+  std::int64_t step = 0;                          // in the phase
+  std::int64_t epoch_train_steps = 0;             // train steps of the epoch in progress
+  std::int64_t global_step = 0;
+  bool train_done = false;
+  RandomStream epoch_rng{}, rng_after_train{};
+  std::vector<std::pair<std::string, std::uint64_t>> log_sizes_after_train;
+
+  Clock::time_point run_start, epoch_start, phase_start, last_step_end;
+  double train_step_seconds = 0, valid_step_seconds = 0;  // sums, for the ETA
+  std::int64_t timed_train_steps = 0, timed_valid_steps = 0;
+
+  std::optional<double> early_best;
+  std::int64_t early_bad_epochs = 0;
+  bool early_stopped = false;
+  std::optional<double> best_value;
+  std::int64_t best_epoch = 0;
+  bool interrupted = false;
+  fs::path last_checkpoint;
+
+  Impl(const LearnerOptions& o) : dashboard(o.dashboard, o.console, o.log_every), scheduler(o.scheduler) {}
+
+  std::vector<Aggregator>& totals(Split s) { return s == Split::train ? train_totals : valid_totals; }
+  std::vector<double>& last(Split s) { return s == Split::train ? train_last : valid_last; }
+  void reset(Split s) {
+    totals(s).assign(metrics.size(), Aggregator{});
+    last(s).assign(metrics.size(), std::numeric_limits<double>::quiet_NaN());
+    for (auto& m : metrics)
+      if (m->applies_to(s)) m->begin(s);
+  }
+  const Metric* find(std::string_view name) const {
+    for (const auto& m : metrics)
+      if (m->name() == name) return m.get();
+    return nullptr;
+  }
+  std::string format(std::string_view name, double value) const {
+    const Metric* m = find(name);
+    return m != nullptr ? m->format(value) : format_number(value);
+  }
+  MetricValues values(Split s) const {
+    MetricValues out;
+    const auto& t = s == Split::train ? train_totals : valid_totals;
+    for (std::size_t i = 0; i < metrics.size() && i < t.size(); ++i)
+      if (t[i].count > 0) out.set(metrics[i]->name(), t[i].value(metrics[i]->aggregate()));
+    return out;
+  }
+};
+
+Session::Session(LearnerOptions options) : options_(std::move(options)), impl_(std::make_unique<Impl>(options_)) {
+  KILN_CHECK(!options_.resume || !options_.output_dir.empty(),
+             "LearnerOptions: resume continues from the checkpoints of output_dir, which is empty; set output_dir");
+  KILN_CHECK(options_.keep_checkpoints >= 0, "LearnerOptions: keep_checkpoints must be >= 0 (0 keeps all), got {}",
+             options_.keep_checkpoints);
+  if (options_.early_stopping)
+    KILN_CHECK(options_.early_stopping->patience >= 1 && options_.early_stopping->min_delta >= 0,
+               "EarlyStopping: patience must be >= 1 and min_delta >= 0, got {} and {}",
+               options_.early_stopping->patience, options_.early_stopping->min_delta);
+  if (options_.default_metrics) impl_->metrics = default_metrics();
+}
+
+Session::~Session() = default;
+
+void Session::add_metric(std::unique_ptr<Metric> metric) {
+  KILN_CHECK(metric != nullptr, "Learner::add_metric: the metric is null");
+  KILN_CHECK(!impl_->started, "Learner::add_metric: add metrics before training starts ({} was added after)",
+             metric->name());
+  KILN_CHECK(impl_->find(metric->name()) == nullptr, "Learner::add_metric: a metric named {} is already there",
+             metric->name());
+  impl_->metrics.push_back(std::move(metric));
+}
+
+bool Session::needs_outputs(Split split) const {
+  return std::any_of(impl_->metrics.begin(), impl_->metrics.end(),
+                     [split](const auto& m) { return m->needs_outputs() && m->applies_to(split); });
+}
+
+double Session::lr() const { return impl_->scheduler ? impl_->scheduler->current() : options_.lr; }
+
+// ---- the run
+
+void Session::begin_run(std::int64_t epochs, std::int64_t train_steps, std::int64_t valid_steps) {
+  Impl& s = *impl_;
+  s.epochs = epochs;
+  if (train_steps > 0) s.train_steps = train_steps;
+  if (valid_steps > 0) s.valid_steps = valid_steps;
+  s.interrupted = false;
+  s.run_start = Clock::now();
+  if (!s.started) {
+    s.started = true;
+    if (!options_.output_dir.empty()) {
+      std::error_code error;
+      fs::create_directories(options_.output_dir, error);
+      KILN_CHECK(!error, "kiln::train: cannot create the output directory {}: {}", options_.output_dir.string(),
+                 error.message());
+      std::vector<std::string> columns;
+      for (const auto& m : s.metrics) columns.push_back(m->name());
+      s.log = std::make_unique<MetricLog>(options_.output_dir, columns, restored_.epoch > 0, restored_.log_sizes);
+    }
+  }
+}
+
+std::int64_t Session::begin_epoch() {
+  Impl& s = *impl_;
+  KILN_CHECK(!in_epoch_, "Learner::begin_epoch: epoch {} has not ended; call end_epoch() first", epoch());
+  if (!s.started) begin_run(s.epochs, 0, 0);
+  in_epoch_ = true;
+  phase_ = Split::train;
+  resume_ = Resume::next_epoch;
+  s.step = 0;
+  s.epoch_train_steps = 0;
+  s.train_done = false;
+  s.epoch_rng = random_state();
+  s.reset(Split::train);
+  s.reset(Split::valid);
+  s.epoch_start = s.phase_start = s.last_step_end = Clock::now();
+  return epoch();
+}
+
+void Session::continue_epoch() {
+  Impl& s = *impl_;
+  KILN_CHECK(resume_ != Resume::next_epoch, "Learner: there is no restored epoch to continue");
+  if (!s.started) begin_run(s.epochs, 0, 0);
+  in_epoch_ = true;
+  phase_ = Split::train;
+  s.reset(Split::train);
+  s.reset(Split::valid);
+  for (std::size_t i = 0; i < s.metrics.size(); ++i)
+    for (const auto& [name, totals] : restored_.train_partial)
+      if (name == s.metrics[i]->name()) s.train_totals[i] = totals;
+  s.step = s.epoch_train_steps = restored_.train_steps;
+  s.epoch_rng = restored_.epoch_rng;
+  s.train_done = resume_ == Resume::valid;
+  s.rng_after_train = restored_.rng;
+  if (s.train_done) s.log_sizes_after_train = restored_.log_sizes;
+  s.epoch_start = s.phase_start = s.last_step_end = Clock::now();
+  resume_ = Resume::next_epoch;
+}
+
+void Session::begin_valid() {
+  Impl& s = *impl_;
+  KILN_CHECK(in_epoch_, "Learner::validate: no epoch in progress; call begin_epoch() first");
+  if (phase_ == Split::valid) return;
+  if (!s.train_done) {
+    s.train_done = true;
+    s.rng_after_train = random_state();
+    if (s.train_steps == 0) s.train_steps = s.epoch_train_steps;
+    if (s.log) s.log_sizes_after_train = s.log->sizes();
+  }
+  phase_ = Split::valid;
+  s.step = 0;
+  s.reset(Split::valid);
+  s.phase_start = s.last_step_end = Clock::now();
+}
+
+StepRecord Session::record_step(Split split, const StepInput& input) {
+  Impl& s = *impl_;
+  KILN_CHECK(in_phase(split), "Learner: a {} step outside the {} phase of an epoch", split_name(split),
+             split_name(split));
+  const auto now = Clock::now();
+  StepInfo info;
+  info.split = split;
+  info.epoch = epoch();
+  info.step = ++s.step;
+  if (split == Split::train) {
+    ++s.epoch_train_steps;
+    ++s.global_step;
+  }
+  info.global_step = s.global_step;
+  info.loss = input.loss;
+  info.output = input.output;
+  info.targets = input.targets;
+  info.items = input.items;
+  info.lr = input.lr;
+  info.seconds = seconds_between(s.last_step_end, now);
+  info.phase_seconds = seconds_between(s.phase_start, now);
+  s.last_step_end = now;
+
+  StepRecord record{split, info.epoch, info.step, info.global_step, input.loss, input.lr, {}};
+  auto& totals = s.totals(split);
+  auto& last = s.last(split);
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
+    if (!s.metrics[i]->applies_to(split)) continue;
+    if (const auto v = s.metrics[i]->update(info)) {
+      totals[i].add(*v);
+      last[i] = v->value;
+      record.values.set(s.metrics[i]->name(), v->value);
+    }
+  }
+  if (split == Split::train) {
+    s.train_step_seconds += info.seconds;
+    ++s.timed_train_steps;
+    if (std::isfinite(input.loss)) s.loss_curve.add(static_cast<double>(s.global_step), input.loss);
+    if (s.scheduler) s.scheduler->step();
+  } else {
+    s.valid_step_seconds += info.seconds;
+    ++s.timed_valid_steps;
+  }
+  if (s.log) s.log->step(split, info.epoch, info.step, info.global_step, record.values);
+  if (InterruptGuard::requested() && !s.interrupted) {
+    s.interrupted = true;
+    s.dashboard.message(checkpointing() ? "Ctrl-C: stopping after this step and saving a checkpoint"
+                                        : "Ctrl-C: stopping after this step");
+  }
+  const std::int64_t steps = split == Split::train ? s.train_steps : s.valid_steps;
+  if (s.dashboard.wants_update(info.step, steps)) s.dashboard.update(snapshot());
+  return record;
+}
+
+EpochSummary Session::end_epoch() {
+  Impl& s = *impl_;
+  KILN_CHECK(in_epoch_, "Learner::end_epoch: no epoch in progress; call begin_epoch() first");
+  if (!s.train_done) {
+    s.train_done = true;
+    s.rng_after_train = random_state();
+    if (s.train_steps == 0) s.train_steps = s.epoch_train_steps;
+  }
+  if (phase_ == Split::valid && s.valid_steps == 0) s.valid_steps = s.step;
+  EpochSummary summary;
+  EpochRecord& record = summary.record;
+  record.epoch = epoch();
+  record.global_step = s.global_step;
+  record.train = s.values(Split::train);
+  record.valid = phase_ == Split::valid ? s.values(Split::valid) : MetricValues{};
+  history_.push_back(record);
+  finished_epochs_ = record.epoch;
+  in_epoch_ = false;
+
+  if (s.log) {
+    s.log->epoch(record.epoch, Split::train, record.global_step, record.train);
+    if (!record.valid.empty()) s.log->epoch(record.epoch, Split::valid, record.global_step, record.valid);
+  }
+  // The metric a decision watches, with a sentence when the epoch lacks it.
+  auto watched = [&](const std::string& metric, Split split, const char* who) {
+    const auto v = (split == Split::train ? record.train : record.valid).get(metric);
+    KILN_CHECK(v.has_value(), "{} watches the {} {}, which epoch {} does not have{}", who, split_name(split), metric,
+               record.epoch,
+               split == Split::valid ? " (fit without validation data has no valid metrics; watch Split::train)" : "");
+    return *v;
+  };
+  if (options_.best_model) {
+    const BestModel& b = *options_.best_model;
+    const double v = watched(b.metric, b.split, "BestModel");
+    if (std::isfinite(v) && improves(v, s.best_value, b.mode, 0)) {
+      s.best_value = v;
+      s.best_epoch = record.epoch;
+      summary.new_best = wants_best_model();
+    }
+  }
+  if (options_.early_stopping) {
+    const EarlyStopping& e = *options_.early_stopping;
+    const double v = watched(e.metric, e.split, "EarlyStopping");
+    if (std::isfinite(v) && improves(v, s.early_best, e.mode, e.min_delta)) {
+      s.early_best = v;
+      s.early_bad_epochs = 0;
+    } else {
+      ++s.early_bad_epochs;
+    }
+    if (s.early_bad_epochs >= e.patience) {
+      s.early_stopped = true;
+      summary.stop = true;
+      s.dashboard.message(fmt::format("early stopping: the {} {} has not improved for {} epochs (best {})",
+                                      split_name(e.split), e.metric, s.early_bad_epochs,
+                                      s.early_best ? s.format(e.metric, *s.early_best) : "none"));
+    }
+  }
+  if (!options_.output_dir.empty())
+    write_file_atomically(options_.output_dir / "learning_curves.svg",
+                          learning_curves_svg(history_, {"loss", "accuracy"}, options_.title));
+  s.dashboard.epoch_done(snapshot());
+  return summary;
+}
+
+bool Session::interrupted() const { return impl_->interrupted; }
+bool Session::early_stopped() const { return impl_->early_stopped; }
+
+// ---- checkpoints
+
+LearnerState Session::state() const {
+  const Impl& s = *impl_;
+  LearnerState st;
+  st.global_step = s.global_step;
+  st.history = history_;
+  st.early_stopping_best = s.early_best;
+  st.early_stopping_bad_epochs = s.early_bad_epochs;
+  st.best_value = s.best_value;
+  st.best_epoch = s.best_epoch;
+  st.loss_curve = s.loss_curve.state();
+  st.epoch_rng = s.epoch_rng;
+  if (!in_epoch_) {
+    st.epoch = finished_epochs_;
+    st.train_steps = s.epoch_train_steps;
+    st.train_done = st.epoch_done = finished_epochs_ > 0;
+    st.rng = random_state();
+    if (s.log) st.log_sizes = s.log->sizes();
+  } else {
+    st.epoch = epoch();
+    st.train_steps = s.epoch_train_steps;
+    st.train_done = s.train_done;
+    // Interrupted in validation: the resumed run validates this epoch again, from where the
+    // train phase ended.
+    st.rng = s.train_done ? s.rng_after_train : random_state();
+    if (s.log) st.log_sizes = s.train_done ? s.log_sizes_after_train : s.log->sizes();
+    for (std::size_t i = 0; i < s.metrics.size(); ++i)
+      if (s.train_totals[i].count > 0) st.train_partial.emplace_back(s.metrics[i]->name(), s.train_totals[i]);
+  }
+  return st;
+}
+
+fs::path Session::write_checkpoint(const store::NamedTensors& model, const store::NamedTensors& optimizer) {
+  KILN_CHECK(!options_.output_dir.empty(), "Learner::save_checkpoint: LearnerOptions::output_dir is empty");
+  if (!impl_->started) begin_run(impl_->epochs, 0, 0);
+  impl_->last_checkpoint =
+      train::write_checkpoint(options_.output_dir, model, optimizer, state(), options_.keep_checkpoints);
+  return impl_->last_checkpoint;
+}
+
+std::optional<Checkpoint> Session::read_latest_checkpoint() const {
+  KILN_CHECK(!options_.output_dir.empty(), "Learner::resume: LearnerOptions::output_dir is empty");
+  return train::read_latest_checkpoint(options_.output_dir);
+}
+
+void Session::restore(const LearnerState& state) {
+  Impl& s = *impl_;
+  KILN_CHECK(!s.started && !in_epoch_ && history_.empty(),
+             "Learner::resume: resume before training starts (the learner has already run)");
+  restored_ = state;
+  history_ = state.history;
+  finished_epochs_ = state.epoch_done ? state.epoch : std::max<std::int64_t>(state.epoch - 1, 0);
+  s.global_step = state.global_step;
+  s.epoch_train_steps = state.train_steps;
+  s.early_best = state.early_stopping_best;
+  s.early_bad_epochs = state.early_stopping_bad_epochs;
+  s.early_stopped = options_.early_stopping && s.early_bad_epochs >= options_.early_stopping->patience;
+  s.best_value = state.best_value;
+  s.best_epoch = state.best_epoch;
+  s.loss_curve.restore(state.loss_curve);
+  if (s.scheduler) s.scheduler->seek(state.global_step);
+  set_random_state(state.rng);
+  s.epoch_rng = state.epoch_rng;
+  if (state.epoch == 0 || state.epoch_done) resume_ = Resume::next_epoch;
+  else resume_ = state.train_done ? Resume::valid : Resume::train;
+}
+
+bool Session::checkpointing() const { return options_.checkpoints && !options_.output_dir.empty(); }
+
+bool Session::wants_best_model() const { return options_.best_model.has_value() && !options_.output_dir.empty(); }
+
+void Session::write_best_model(const store::NamedTensors& model) {
+  KILN_CHECK(wants_best_model(), "Learner: no best model is kept (set LearnerOptions::best_model and output_dir)");
+  const BestModel& b = *options_.best_model;
+  store::SafetensorsWriteOptions write;
+  write.metadata = {{"epoch", fmt::format("{}", impl_->best_epoch)},
+                    {"metric", fmt::format("{} {}", split_name(b.split), b.metric)},
+                    {"value", fmt::format("{}", impl_->best_value.value_or(NAN))}};
+  store::save_safetensors(options_.output_dir / "best.safetensors", model, write);
+}
+
+void Session::message(const std::string& text) { impl_->dashboard.message(text); }
+
+// ---- the dashboard's view
+
+DashboardState Session::snapshot() const {
+  const Impl& s = *impl_;
+  const auto now = Clock::now();
+  DashboardState d;
+  d.title = options_.title;
+  d.split = phase_;
+  d.epoch = std::max<std::int64_t>(epoch(), 1);
+  d.epochs = s.epochs;
+  d.step = s.step;
+  d.steps = phase_ == Split::train ? s.train_steps : s.valid_steps;
+  d.phase_seconds = seconds_between(in_epoch_ ? s.phase_start : s.epoch_start, now);
+  if (!in_epoch_) d.step = d.steps > 0 ? d.steps : d.step;
+  if (d.steps > 0 && d.step > 0) d.phase_eta_seconds = d.phase_seconds / static_cast<double>(d.step) * static_cast<double>(d.steps - d.step);
+  if (!in_epoch_) d.phase_eta_seconds = 0;
+
+  // The run: train and valid steps of every epoch.
+  const std::int64_t per_epoch = s.train_steps + s.valid_steps;
+  const std::int64_t e = d.epoch;
+  std::int64_t in_this = 0;
+  if (in_epoch_) in_this = phase_ == Split::train ? s.step : s.train_steps + s.step;
+  else in_this = per_epoch;
+  d.run_step = (e - 1) * per_epoch + in_this;
+  if (s.train_steps > 0 && s.epochs > 0) d.run_steps = s.epochs * per_epoch;
+  d.run_seconds = seconds_between(s.run_start, now);
+  if (d.run_steps > 0 && s.timed_train_steps > 0) {
+    const double t_train = s.train_step_seconds / static_cast<double>(s.timed_train_steps);
+    const double t_valid = s.timed_valid_steps > 0 ? s.valid_step_seconds / static_cast<double>(s.timed_valid_steps) : t_train;
+    const std::int64_t later = std::max<std::int64_t>(s.epochs - e, 0);
+    std::int64_t train_left = later * s.train_steps, valid_left = later * s.valid_steps;
+    if (in_epoch_ && phase_ == Split::train) {
+      train_left += std::max<std::int64_t>(s.train_steps - s.step, 0);
+      valid_left += s.valid_steps;
+    } else if (in_epoch_) {
+      valid_left += std::max<std::int64_t>(s.valid_steps - s.step, 0);
+    }
+    d.run_eta_seconds = static_cast<double>(train_left) * t_train + static_cast<double>(valid_left) * t_valid;
+  }
+
+  const EpochRecord* previous = history_.empty() ? nullptr : &history_.back();
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
+    const Metric& m = *s.metrics[i];
+    DashboardState::MetricRow row;
+    row.name = m.name();
+    const auto& last = phase_ == Split::train ? s.train_last : s.valid_last;
+    if (i < last.size() && !std::isnan(last[i])) row.last = m.format(last[i]);
+    if (i < s.train_totals.size() && s.train_totals[i].count > 0)
+      row.train = m.format(s.train_totals[i].value(m.aggregate()));
+    if (i < s.valid_totals.size() && s.valid_totals[i].count > 0) {
+      row.valid = m.format(s.valid_totals[i].value(m.aggregate()));
+    } else if (previous != nullptr && m.applies_to(Split::valid)) {
+      if (const auto v = previous->valid.get(row.name)) row.valid = m.format(*v);
+    }
+    if (row.last.empty() && row.train.empty() && row.valid.empty()) continue;
+    d.metrics.push_back(std::move(row));
+  }
+
+  d.train_loss = s.loss_curve.points();
+  for (const EpochRecord& r : history_)
+    if (const auto v = r.valid.get("loss")) d.valid_loss.emplace_back(static_cast<double>(r.global_step), *v);
+
+  // The epoch table: loss and accuracy of each phase that has them, and the epoch's time.
+  struct Column {
+    std::string title, metric;
+    Split split;
+  };
+  std::vector<Column> columns;
+  for (const auto& [metric, label] : {std::pair{"loss", "loss"}, std::pair{"accuracy", "acc"}})
+    for (const Split split : {Split::train, Split::valid})
+      if (std::any_of(history_.begin(), history_.end(), [&](const EpochRecord& r) {
+            return (split == Split::train ? r.train : r.valid).get(metric).has_value();
+          }))
+        columns.push_back({fmt::format("{} {}", split_name(split), label), metric, split});
+  d.epoch_columns.push_back("epoch");
+  for (const Column& c : columns) d.epoch_columns.push_back(c.title);
+  const bool timed = s.find("epoch_time_s") != nullptr;
+  if (timed) d.epoch_columns.push_back("time");
+  for (const EpochRecord& r : history_) {
+    std::vector<std::string> cells{fmt::format("{}", r.epoch)};
+    for (const Column& c : columns) {
+      const auto v = (c.split == Split::train ? r.train : r.valid).get(c.metric);
+      cells.push_back(v ? s.format(c.metric, *v) : "-");
+    }
+    if (timed) {
+      const double t = r.train.get("epoch_time_s").value_or(0) + r.valid.get("epoch_time_s").value_or(0);
+      cells.push_back(format_duration(t));
+    }
+    d.epoch_rows.push_back(std::move(cells));
+  }
+
+  // (Ctrl-C, early stopping and the end of the run are the dashboard's messages, which
+  // take the status line's place.)
+  if (InterruptGuard::active())
+    d.status = checkpointing() ? "Ctrl-C stops after the current step and saves a checkpoint"
+                               : "Ctrl-C stops after the current step";
+  return d;
+}
+
+FitResult Session::finish(StopReason reason) {
+  Impl& s = *impl_;
+  if (!s.started) begin_run(s.epochs, 0, 0);
+  if (!options_.output_dir.empty())
+    write_file_atomically(options_.output_dir / "learning_curves.svg",
+                          learning_curves_svg(history_, {"loss", "accuracy"}, options_.title));
+  if (s.log) (void)s.log->sizes();  // flushed
+  FitResult result;
+  result.reason = reason;
+  result.epochs = finished_epochs_;
+  result.global_step = s.global_step;
+  result.best_value = s.best_value;
+  result.best_epoch = s.best_epoch;
+  result.checkpoint = s.last_checkpoint;
+  std::string text = fmt::format("[done] {} after {} epochs ({} train steps)", stop_reason_name(reason),
+                                 finished_epochs_, s.global_step);
+  if (options_.best_model && s.best_value)
+    text += fmt::format("; best {} {} {} at epoch {}", split_name(options_.best_model->split),
+                        options_.best_model->metric, s.format(options_.best_model->metric, *s.best_value),
+                        s.best_epoch);
+  if (!s.last_checkpoint.empty()) text += fmt::format("; checkpoint {}", s.last_checkpoint.string());
+  s.dashboard.message(text);
+  s.dashboard.finish(snapshot());
+  return result;
+}
+
+}  // namespace detail
+}  // namespace kiln::train

@@ -1,0 +1,463 @@
+// The Learner on Autodiff<Cpu>: a small classifier (Linear, ReLU, Dropout, Linear in f64,
+// Adam, a StepLR schedule) trained on synthetic data. A run stopped after 2 of 4 epochs,
+// or by Ctrl-C in the middle of a train or a valid phase, and resumed from its checkpoint
+// (into a model and an optimizer built from another seed) gives bitwise the losses of the
+// uninterrupted run; early stopping stops at the expected epoch; the best model is the
+// best epoch's; logs, plain dashboard lines and the step-level API.
+#include <kiln/kiln.hpp>
+#include <kiln/nn.hpp>
+#include <kiln/optim/rules.hpp>
+#include <kiln/store/safetensors.hpp>
+#include <kiln/train.hpp>
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+using namespace kiln;
+namespace fs = std::filesystem;
+using AD = Autodiff<Cpu>;
+using train::Split;
+
+struct Batch {
+  Tensor<AD, 2> x;
+  Tensor<AD, 1, Int> y;
+};
+
+// Three classes from four features; 8 train batches and 2 valid batches of 16.
+struct Data {
+  std::vector<Batch> train, valid;
+};
+const Data& data() {
+  static const Data d = [] {
+    manual_seed(2024);
+    const auto x = Tensor<AD, 2>::random({160, 4}, Distribution::normal(0, 1), {}, DType::f64);
+    const std::vector<double> v = x.to_vec<double>();
+    std::vector<std::int64_t> labels;
+    for (std::size_t i = 0; i < 160; ++i)
+      labels.push_back((v[i * 4] + 0.5 * v[i * 4 + 1] > 0 ? 1 : 0) + (v[i * 4 + 2] > 0.8 ? 1 : 0));
+    const auto y = Tensor<AD, 1, Int>::from_data(TensorData::from(labels, Shape{160}));
+    Data out;
+    for (std::int64_t b = 0; b < 10; ++b)
+      (b < 8 ? out.train : out.valid).push_back({x.narrow(0, b * 16, 16), y.narrow(0, b * 16, 16)});
+    return out;
+  }();
+  return d;
+}
+
+struct Net {
+  nn::Linear<AD> hidden, out;
+  nn::Dropout<AD> dropout{0.25};
+  KILN_MODULE(hidden, out, dropout)
+
+  // Weights from the global random stream at `seed`, in f64.
+  explicit Net(std::uint64_t seed) {
+    manual_seed(seed);
+    hidden = nn::Linear<AD>(4, 16);
+    out = nn::Linear<AD>(16, 3);
+    nn::for_each_param(*this, [](const std::string&, auto& p) { p.replace(p.val().cast(DType::f64)); });
+  }
+  train::TrainOutput<AD> train_step(const Batch& b) const {
+    const auto logits = out.forward(dropout.forward(hidden.forward(b.x).relu()));
+    return {nn::cross_entropy(logits, b.y), logits, b.y};
+  }
+};
+
+// Reports values chosen per epoch, in validation: drives early stopping and the best model.
+class Scripted final : public train::Metric {
+ public:
+  explicit Scripted(std::vector<double> values) : values_(std::move(values)) {}
+  std::string name() const override { return "scripted"; }
+  bool applies_to(Split split) const override { return split == Split::valid; }
+  std::optional<train::MetricValue> update(const train::StepInfo& step) override {
+    return train::MetricValue{values_.at(static_cast<std::size_t>(step.epoch - 1)), 1};
+  }
+
+ private:
+  std::vector<double> values_;
+};
+
+struct RunOptions {
+  fs::path dir;
+  std::int64_t epochs = 4;
+  bool resume = false;
+  std::uint64_t seed = 7;
+  int raise_at_train_step = 0;  // raise(SIGINT) in the n-th train step (1-based), 0: never
+  int raise_at_valid_step = 0;
+  std::vector<double> scripted;
+  std::optional<train::EarlyStopping> early_stopping;
+  std::optional<train::BestModel> best_model;
+  bool validate = true;
+  std::ostream* console = nullptr;
+};
+
+struct RunResult {
+  std::vector<double> losses;  // of the train steps this run took
+  train::FitResult result;
+  std::vector<train::EpochRecord> history;
+};
+
+RunResult run(const RunOptions& o) {
+  const Data& d = data();  // first: building it reseeds the random stream
+  Net model(o.seed);
+  optim::Adam<Cpu> adam({.weight_decay = 0.01});
+  train::LearnerOptions options;
+  options.scheduler = optim::StepLR(0.05, 5, 0.5);
+  options.output_dir = o.dir;
+  options.resume = o.resume;
+  options.keep_checkpoints = 0;
+  options.early_stopping = o.early_stopping;
+  options.best_model = o.best_model;
+  options.dashboard = o.console != nullptr ? train::DashboardMode::plain : train::DashboardMode::none;
+  options.console = o.console;
+  options.log_every = 3;
+  int train_calls = 0, valid_calls = 0;
+  auto train_step = [&](Net& m, const Batch& b) {
+    if (++train_calls == o.raise_at_train_step) std::raise(SIGINT);
+    return m.train_step(b);
+  };
+  auto valid_step = [&](Net& m, const Batch& b) {
+    if (++valid_calls == o.raise_at_valid_step) std::raise(SIGINT);
+    return m.train_step(b);
+  };
+  train::Learner learner(model, adam, options, train_step, valid_step);
+  if (!o.scripted.empty()) learner.add_metric(std::make_unique<Scripted>(o.scripted));
+  RunResult r;
+  learner.on_step_end([&](const train::StepRecord& s) {
+    if (s.split == Split::train) r.losses.push_back(s.loss);
+  });
+  r.result = o.validate ? learner.fit(d.train, d.valid, o.epochs) : learner.fit(d.train, o.epochs);
+  r.history = learner.history();
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_train_test_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A column of a CSV file, by header name, with each row's split.
+std::vector<std::string> csv_column(const fs::path& path, const std::string& name) {
+  std::istringstream in(read_file(path));
+  std::string line;
+  std::getline(in, line);
+  auto cells = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::stringstream s(l);
+    for (std::string c; std::getline(s, c, ',');) out.push_back(c);
+    if (!l.empty() && l.back() == ',') out.emplace_back();
+    return out;
+  };
+  const auto header = cells(line);
+  const auto at = std::find(header.begin(), header.end(), name) - header.begin();
+  std::vector<std::string> column;
+  while (std::getline(in, line)) column.push_back(cells(line)[0] + " " + cells(line).at(static_cast<std::size_t>(at)));
+  return column;
+}
+
+void expect_same_history(const std::vector<train::EpochRecord>& a, const std::vector<train::EpochRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    EXPECT_EQ(a[e].epoch, b[e].epoch);
+    EXPECT_EQ(a[e].global_step, b[e].global_step);
+    for (const char* metric : {"loss", "accuracy", "lr"}) {
+      EXPECT_EQ(a[e].train.get(metric), b[e].train.get(metric)) << "train " << metric << " of epoch " << e + 1;
+      EXPECT_EQ(a[e].valid.get(metric), b[e].valid.get(metric)) << "valid " << metric << " of epoch " << e + 1;
+    }
+  }
+}
+
+std::vector<double> concat(std::vector<double> a, const std::vector<double>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The uninterrupted 4-epoch run, which the resumed runs must reproduce.
+const RunResult& uninterrupted() {
+  static const RunResult r = run({.dir = fresh_dir("full")});
+  return r;
+}
+
+TEST(Learner, UninterruptedRunTrainsAndWritesItsFiles) {
+  const RunResult& r = uninterrupted();
+  const fs::path dir = fs::temp_directory_path() / "kiln_train_test_full";
+  ASSERT_EQ(r.losses.size(), 32u);
+  EXPECT_EQ(r.result.reason, train::StopReason::completed);
+  EXPECT_EQ(r.result.epochs, 4);
+  EXPECT_EQ(r.result.global_step, 32);
+  EXPECT_LT(r.history.back().train.get("loss").value(), r.history.front().train.get("loss").value());
+  // The schedule: StepLR(0.05, 5, 0.5) by train step; the epoch shows its last step's rate.
+  EXPECT_DOUBLE_EQ(r.history[0].train.get("lr").value(), 0.05 * 0.5);   // step 7
+  EXPECT_DOUBLE_EQ(r.history[3].train.get("lr").value(), 0.05 * std::pow(0.5, 6));  // step 31
+  EXPECT_FALSE(r.history[0].valid.get("lr").has_value());
+  EXPECT_EQ(read_file(dir / "checkpoints" / "latest"), "epoch-0004\n");
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "learner.json"})
+    EXPECT_TRUE(fs::exists(dir / "checkpoints" / "epoch-0001" / file)) << file;
+  const std::string steps = read_file(dir / "steps.csv");
+  EXPECT_EQ(steps.substr(0, steps.find('\n')),
+            "split,epoch,step,global_step,loss,accuracy,lr,items_per_s,epoch_time_s,cpu_percent,memory_mib");
+  EXPECT_EQ(csv_column(dir / "steps.csv", "loss").size(), 4u * (8 + 2));
+  EXPECT_EQ(csv_column(dir / "epochs.csv", "loss").size(), 4u * 2);
+  const std::string jsonl = read_file(dir / "epochs.jsonl");
+  EXPECT_EQ(std::count(jsonl.begin(), jsonl.end(), '\n'), 8);
+  EXPECT_NE(jsonl.find(fmt::format("{{\"epoch\": 4, \"split\": \"valid\", \"global_step\": 32, \"loss\": {}",
+                                   r.history[3].valid.get("loss").value())),
+            std::string::npos)
+      << jsonl;
+  EXPECT_NE(read_file(dir / "learning_curves.svg").find("data-metric=\"accuracy\""), std::string::npos);
+  // The optimizer state holds Adam's moments by parameter path.
+  const auto optimizer = store::load_safetensors(dir / "checkpoints" / "epoch-0004" / "optimizer.safetensors");
+  EXPECT_TRUE(optimizer.contains("hidden.weight.exp_avg"));
+  EXPECT_EQ(optimizer.at("out.bias.step").to_vec<std::int64_t>(), std::vector<std::int64_t>{32});
+}
+
+TEST(Learner, ResumedAfterTwoEpochsGivesTheSameLosses) {
+  const fs::path dir = fresh_dir("resume");
+  const RunResult first = run({.dir = dir, .epochs = 2});
+  ASSERT_EQ(first.losses.size(), 16u);
+  EXPECT_EQ(first.result.epochs, 2);
+  // Another seed: the weights, the optimizer state, the schedule and the random stream
+  // (dropout) must all come from the checkpoint.
+  const RunResult second = run({.dir = dir, .epochs = 4, .resume = true, .seed = 999});
+  EXPECT_EQ(second.losses.size(), 16u);
+  EXPECT_EQ(concat(first.losses, second.losses), uninterrupted().losses);  // bitwise
+  EXPECT_EQ(second.result.epochs, 4);
+  EXPECT_EQ(second.result.global_step, 32);
+  expect_same_history(second.history, uninterrupted().history);
+  EXPECT_EQ(csv_column(dir / "steps.csv", "loss"),
+            csv_column(fs::temp_directory_path() / "kiln_train_test_full" / "steps.csv", "loss"));
+  // Resuming a finished run trains no more.
+  const RunResult third = run({.dir = dir, .epochs = 4, .resume = true, .seed = 5});
+  EXPECT_TRUE(third.losses.empty());
+  EXPECT_EQ(third.result.epochs, 4);
+}
+
+int g_test_handler_calls = 0;
+void test_handler(int) { ++g_test_handler_calls; }
+
+TEST(Learner, CtrlCInATrainStepSavesACheckpointAndResumesExactly) {
+  const fs::path dir = fresh_dir("sigint_train");
+  auto* const previous = std::signal(SIGINT, test_handler);
+  // Step 19 is epoch 3's third train step.
+  const RunResult stopped = run({.dir = dir, .raise_at_train_step = 19});
+  EXPECT_EQ(g_test_handler_calls, 0);  // fit's handler caught it
+  EXPECT_EQ(stopped.result.reason, train::StopReason::interrupted);
+  EXPECT_EQ(stopped.losses.size(), 19u);  // the step that saw Ctrl-C finished
+  EXPECT_EQ(stopped.result.epochs, 2);
+  EXPECT_EQ(stopped.result.checkpoint, dir / "checkpoints" / "epoch-0003-step-000003");
+  EXPECT_EQ(read_file(dir / "checkpoints" / "latest"), "epoch-0003-step-000003\n");
+  std::raise(SIGINT);  // fit put the previous handler back
+  EXPECT_EQ(g_test_handler_calls, 1);
+  std::signal(SIGINT, previous);
+
+  const RunResult resumed = run({.dir = dir, .resume = true, .seed = 999});
+  EXPECT_EQ(resumed.losses.size(), 13u);
+  EXPECT_EQ(concat(stopped.losses, resumed.losses), uninterrupted().losses);
+  expect_same_history(resumed.history, uninterrupted().history);  // epoch 3's partial sums were saved
+  EXPECT_EQ(csv_column(dir / "steps.csv", "loss"),
+            csv_column(fs::temp_directory_path() / "kiln_train_test_full" / "steps.csv", "loss"));
+}
+
+TEST(Learner, CtrlCInValidationSavesTheTrainedEpochAndValidatesAgain) {
+  const fs::path dir = fresh_dir("sigint_valid");
+  // Valid step 3 is epoch 2's first.
+  const RunResult stopped = run({.dir = dir, .raise_at_valid_step = 3});
+  EXPECT_EQ(stopped.result.reason, train::StopReason::interrupted);
+  EXPECT_EQ(stopped.losses.size(), 16u);
+  EXPECT_EQ(stopped.result.epochs, 1);
+  EXPECT_EQ(stopped.result.checkpoint, dir / "checkpoints" / "epoch-0002-step-000008");
+  const RunResult resumed = run({.dir = dir, .resume = true, .seed = 999});
+  EXPECT_EQ(resumed.losses.size(), 16u);
+  EXPECT_EQ(concat(stopped.losses, resumed.losses), uninterrupted().losses);
+  expect_same_history(resumed.history, uninterrupted().history);
+  // The valid row logged before Ctrl-C was cut from the log; epoch 2's validation is there once.
+  EXPECT_EQ(csv_column(dir / "steps.csv", "loss"),
+            csv_column(fs::temp_directory_path() / "kiln_train_test_full" / "steps.csv", "loss"));
+}
+
+TEST(Learner, EarlyStoppingStopsAtTheExpectedEpoch) {
+  const std::vector<double> script = {5, 4, 4.5, 3.95, 4, 4.1, 1, 1};
+  // min_delta 0.1: 3.95 is no real improvement on 4, so epochs 3 and 4 are the patience.
+  const RunResult a = run({.epochs = 8, .scripted = script,
+                           .early_stopping = train::EarlyStopping{.metric = "scripted", .patience = 2, .min_delta = 0.1}});
+  EXPECT_EQ(a.result.reason, train::StopReason::early_stopping);
+  EXPECT_EQ(a.result.epochs, 4);
+  EXPECT_EQ(a.losses.size(), 32u);
+  // Without min_delta 3.95 improves, and epochs 5 and 6 use up the patience.
+  const RunResult b = run({.epochs = 8, .scripted = script,
+                           .early_stopping = train::EarlyStopping{.metric = "scripted", .patience = 2}});
+  EXPECT_EQ(b.result.epochs, 6);
+  // Mode max: 2, 2, 2 after 1 never improves on the first 2.
+  const RunResult c = run({.epochs = 8, .scripted = {1, 2, 2, 2, 5, 6, 7, 8},
+                           .early_stopping = train::EarlyStopping{.metric = "scripted", .mode = train::Mode::max,
+                                                                  .patience = 2}});
+  EXPECT_EQ(c.result.epochs, 4);
+  // Patience not used up: the run completes.
+  const RunResult d = run({.epochs = 3, .scripted = script,
+                           .early_stopping = train::EarlyStopping{.metric = "scripted", .patience = 2}});
+  EXPECT_EQ(d.result.reason, train::StopReason::completed);
+  // Watching a metric the epochs lack is an error that says so.
+  try {
+    run({.epochs = 2, .early_stopping = train::EarlyStopping{}, .validate = false});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("EarlyStopping watches the valid loss, which epoch 1 does not have"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Learner, KeepsTheBestModel) {
+  const fs::path dir = fresh_dir("best");
+  const RunResult r = run({.dir = dir, .epochs = 5, .scripted = {1, 3, 5, 2, 4},
+                           .best_model = train::BestModel{.metric = "scripted", .mode = train::Mode::max}});
+  EXPECT_EQ(r.result.best_epoch, 3);
+  EXPECT_EQ(r.result.best_value, 5.0);
+  const auto best = store::SafetensorsFile::open(dir / "best.safetensors");
+  EXPECT_EQ(best.metadata().at("epoch"), "3");
+  const auto third = store::load_safetensors(dir / "checkpoints" / "epoch-0003" / "model.safetensors");
+  const auto fifth = store::load_safetensors(dir / "checkpoints" / "epoch-0005" / "model.safetensors");
+  ASSERT_EQ(best.names(), third.names());
+  for (const auto& name : best.names()) {
+    const auto b = best.load(name);
+    EXPECT_EQ(b.to_vec<double>(), third.at(name).to_vec<double>()) << name;
+    if (name.find("weight") != std::string::npos) EXPECT_NE(b.to_vec<double>(), fifth.at(name).to_vec<double>()) << name;
+  }
+}
+
+TEST(Learner, PlainDashboardPrintsLinesEveryNStepsAndPerEpoch) {
+  std::ostringstream out;
+  const RunResult r = run({.epochs = 2, .console = &out});
+  std::vector<std::string> prefixes;
+  std::vector<std::string> lines;
+  std::istringstream in(out.str());
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    prefixes.push_back(line.substr(0, line.find(" | ")));
+  }
+  const std::vector<std::string> expected = {
+      "[train] epoch 1/2 step 3/8", "[train] epoch 1/2 step 6/8", "[train] epoch 1/2 step 8/8",
+      "[valid] epoch 1/2 step 2/2", prefixes.at(4),
+      "[train] epoch 2/2 step 3/8", "[train] epoch 2/2 step 6/8", "[train] epoch 2/2 step 8/8",
+      "[valid] epoch 2/2 step 2/2", prefixes.at(9),
+      "[done] completed after 2 epochs (16 train steps)"};
+  EXPECT_EQ(prefixes, expected) << out.str();
+  EXPECT_EQ(lines[4].rfind("[epoch 1/2] done in ", 0), 0u);
+  EXPECT_NE(lines[4].find(fmt::format("| train: loss {:.4f} accuracy {:.2f}%", r.history[0].train.get("loss").value(),
+                                      r.history[0].train.get("accuracy").value())),
+            std::string::npos)
+      << lines[4];
+  EXPECT_NE(lines[9].find(fmt::format("| valid: loss {:.4f}", r.history[1].valid.get("loss").value())),
+            std::string::npos)
+      << lines[9];
+}
+
+TEST(Learner, StepLevelApiForOwnLoops) {
+  Net model(3);
+  optim::Sgd<Cpu> sgd;
+  train::LearnerOptions options;
+  options.scheduler = optim::StepLR(0.1, 1, 0.5);
+  options.dashboard = train::DashboardMode::none;
+  options.default_metrics = false;
+  train::Learner learner(model, sgd, options);
+  learner.add_metric(std::make_unique<train::LossMetric>());
+  learner.add_metric(std::make_unique<train::TopKAccuracyMetric>(2));
+  std::vector<std::int64_t> begun;
+  int ended = 0;
+  learner.on_epoch_begin([&](std::int64_t e) { begun.push_back(e); });
+  learner.on_epoch_end([&](const train::EpochSummary&) { ++ended; });
+  const auto& d = data();
+  EXPECT_EQ(learner.begin_epoch(), 1);
+  const auto a = learner.step(d.train[0]);
+  const auto b = learner.step(d.train[1]);
+  EXPECT_EQ(a.lr, 0.1);
+  EXPECT_EQ(b.lr, 0.05);
+  EXPECT_EQ(b.global_step, 2);
+  EXPECT_EQ(learner.lr(), 0.025);
+  const auto v = learner.validate(d.valid[0]);
+  EXPECT_EQ(v.split, Split::valid);
+  EXPECT_TRUE(v.values.get("top2_accuracy").has_value());
+  const auto summary = learner.end_epoch();
+  EXPECT_EQ(summary.record.train.get("loss"), (a.loss * 16 + b.loss * 16) / 32);  // the mean over examples
+  EXPECT_EQ(summary.record.valid.get("loss"), v.loss);
+  EXPECT_FALSE(summary.stop);
+  learner.step(d.train[2]);  // begins epoch 2 by itself
+  learner.end_epoch();
+  EXPECT_EQ(begun, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(ended, 2);
+  const auto result = learner.finish();
+  EXPECT_EQ(result.epochs, 2);
+  EXPECT_EQ(result.global_step, 3);
+  EXPECT_FALSE(learner.should_stop());
+  EXPECT_THROW(learner.add_metric(std::make_unique<train::AccuracyMetric>()), Error);  // after training started
+}
+
+// ---- docs/train.md's example, as it is written there.
+namespace docs_example {
+
+struct Batch {
+  Tensor<AD, 2> x;         // AD = Autodiff<Cpu>
+  Tensor<AD, 1, Int> y;
+};
+
+struct Classifier {
+  nn::Linear<AD> hidden{4, 32}, out{32, 3};
+  KILN_MODULE(hidden, out)
+  // The loss, and the scores and targets that accuracy reads.
+  train::TrainOutput<AD> train_step(const Batch& b) const {
+    const auto logits = out.forward(hidden.forward(b.x).relu());
+    return {nn::cross_entropy(logits, b.y), logits, b.y};
+  }
+};
+
+train::FitResult train_classifier(const std::vector<Batch>& train_batches, const std::vector<Batch>& valid_batches,
+                                  const std::filesystem::path& output_dir, std::int64_t epochs) {
+  Classifier model;
+  optim::Adam<Cpu> adam;
+  train::Learner learner(model, adam,
+                         {.scheduler = optim::warmup_cosine(1e-2, 10, 200),
+                          .output_dir = output_dir,
+                          .resume = true,  // continue from the latest checkpoint, if any
+                          .early_stopping = train::EarlyStopping{.metric = "loss", .patience = 3},
+                          .best_model = train::BestModel{.metric = "accuracy", .mode = train::Mode::max}});
+  learner.add_metric(std::make_unique<train::TopKAccuracyMetric>(2));
+  return learner.fit(train_batches, valid_batches, epochs);
+}
+
+}  // namespace docs_example
+
+TEST(Learner, DocsExample) {
+  std::vector<docs_example::Batch> train_batches, valid_batches;
+  for (const Batch& b : data().train) train_batches.push_back({b.x.cast(DType::f32), b.y});
+  for (const Batch& b : data().valid) valid_batches.push_back({b.x.cast(DType::f32), b.y});
+  const fs::path dir = fresh_dir("docs");
+  std::ostringstream quiet;
+  std::streambuf* const cout = std::cout.rdbuf(quiet.rdbuf());  // the plain dashboard goes to std::cout
+  const train::FitResult first = docs_example::train_classifier(train_batches, valid_batches, dir, 3);
+  const train::FitResult again = docs_example::train_classifier(train_batches, valid_batches, dir, 3);
+  std::cout.rdbuf(cout);
+  EXPECT_EQ(first.reason, train::StopReason::completed);
+  EXPECT_EQ(first.epochs, 3);
+  EXPECT_GE(first.best_epoch, 1);
+  EXPECT_TRUE(fs::exists(dir / "best.safetensors"));
+  EXPECT_NE(read_file(dir / "steps.csv").find(",top2_accuracy\n"), std::string::npos);
+  EXPECT_NE(quiet.str().find("epoch 3/3"), std::string::npos);  // a plain line, or a terminal frame
+  EXPECT_EQ(again.global_step, first.global_step);  // resumed after the last epoch: nothing left to do
+  EXPECT_EQ(again.best_epoch, first.best_epoch);
+}
+
+}  // namespace
