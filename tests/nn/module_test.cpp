@@ -250,6 +250,13 @@ TYPED_TEST(NnAutodiff, ValidKeepsEveryLayersSettings) {
   const auto image = kiln::Tensor<AD, 4>::random({1, 2, 9, 8}, kiln::Distribution::normal(0, 1));
   const auto tokens = kiln::Tensor<AD, 2, kiln::Int>::from_data(kiln::TensorData::from(std::vector<std::int64_t>{0, 2, 4}, {1, 3}));
   EXPECT_CLOSE(inference.forward(image.inner(), tokens.inner()), trained.forward(image, tokens).into_data(), 0.0, 0.0);
+
+  // Lstm names its cells itself (weight_ih_l1_reverse...): valid sizes the stack from its settings.
+  const kiln::nn::Gru<AD> gru(3, 4, {.num_layers = 2, .batch_first = false, .bidirectional = true});
+  const kiln::nn::Gru<B> gru_inference = kiln::nn::valid(gru);
+  EXPECT_EQ(param_paths(gru_inference), param_paths(gru));
+  const auto sequence = kiln::Tensor<AD, 3>::random({5, 2, 3}, kiln::Distribution::normal(0, 1));
+  EXPECT_CLOSE(gru_inference.forward(sequence.inner()).output, gru.forward(sequence).output.into_data(), 0.0, 0.0);
 }
 
 TYPED_TEST(NnAutodiff, SgdOnALinearModelFitsALine) {

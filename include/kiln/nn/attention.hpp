@@ -175,7 +175,8 @@ template <class B> struct TransformerDecoderLayer {
   Dropout<B> dropout, dropout1, dropout2, dropout3;
   LayerNorm<B> norm1, norm2, norm3;
   bool gelu = false, norm_first = false;
-  KILN_MODULE(self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3)
+  KILN_MODULE(self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3,
+              gelu, norm_first)
 
   TransformerDecoderLayer() = default;
   TransformerDecoderLayer(std::int64_t d_model, std::int64_t nhead, const TransformerDecoderLayerOptions& o = {},

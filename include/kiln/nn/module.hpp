@@ -107,6 +107,13 @@ template <class Derived> class Walker {
     }
   }
 
+  // For a module that visits a vector's elements under names of its own (Lstm's
+  // weight_ih_l0, weight_ih_l0_reverse...): reports the vector itself, as field does for
+  // vectors it walks, so that walkers can size it (nn::valid).
+  template <class V> void sized(std::string_view name, V& vector) {
+    self().on_vector(path_.empty() ? std::string(name) : path_ + "." + std::string(name), vector);
+  }
+
   // Defaults: nothing.
   template <class P> void on_param(const std::string&, P&) {}
   template <class P> void on_buffer(const std::string&, P&) {}

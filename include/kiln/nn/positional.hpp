@@ -33,7 +33,7 @@ template <class B> struct SinusoidalPositionalEncoding {
   std::int64_t d_model = 0;
   std::int64_t max_len = 5000;
   double base = 10000.0;
-  KILN_MODULE()
+  KILN_MODULE(d_model, max_len, base)
 
   SinusoidalPositionalEncoding() = default;
   explicit SinusoidalPositionalEncoding(std::int64_t d_model_, std::int64_t max_len_ = 5000, double base_ = 10000.0)
@@ -77,7 +77,7 @@ template <class B> struct SinusoidalPositionalEncoding {
 template <class B> struct RotaryEncoding {
   std::int64_t head_dim = 0;
   double base = 10000.0;  // theta
-  KILN_MODULE()
+  KILN_MODULE(head_dim, base)
 
   RotaryEncoding() = default;
   explicit RotaryEncoding(std::int64_t head_dim_, double base_ = 10000.0) : head_dim(head_dim_), base(base_) {

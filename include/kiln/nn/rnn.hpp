@@ -197,8 +197,8 @@ template <class B, class Cell> struct RecurrentStack {
  protected:
   // The input, checked: [N, L, input_size] (batch_first) or [L, N, input_size], L > 0.
   void check_input(std::string_view name, const Tensor<B, 3>& x) const {
-    KILN_CHECK(!cells.empty(), "{}: the module has no layers (it was default-constructed; nn::valid does not rebuild "
-               "it: make one with the sizes and nn::load_state_dict the weights)", name);
+    KILN_CHECK(!cells.empty(), "{}: the module has no layers (it was default-constructed: make one with its sizes, "
+               "then nn::load_state_dict the weights)", name);
     KILN_CHECK(x.dim(2) == input_size(), "{}: input of shape {} has {} features in its last dim, expected input_size {}",
                name, x.shape(), x.dim(2), input_size());
     KILN_CHECK(x.dim(batch_first ? 1 : 0) > 0, "{}: input of shape {} has an empty sequence (batch_first = {})", name,
@@ -250,6 +250,10 @@ template <class B, class Cell> struct RecurrentStack {
 
  private:
   template <class W, class Self> static void visit_cells(W& walker, Self& self) {
+    walker.field("num_layers", self.num_layers);
+    walker.field("bidirectional", self.bidirectional);
+    walker.field("batch_first", self.batch_first);
+    walker.sized("cells", self.cells);
     for (std::size_t i = 0; i < self.cells.size(); ++i) {
       const auto layer = static_cast<std::int64_t>(i) / self.directions();
       const std::string suffix = fmt::format("_l{}{}", layer, i % 2 == 1 && self.bidirectional ? "_reverse" : "");

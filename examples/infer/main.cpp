@@ -1,0 +1,61 @@
+// Inference with the model examples/fashion_mnist saved: load its weights into the CNN on
+// the plain CPU backend (no autodiff, nothing recorded) and classify test-set images.
+//
+//   infer [--model PATH] [--count N]     (defaults: runs/fashion_mnist/model.safetensors, 10)
+//
+// Prints each image's predicted and true class, then the accuracy over the N images; exits
+// with 1 when it is below 80 % (or the model cannot be loaded), 2 on a bad command line.
+#include "../fashion_mnist/model.hpp"
+
+#include <kiln/data/batcher.hpp>
+#include <kiln/data/idx.hpp>
+#include <kiln/nn/state.hpp>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+
+using B = kiln::Cpu;
+
+int main(int argc, char** argv) try {
+  std::string model_path = "runs/fashion_mnist/model.safetensors";
+  std::size_t count = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    if (flag == "--model") model_path = argv[i + 1];
+    else if (flag == "--count") count = std::stoul(argv[i + 1]);
+    else {
+      fmt::print(stderr, "usage: infer [--model PATH] [--count N]\n");
+      return 2;
+    }
+  }
+
+  fashion::Cnn<B> model(kiln::CpuDevice{});
+  kiln::nn::load(model, model_path);  // strict: every weight present, with its shape
+  kiln::nn::eval(model);
+
+  const kiln::data::ImageSet test = kiln::data::fashion_mnist(kiln::data::Split::test);
+  count = std::min(count, test.size());
+  std::vector<kiln::data::LabeledImage> items;
+  for (std::size_t i = 0; i < count; ++i) items.push_back(fashion::prepare()(test.get(i), {i, 0}));  // as in training
+  const auto batch = kiln::data::ClassificationBatcher{}.batch<B>(items, kiln::CpuDevice{});
+
+  const auto probabilities = model.forward(batch.images).softmax(1);  // [count, 10]
+  const auto predicted = probabilities.argmax(1).reshape<1>({-1}).to_vec<std::int64_t>();
+  const auto confidence = probabilities.max_dim(1).reshape<1>({-1}).to_vec<float>();
+  std::size_t correct = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto truth = static_cast<std::size_t>(items[i].label);
+    const auto guess = static_cast<std::size_t>(predicted[i]);
+    correct += guess == truth;
+    fmt::print("image {:5d}: {:<12} ({:5.1f} %)  true: {:<12} {}\n", i, fashion::classes[guess], 100 * confidence[i],
+               fashion::classes[truth], guess == truth ? "" : "  <- wrong");
+  }
+  const double accuracy = static_cast<double>(correct) / static_cast<double>(count);
+  fmt::print("{} of {} correct ({:.1f} %)\n", correct, count, 100.0 * accuracy);
+  return accuracy >= 0.8 ? 0 : 1;  // a trained model gets about 9 in 10 right
+} catch (const kiln::Error& e) {
+  fmt::print(stderr, "infer: {}\n", e.what());
+  return 1;
+}
