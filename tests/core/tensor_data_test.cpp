@@ -75,6 +75,19 @@ TEST(TensorData, ConvertBetweenDtypes) {
   EXPECT_EQ(data.convert(DType::f64).to_vec<double>(), data.to_vec<double>());
 }
 
+// NaN and values beyond an integer type's range (undefined for a plain cast) become 0 and
+// saturate at the type's limits.
+TEST(TensorData, ConvertToIntegersSaturatesAndSendsNanToZero) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto data = TensorData::from(std::vector<double>{std::nan(""), inf, -inf, 3e9, -3e9, 1e19, 300.0, -1.0},
+                                     Shape{8});
+  EXPECT_EQ(data.to_vec<std::int32_t>(), (std::vector<std::int32_t>{0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN,
+                                                                    INT32_MAX, 300, -1}));
+  EXPECT_EQ(data.convert(DType::i64).to_vec<std::int64_t>(),
+            (std::vector<std::int64_t>{0, INT64_MAX, INT64_MIN, 3000000000, -3000000000, INT64_MAX, 300, -1}));
+  EXPECT_EQ(data.convert(DType::u8).to_vec<std::int32_t>(), (std::vector<std::int32_t>{0, 255, 0, 255, 0, 255, 255, 0}));
+}
+
 TEST(TensorData, NanSurvivesFloatConversions) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const auto data = TensorData::from(std::vector<float>{nan, -INFINITY}, Shape{2});

@@ -6,6 +6,8 @@
 #include <kiln/core/tensor_data.hpp>
 
 #include <gtest/gtest.h>
+
+#include "expect_error.hpp"
 #include <zlib.h>
 
 #include <cstdint>
@@ -97,23 +99,5 @@ template <class T> std::vector<T> values(const TensorData& data) {
   return std::vector<T>(span.begin(), span.end());
 }
 
-// Runs `body`, which must throw a kiln::Error whose message contains every one of `parts`.
-inline void expect_error(const std::function<void()>& body, std::initializer_list<std::string_view> parts) {
-  try {
-    body();
-    ADD_FAILURE() << "no kiln::Error was thrown";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    for (const std::string_view part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "the message\n  " << message << "\nlacks\n  " << part;
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "threw something other than kiln::Error: " << error.what();
-  }
-}
-#define EXPECT_KILN_ERROR(statement, ...)                                        \
-  do {                                                                           \
-    SCOPED_TRACE(#statement);                                                    \
-    ::kiln::data::test::expect_error([&] { (void)(statement); }, {__VA_ARGS__}); \
-  } while (0)
 
 }  // namespace kiln::data::test

@@ -54,6 +54,21 @@ double train_and_save(const std::filesystem::path& file) {
 }
 // ---- docs/modules.md: end
 
+// The recurrent layers' lines, run on x [N, L, 32]: the shapes the page states.
+template <class B> std::vector<Shape> recurrent_layers(const Tensor<B, 3>& x) {
+// ---- docs/modules.md: begin
+nn::Lstm<B> lstm(/*input_size=*/32, /*hidden_size=*/64, {.num_layers = 2, .bidirectional = true});
+auto [output, h_n, c_n] = lstm.forward(x);     // x [N, L, 32] → output [N, L, 128], h_n and c_n [4, N, 64]
+auto again = lstm.forward(x, h_n, c_n);         // from given initial states
+nn::Gru<B> gru(32, 64);
+auto [y, h] = gru.forward(x);                   // y [N, L, 64], h [1, N, 64]
+nn::LstmCell<B> cell(32, 64);                   // one step: (h, c) = cell.forward(x_t, state)
+// ---- docs/modules.md: end
+  const auto step = cell.forward(x.narrow(1, 0, 1).squeeze_dim(1));
+  return {output.shape(), h_n.shape(), c_n.shape(), again.output.shape(), y.shape(), h.shape(), step.h.shape()};
+}
+
+
 // ---- docs/modules.md: begin
 using namespace kiln;
 
@@ -218,6 +233,14 @@ TEST(Docs, ModulesTransformerExampleRuns) {
   const auto q = Tensor<Cpu, 4>::random({1, 2, 4, 8}, Distribution::normal(0, 1));
   const auto k = Tensor<Cpu, 4>::random({1, 2, 4, 8}, Distribution::normal(0, 1));
   EXPECT_CLOSE(docs_modules::rotary_scores(q, k, 6), docs_modules::rotary_scores(q, k).into_data(), 1e-4, 1e-5);
+}
+
+TEST(Docs, ModulesRecurrentLinesGiveTheShapesThePageStates) {
+  using namespace kiln;
+  manual_seed(7);
+  const auto x = Tensor<Cpu, 3>::random({2, 5, 32}, Distribution::normal(0, 1));
+  const std::vector<Shape> expected{{2, 5, 128}, {4, 2, 64}, {4, 2, 64}, {2, 5, 128}, {2, 5, 64}, {1, 2, 64}, {2, 64}};
+  EXPECT_EQ(docs_modules::recurrent_layers(x), expected);
 }
 
 TEST(Docs, PagesShowTheCodeTheseTestsRun) {

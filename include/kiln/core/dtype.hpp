@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -81,7 +82,16 @@ template <class T> constexpr double to_double(T v) {
 template <class T> constexpr T from_double(double v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
   else if constexpr (std::is_same_v<T, bool>) return v != 0.0;
-  else return static_cast<T>(v);
+  else if constexpr (std::is_integral_v<T>) {
+    // Casting NaN, or a value outside T's range, to an integer is undefined behaviour: NaN
+    // becomes 0 and the rest saturate at T's limits.
+    if (v != v) return T(0);
+    constexpr double lo = static_cast<double>(std::numeric_limits<T>::min());
+    constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());  // 2^63 for i64: rounded up
+    if (v <= lo) return std::numeric_limits<T>::min();
+    if (v >= hi) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  } else return static_cast<T>(v);
 }
 
 // Calls fn.template operator()<T>() with T the storage type of `dtype`.
