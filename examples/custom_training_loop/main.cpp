@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace data = kiln::data;
@@ -60,4 +61,7 @@ int main(int argc, char** argv) try {
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "custom_training_loop: {}\n", e.what());
   return 1;
+} catch (const std::logic_error& e) {  // std::stoi and friends on a flag's value
+  fmt::print(stderr, "custom_training_loop: bad flag value ({})\n", e.what());
+  return 2;
 }

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -123,4 +124,7 @@ int main(int argc, char** argv) try {
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "fashion_mnist: {}\n", e.what());
   return 1;
+} catch (const std::logic_error& e) {  // std::stoi and friends on a flag's value
+  fmt::print(stderr, "fashion_mnist: bad flag value ({})\n", e.what());
+  return 2;
 }

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,11 @@ int main(int argc, char** argv) try {
       fmt::print(stderr, "usage: infer [--model PATH] [--count N]\n");
       return 2;
     }
+  }
+
+  if (count == 0) {
+    fmt::print(stderr, "infer: --count must be at least 1\n");
+    return 2;
   }
 
   fashion::Cnn<B> model(kiln::CpuDevice{});
@@ -58,4 +64,7 @@ int main(int argc, char** argv) try {
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "infer: {}\n", e.what());
   return 1;
+} catch (const std::logic_error& e) {  // std::stoi and friends on a flag's value
+  fmt::print(stderr, "infer: bad flag value ({})\n", e.what());
+  return 2;
 }

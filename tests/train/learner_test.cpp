@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "classifier.hpp"
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -25,10 +27,8 @@ namespace fs = std::filesystem;
 using AD = Autodiff<Cpu>;
 using train::Split;
 
-struct Batch {
-  Tensor<AD, 2> x;
-  Tensor<AD, 1, Int> y;
-};
+using train::test::Batch;
+using train::test::Net;
 
 // Three classes from four features; 8 train batches and 2 valid batches of 16.
 struct Data {
@@ -50,24 +50,6 @@ const Data& data() {
   }();
   return d;
 }
-
-struct Net {
-  nn::Linear<AD> hidden, out;
-  nn::Dropout<AD> dropout{0.25};
-  KILN_MODULE(hidden, out, dropout)
-
-  // Weights from the global random stream at `seed`, in f64.
-  explicit Net(std::uint64_t seed) {
-    manual_seed(seed);
-    hidden = nn::Linear<AD>(4, 16);
-    out = nn::Linear<AD>(16, 3);
-    nn::for_each_param(*this, [](const std::string&, auto& p) { p.replace(p.val().cast(DType::f64)); });
-  }
-  train::TrainOutput<AD> train_step(const Batch& b) const {
-    const auto logits = out.forward(dropout.forward(hidden.forward(b.x).relu()));
-    return {nn::cross_entropy(logits, b.y), logits, b.y};
-  }
-};
 
 // Reports values chosen per epoch, in validation: drives early stopping and the best model.
 class Scripted final : public train::Metric {

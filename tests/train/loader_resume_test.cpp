@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "classifier.hpp"
+
 #include <csignal>
 #include <filesystem>
 
@@ -24,10 +26,8 @@ struct Item {
   TensorData x;  // f64 [4]
   std::int64_t y = 0;
 };
-struct Batch {
-  Tensor<AD, 2> x;
-  Tensor<AD, 1, Int> y;
-};
+using train::test::Batch;
+using train::test::Net;
 
 // 120 items, 3 classes from 4 features: 7 batches of 16 per epoch (the last 8 items dropped).
 data::InMemory<Item> items() {
@@ -52,26 +52,11 @@ Batch make_batch(std::vector<Item> batch, const CpuDevice& device) {
           Tensor<AD, 1, Int>::from_data(TensorData::from(ys, Shape{static_cast<std::int64_t>(ys.size())}), device)};
 }
 
-struct Net {
-  nn::Linear<AD> hidden, out;
-  nn::Dropout<AD> dropout{0.25};
-  KILN_MODULE(hidden, out, dropout)
-  explicit Net(std::uint64_t seed) {
-    manual_seed(seed);
-    hidden = nn::Linear<AD>(4, 8);
-    out = nn::Linear<AD>(8, 3);
-    nn::for_each_param(*this, [](const std::string&, auto& p) { p.replace(p.val().cast(DType::f64)); });
-  }
-  train::TrainOutput<AD> train_step(const Batch& b) const {
-    const auto logits = out.forward(dropout.forward(hidden.forward(b.x).relu()));
-    return {nn::cross_entropy(logits, b.y), logits, b.y};
-  }
-};
 
 // The train losses of a run of 3 epochs in `dir`; raise(SIGINT) in train step `raise_at` (1-based, 0: never).
 std::vector<double> run(const std::filesystem::path& dir, bool resume, std::uint64_t seed, int raise_at) {
   const auto dataset = items();
-  Net model(seed);
+  Net model(seed, /*width=*/8);
   optim::Adam<Cpu> adam;
   auto loader = data::make_loader<AD>(dataset, make_batch,
                                       {.batch_size = 16, .shuffle = true, .seed = 3, .workers = 2, .drop_last = true});
