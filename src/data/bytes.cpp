@@ -82,9 +82,9 @@ std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name,
       if (in_at == bytes.size()) break;
       // Another gzip member may follow (as `cat a.gz b.gz` makes); anything else is garbage.
       KILN_CHECK(is_gzip(bytes.subspan(in_at)),
-                 "{}: {}: {} bytes follow the end of the gzip stream at compressed byte {} (first byte 0x{:02x}): "
+                 "{}: {}: {} bytes follow the end of the gzip stream at compressed byte {} (first byte 0x{}): "
                  "the file is corrupt",
-                 reader, name, bytes.size() - in_at, in_at, bytes[in_at]);
+                 reader, name, bytes.size() - in_at, in_at, fmt::format("{:02x}", bytes[in_at]));
       KILN_CHECK(inflateReset(&z) == Z_OK, "{}: {}: cannot restart zlib", reader, name);
       continue;
     }

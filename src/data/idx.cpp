@@ -53,16 +53,16 @@ TensorData parse_idx_bytes(std::span<const std::uint8_t> bytes, std::string_view
   KILN_CHECK(bytes.size() >= 4, "{}: {}: {} bytes are too few for the 4-byte IDX magic number", reader, name,
              bytes.size());
   KILN_CHECK(bytes[0] == 0 && bytes[1] == 0,
-             "{}: {}: bad magic number {:02x} {:02x} {:02x} {:02x} (bytes 0-3): an IDX file starts with two zero "
+             "{}: {}: bad magic number {} (bytes 0-3): an IDX file starts with two zero "
              "bytes, a type code and the number of dims",
-             reader, name, bytes[0], bytes[1], bytes[2], bytes[3]);
+             reader, name, fmt::format("{:02x} {:02x} {:02x} {:02x}", bytes[0], bytes[1], bytes[2], bytes[3]));
   const IdxType* type = nullptr;
   for (const IdxType& t : idx_types)
     if (t.code == bytes[2]) type = &t;
   KILN_CHECK(type != nullptr,
-             "{}: {}: unknown type code 0x{:02x} (byte 2); IDX types are 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C "
+             "{}: {}: unknown type code 0x{} (byte 2); IDX types are 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C "
              "int, 0x0D float, 0x0E double",
-             reader, name, bytes[2]);
+             reader, name, fmt::format("{:02x}", bytes[2]));
   const std::size_t rank = bytes[3];
   KILN_CHECK(rank > 0, "{}: {}: the number of dims (byte 3) is 0", reader, name);
   const std::size_t header = 4 + 4 * rank;

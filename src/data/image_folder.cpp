@@ -26,8 +26,8 @@ TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view na
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &stored, channels),
       stbi_image_free);
-  KILN_CHECK(pixels != nullptr, "read_image: {}: cannot decode ({} bytes, starting {:02x}): {}", name, bytes.size(),
-             fmt::join(bytes.first(std::min<std::size_t>(bytes.size(), 8)), " "), stbi_failure_reason());
+  KILN_CHECK(pixels != nullptr, "read_image: {}: cannot decode ({} bytes, starting {}): {}", name, bytes.size(),
+             fmt::format("{:02x}", fmt::join(bytes.first(std::min<std::size_t>(bytes.size(), 8)), " ")), stbi_failure_reason());
   const int c = channels == 0 ? stored : channels;
   const auto h = static_cast<std::size_t>(height), w = static_cast<std::size_t>(width),
              cs = static_cast<std::size_t>(c);

@@ -116,7 +116,7 @@ class Machine {
         }
         step(op);
       } catch (const Error& error) {
-        KILN_FAIL("{}: pickle byte {} (opcode 0x{:02x}{}): {}", source_, op_at_, op,
+        KILN_FAIL("{}: pickle byte {} (opcode 0x{}{}): {}", source_, op_at_, fmt::format("{:02x}", op),
                   op >= 0x20 && op < 0x7f ? fmt::format(" '{}'", static_cast<char>(op)) : std::string(), error.what());
       }
     }

@@ -217,8 +217,9 @@ std::span<const std::byte> ZipArchive::read(const ZipEntry& entry) const {
   const auto data = bytes_.subspan(static_cast<std::size_t>(entry.data_offset), static_cast<std::size_t>(entry.size));
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION  // fuzzers skip it: mutations would never pass it
   const std::uint32_t actual = crc32(data);
-  KILN_CHECK(actual == entry.crc32, "{}: zip entry '{}' (bytes [{}, {})) is corrupt: CRC-32 {:08x}, expected {:08x}",
-             source_, entry.name, entry.data_offset, entry.data_offset + entry.size, actual, entry.crc32);
+  KILN_CHECK(actual == entry.crc32, "{}: zip entry '{}' (bytes [{}, {})) is corrupt: CRC-32 {}, expected {}",
+             source_, entry.name, entry.data_offset, entry.data_offset + entry.size, fmt::format("{:08x}", actual),
+             fmt::format("{:08x}", entry.crc32));
 #endif
   return data;
 }

@@ -94,6 +94,9 @@ template <class T> constexpr T from_double(double v) {
   } else return static_cast<T>(v);
 }
 
+// The dtype's name, for messages (kiln::Error's arguments find it by ADL).
+inline std::string_view to_string(DType d) { return dtype_name(d); }
+
 // Calls fn.template operator()<T>() with T the storage type of `dtype`.
 template <class Fn> decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {

@@ -51,7 +51,12 @@ class Shape {
 
   friend bool operator==(const Shape&, const Shape&) = default;
 
-  std::string str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+  // "[2, 3]": built by hand, not by fmt, so that error messages cost no fmt templates.
+  std::string str() const {
+    std::string out = "[";
+    for (std::size_t i = 0; i < dims_.size(); ++i) out += (i ? ", " : "") + std::to_string(dims_[i]);
+    return out + "]";
+  }
 
  private:
   std::vector<std::int64_t> dims_;

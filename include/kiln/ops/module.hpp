@@ -118,7 +118,7 @@ inline Shape pool2d_output_shape(std::string_view op, const Shape& x, const Pool
 }
 
 namespace detail {
-inline std::string conv_dims(std::span<const std::int64_t> v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+inline std::string conv_dims(std::span<const std::int64_t> v) { return kiln::detail::MessageArg(v).text(); }
 }  // namespace detail
 
 // The output shape of a convolution of x [N, C, *spatial] by weight [O, C/groups, *kernel],
