@@ -4,6 +4,7 @@
 // accumulation), clipped, and handed to an optimizer.
 #pragma once
 
+#include "kiln/autodiff/graph.hpp"
 #include "kiln/nn/module.hpp"
 
 #include <cmath>
