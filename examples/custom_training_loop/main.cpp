@@ -6,6 +6,8 @@
 
 #include <kiln/data/idx.hpp>
 #include <kiln/data/loader.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/nn.hpp>
 #include <kiln/optim/rules.hpp>
 
 #include <fmt/format.h>

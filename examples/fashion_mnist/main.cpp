@@ -14,6 +14,8 @@
 
 #include <kiln/data/idx.hpp>
 #include <kiln/data/loader.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
 #include <kiln/optim/rules.hpp>
 #include <kiln/train.hpp>

@@ -9,6 +9,8 @@
 
 #include <kiln/data/batcher.hpp>
 #include <kiln/data/idx.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
 
 #include <fmt/format.h>

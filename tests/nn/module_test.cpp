@@ -109,7 +109,7 @@ TYPED_TEST(NnModule, LinearComputesXWTransposedPlusB) {
   EXPECT_CLOSE(linear.forward(x), TensorData::from(want, Shape{2, 2}), 1e-6, 1e-6);
   // Any leading dims: [2, 1, 3] → [2, 1, 2], the same rows.
   EXPECT_CLOSE(linear.forward(x.template unsqueeze_dim(1)), TensorData::from(want, Shape{2, 1, 2}), 1e-6, 1e-6);
-  EXPECT_KILN_ERROR(linear.forward(Tensor<B, 2>::zeros({2, 4})), "nn::Linear: input of shape [2, 4]");
+  EXPECT_KILN_ERROR(linear.forward(Tensor<B, 2>::zeros({2, 4})), "linear: input of shape [2, 4]");
 }
 
 TYPED_TEST(NnModule, LinearDefaultInitIsUniformWithinOneOverSqrtIn) {

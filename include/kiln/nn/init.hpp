@@ -63,31 +63,10 @@ struct Init {
   // signs set by R's diagonal.
   static Init orthogonal(double gain = 1.0) { return {Kind::orthogonal, gain}; }
 
-  // A tensor of `dims` filled this way.
+  // A tensor of `dims` filled this way. Defined out of line, below, so that a backend's library
+  // can compile it once (kiln/nn/instances.hpp).
   template <class B, std::size_t D>
-  Tensor<B, D> make(const typename Tensor<B, D>::Dims& dims, const typename B::Device& device = {}) const {
-    using T = Tensor<B, D>;
-    const Shape shape(std::vector<std::int64_t>(dims.begin(), dims.end()));
-    const auto [fan_in, fan_out] = fans(shape);
-    switch (kind) {
-      case Kind::constant: return T::full(dims, a, device);
-      case Kind::uniform: return T::random(dims, Distribution::uniform(a, b), device);
-      case Kind::normal: return T::random(dims, Distribution::normal(a, b), device);
-      case Kind::xavier_uniform: {
-        const double bound = a * std::sqrt(6.0 / (fan_in + fan_out));
-        return T::random(dims, Distribution::uniform(-bound, bound), device);
-      }
-      case Kind::xavier_normal: return T::random(dims, Distribution::normal(0, a * std::sqrt(2.0 / (fan_in + fan_out))), device);
-      case Kind::kaiming_uniform:
-      case Kind::kaiming_normal: {
-        const double std = gain(nonlinearity, a) / std::sqrt(mode == FanMode::fan_in ? fan_in : fan_out);
-        if (kind == Kind::kaiming_normal) return T::random(dims, Distribution::normal(0, std), device);
-        return T::random(dims, Distribution::uniform(-std::sqrt(3.0) * std, std::sqrt(3.0) * std), device);
-      }
-      case Kind::orthogonal: return orthogonal_matrix<B, D>(dims, shape, device);
-    }
-    KILN_FAIL("nn::Init: unknown kind");
-  }
+  Tensor<B, D> make(const typename Tensor<B, D>::Dims& dims, const typename B::Device& device = {}) const;
 
  private:
   template <class B, std::size_t D>
@@ -120,5 +99,30 @@ struct Init {
     return Tensor<B, D>::from_data(TensorData::from(w, shape).convert(DType::f32), device);
   }
 };
+
+template <class B, std::size_t D>
+Tensor<B, D> Init::make(const typename Tensor<B, D>::Dims& dims, const typename B::Device& device) const {
+  using T = Tensor<B, D>;
+  const Shape shape(std::vector<std::int64_t>(dims.begin(), dims.end()));
+  const auto [fan_in, fan_out] = fans(shape);
+  switch (kind) {
+    case Kind::constant: return T::full(dims, a, device);
+    case Kind::uniform: return T::random(dims, Distribution::uniform(a, b), device);
+    case Kind::normal: return T::random(dims, Distribution::normal(a, b), device);
+    case Kind::xavier_uniform: {
+      const double bound = a * std::sqrt(6.0 / (fan_in + fan_out));
+      return T::random(dims, Distribution::uniform(-bound, bound), device);
+    }
+    case Kind::xavier_normal: return T::random(dims, Distribution::normal(0, a * std::sqrt(2.0 / (fan_in + fan_out))), device);
+    case Kind::kaiming_uniform:
+    case Kind::kaiming_normal: {
+      const double std = gain(nonlinearity, a) / std::sqrt(mode == FanMode::fan_in ? fan_in : fan_out);
+      if (kind == Kind::kaiming_normal) return T::random(dims, Distribution::normal(0, std), device);
+      return T::random(dims, Distribution::uniform(-std::sqrt(3.0) * std, std::sqrt(3.0) * std), device);
+    }
+    case Kind::orthogonal: return orthogonal_matrix<B, D>(dims, shape, device);
+  }
+  KILN_FAIL("nn::Init: unknown kind");
+}
 
 }  // namespace kiln::nn

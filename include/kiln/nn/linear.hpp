@@ -17,6 +17,25 @@ struct LinearOptions {
   std::optional<Init> bias_init;    // default: PyTorch's
 };
 
+}  // namespace kiln::nn
+
+namespace kiln::functional {
+
+// x [..., in] @ weight[out, in]^T (+ bias [out]) → [..., out], as torch.nn.functional.linear.
+// A free function template, so that a backend's library can compile it once (kiln/nn/instances.hpp).
+template <Backend B, std::size_t D>
+Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight, const std::optional<Tensor<B, 1>>& bias) {
+  KILN_CHECK(x.dim(-1) == weight.dim(1), "linear: input of shape {} has {} features in its last dim, expected {}",
+             x.shape(), x.dim(-1), weight.dim(1));
+  Tensor<B, D> y = x.matmul(weight.transpose().template unsqueeze<D>());
+  if (bias) y = y + bias->template unsqueeze<D>();
+  return y;
+}
+
+}  // namespace kiln::functional
+
+namespace kiln::nn {
+
 template <class B> struct Linear {
   Param<Tensor<B, 2>> weight;               // [out, in]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
@@ -36,11 +55,7 @@ template <class B> struct Linear {
 
   // x [..., in] → [..., out].
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
-    KILN_CHECK(x.dim(-1) == in_features(), "nn::Linear: input of shape {} has {} features in its last dim, expected {}",
-               x.shape(), x.dim(-1), in_features());
-    Tensor<B, D> y = x.matmul(weight->transpose().template unsqueeze<D>());
-    if (bias) y = y + (*bias)->template unsqueeze<D>();
-    return y;
+    return functional::linear(x, *weight, bias ? std::optional(**bias) : std::nullopt);
   }
 };
 

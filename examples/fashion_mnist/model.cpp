@@ -1,0 +1,37 @@
+// The Fashion-MNIST CNN of model.hpp: its layers' sizes and its forward pass, compiled for
+// the backends the examples run it on. examples/CMakeLists.txt compiles this file once per
+// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan, the CPU
+// otherwise. The layers' convolution, pooling, linear and initialization code comes compiled
+// from the backend's library (kiln/<backend>/instances.hpp), so this file holds little more
+// than the model itself and rebuilds in seconds.
+#include "model.hpp"
+
+#ifdef FASHION_MODEL_VULKAN
+#include <kiln/vulkan/instances.hpp>
+using Backend = kiln::Vulkan;
+#else
+#include <kiln/cpu/instances.hpp>
+using Backend = kiln::Cpu;
+#endif
+
+namespace fashion {
+
+template <class B>
+Cnn<B>::Cnn(const typename B::Device& device)
+    : conv1(1, 32, {3, 3}, {.padding = {1, 1}}, device),
+      conv2(32, 64, {3, 3}, {.padding = {1, 1}}, device),
+      pool({2, 2}),
+      fc1(64 * 7 * 7, 128, {}, device),
+      fc2(128, 10, {}, device) {}
+
+template <class B> kiln::Tensor<B, 2> Cnn<B>::forward(const kiln::Tensor<B, 4>& images) const {
+  const auto x = pool.forward(conv1.forward(images).relu());
+  const auto y = pool.forward(conv2.forward(x).relu());
+  return fc2.forward(fc1.forward(y.template reshape<2>({images.dim(0), -1})).relu());
+}
+
+// Training runs on Autodiff over the backend, testing and inference on the backend itself.
+template struct Cnn<Backend>;
+template struct Cnn<kiln::Autodiff<Backend>>;
+
+}  // namespace fashion
