@@ -1,17 +1,23 @@
 // The Fashion-MNIST CNN of model.hpp: its layers' sizes and its forward pass, compiled for
 // the backends the examples run it on. examples/CMakeLists.txt compiles this file once per
-// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan, the CPU
-// otherwise. The layers' convolution, pooling, linear and initialization code comes compiled
-// from the backend's library (kiln/<backend>/instances.hpp), so this file holds little more
-// than the model itself and rebuilds in seconds.
+// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan (the CPU
+// otherwise) and FASHION_MODEL_AUTODIFF Autodiff over it, for training (the backend itself,
+// for testing and inference, otherwise). The layers' convolution, pooling, linear and
+// initialization code comes compiled from the backend's library (kiln/<backend>/instances.hpp),
+// so this file holds little more than the model itself and rebuilds in seconds.
 #include "model.hpp"
 
 #ifdef FASHION_MODEL_VULKAN
 #include <kiln/vulkan/instances.hpp>
-using Backend = kiln::Vulkan;
+using Inner = kiln::Vulkan;
 #else
 #include <kiln/cpu/instances.hpp>
-using Backend = kiln::Cpu;
+using Inner = kiln::Cpu;
+#endif
+#ifdef FASHION_MODEL_AUTODIFF
+using Backend = kiln::Autodiff<Inner>;
+#else
+using Backend = Inner;
 #endif
 
 namespace fashion {
@@ -30,8 +36,6 @@ template <class B> kiln::Tensor<B, 2> Cnn<B>::forward(const kiln::Tensor<B, 4>& 
   return fc2.forward(fc1.forward(y.template reshape<2>({images.dim(0), -1})).relu());
 }
 
-// Training runs on Autodiff over the backend, testing and inference on the backend itself.
 template struct Cnn<Backend>;
-template struct Cnn<kiln::Autodiff<Backend>>;
 
 }  // namespace fashion

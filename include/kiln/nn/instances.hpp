@@ -1,4 +1,5 @@
-// The building blocks the nn layers run on (convolution, pooling, linear, the initializers),
+// The building blocks the nn layers run on (convolution, pooling, linear, the initializers
+// and the layers' weight set-up),
 // listed once for explicit instantiation. A backend's library compiles them for itself and
 // for Autodiff over it (backends/<name>/src/instances*.cpp), and <kiln/<name>/instances.hpp>
 // declares them extern: a file that includes it compiles calls to them, not their bodies
@@ -48,6 +49,10 @@
   KILN_NN_INSTANCES_RANK(EXTERN, B, 4)                                                                            \
   EXTERN template ::kiln::Tensor<B, 1> kiln::nn::Init::make<B, 1>(const ::kiln::Tensor<B, 1>::Dims&,              \
                                                                   const B::Device&) const;                        \
+  EXTERN template void kiln::nn::detail::init_linear<B>(::kiln::nn::Param<::kiln::Tensor<B, 2>>&,                 \
+                                                       std::optional<::kiln::nn::Param<::kiln::Tensor<B, 1>>>&,  \
+                                                       std::int64_t, std::int64_t, const ::kiln::nn::LinearOptions&, \
+                                                       const B::Device&);                                        \
   EXTERN template void kiln::nn::detail::init_conv<B, 3>(                                                         \
       ::kiln::nn::Param<::kiln::Tensor<B, 3>>&, std::optional<::kiln::nn::Param<::kiln::Tensor<B, 1>>>&,          \
       const std::array<std::int64_t, 3>&, std::int64_t, bool, const B::Device&);                                  \

@@ -36,6 +36,22 @@ Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight, const std
 
 namespace kiln::nn {
 
+namespace detail {
+// A linear layer's weight [out, in] and optional bias [out], PyTorch's default initialization
+// unless `options` names others. A free function template, so that a backend's library can
+// compile it once (kiln/nn/instances.hpp).
+template <class B>
+void init_linear(Param<Tensor<B, 2>>& weight, std::optional<Param<Tensor<B, 1>>>& bias, std::int64_t in,
+                 std::int64_t out, const LinearOptions& options, const typename B::Device& device) {
+  KILN_CHECK(in > 0 && out > 0, "nn::Linear: features must be positive, got in = {}, out = {}", in, out);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  const Init default_init = Init::uniform(-bound, bound);
+  weight = Param(options.weight_init.value_or(default_init).template make<B, 2>({out, in}, device));
+  if (options.bias) bias.emplace(options.bias_init.value_or(default_init).template make<B, 1>({out}, device));
+  else bias.reset();
+}
+}  // namespace detail
+
 template <class B> struct Linear {
   Param<Tensor<B, 2>> weight;               // [out, in]
   std::optional<Param<Tensor<B, 1>>> bias;  // [out]
@@ -43,11 +59,7 @@ template <class B> struct Linear {
 
   Linear() = default;
   Linear(std::int64_t in, std::int64_t out, const LinearOptions& options = {}, const typename B::Device& device = {}) {
-    KILN_CHECK(in > 0 && out > 0, "nn::Linear: features must be positive, got in = {}, out = {}", in, out);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-    const Init default_init = Init::uniform(-bound, bound);
-    weight = Param(options.weight_init.value_or(default_init).template make<B, 2>({out, in}, device));
-    if (options.bias) bias.emplace(options.bias_init.value_or(default_init).template make<B, 1>({out}, device));
+    detail::init_linear<B>(weight, bias, in, out, options, device);
   }
 
   std::int64_t in_features() const { return weight->dim(1); }

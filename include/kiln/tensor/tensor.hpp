@@ -13,9 +13,35 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace kiln {
+
+// The shape `dims` asks of a reshape of `from`: one dim may be -1, inferred from the element
+// count. Not a template, so the checks are compiled once per file, not once per reshape.
+inline Shape reshape_shape(const Shape& from, std::span<const std::int64_t> dims) {
+  std::vector<std::int64_t> out(dims.begin(), dims.end());
+  std::int64_t known = 1;
+  int infer = -1;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK(infer < 0, "reshape: only one dim may be -1, got {}", Shape(out));
+      infer = static_cast<int>(i);
+    } else {
+      KILN_CHECK(out[i] >= 0, "reshape: invalid dim {} in {}", out[i], Shape(out));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && from.numel() % known == 0, "reshape: cannot reshape {} into {}", from, Shape(out));
+    out[static_cast<std::size_t>(infer)] = from.numel() / known;
+  }
+  Shape to(std::move(out));
+  KILN_CHECK(to.numel() == from.numel(), "reshape: cannot reshape {} ({} elements) into {} ({} elements)", from,
+             from.numel(), to, to.numel());
+  return to;
+}
 
 template <Backend B, std::size_t D, TensorKind K>
 class Tensor : public ElementwiseApi<B, D, K>,
@@ -142,25 +168,7 @@ class Tensor : public ElementwiseApi<B, D, K>,
     return reshape<D2>(a);
   }
   template <std::size_t D2> Tensor<B, D2, K> reshape(const std::array<std::int64_t, D2>& dims) const {
-    std::vector<std::int64_t> out(dims.begin(), dims.end());
-    std::int64_t known = 1;
-    int infer = -1;
-    for (std::size_t i = 0; i < D2; ++i) {
-      if (out[i] == -1) {
-        KILN_CHECK(infer < 0, "reshape: only one dim may be -1, got {}", Shape(out));
-        infer = static_cast<int>(i);
-      } else {
-        KILN_CHECK(out[i] >= 0, "reshape: invalid dim {} in {}", out[i], Shape(out));
-        known *= out[i];
-      }
-    }
-    if (infer >= 0) {
-      KILN_CHECK(known != 0 && numel() % known == 0, "reshape: cannot reshape {} into {}", shape(), Shape(out));
-      out[static_cast<std::size_t>(infer)] = numel() / known;
-    }
-    KILN_CHECK(Shape(out).numel() == numel(), "reshape: cannot reshape {} ({} elements) into {} ({} elements)",
-               shape(), numel(), Shape(out), Shape(out).numel());
-    return Tensor<B, D2, K>(B::reshape(primitive_, Shape(out)));
+    return Tensor<B, D2, K>(B::reshape(primitive_, reshape_shape(shape(), dims)));
   }
   // Merges dims start..end (inclusive) into one: the result has rank D2 = D - (end - start).
   template <std::size_t D2> Tensor<B, D2, K> flatten(std::int64_t start = 0, std::int64_t end = -1) const {
