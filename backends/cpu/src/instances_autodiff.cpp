@@ -1,4 +1,11 @@
-// The nn building blocks of kiln/nn/instances.hpp on Autodiff over the CPU backend, compiled once here.
+// Autodiff over the CPU backend (kiln/autodiff/instances.hpp) and the nn building blocks of
+// kiln/nn/instances.hpp on it, compiled once here.
 #include "kiln/cpu/instances.hpp"
+
+#define KILN_AUTODIFF_EXTERN
+#define KILN_AUTODIFF_INNER kiln::Cpu
+KILN_AUTODIFF_INSTANCES
+#undef KILN_AUTODIFF_EXTERN
+#undef KILN_AUTODIFF_INNER
 
 KILN_NN_INSTANCES(, kiln::Autodiff<kiln::Cpu>)

@@ -117,75 +117,11 @@ template <Backend B> struct Autodiff {
   }
 
   // ================================================================ elementwise
-  template <class Op> static Primitive unary(const Primitive& x) {
-    InnerPrimitive y = B::template unary<Op>(x.value);
-    if constexpr (!ops::DifferentiableUnary<Op>) {
-      return from_inner(std::move(y));
-    } else if constexpr (std::same_as<Op, ops::Neg>) {
-      return record(Op::name, std::move(y), {x.node},
-                    [](const InnerPrimitive& dy, Sink& s) { s.put(0, B::template unary<ops::Neg>(dy)); });
-    } else {
-      InnerPrimitive saved = y;
-      return record(Op::name, std::move(y), {x.node},
-                    [x = x.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
-                      s.put(0, B::template unary_backward<Op>(x, y, dy));
-                    });
-    }
-  }
+  template <class Op> static Primitive unary(const Primitive& x);
 
-  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b) {
-    InnerPrimitive y = B::template binary<Op>(a.value, b.value);
-    if constexpr (!ops::DifferentiableBinary<Op>) {
-      return from_inner(std::move(y));
-    } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
-      // Linear: dy passes through (negated for the subtrahend), summed to each operand's shape.
-      return record(Op::name, std::move(y), {a.node, b.node},
-                    [sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
-                      if (s.needs(0)) s.put(0, sum_to(dy, sa));
-                      if (!s.needs(1)) return;
-                      if constexpr (std::same_as<Op, ops::Sub>) s.put(1, sum_to(B::template unary<ops::Neg>(dy), sb));
-                      else s.put(1, sum_to(dy, sb));
-                    });
-    } else if constexpr (std::same_as<Op, ops::Mul>) {
-      return record(Op::name, std::move(y), {a.node, b.node},
-                    [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
-                      if (s.needs(0)) s.put(0, sum_to(B::template binary<ops::Mul>(dy, b), B::shape(a)));
-                      if (s.needs(1)) s.put(1, sum_to(B::template binary<ops::Mul>(dy, a), B::shape(b)));
-                    });
-    } else {
-      InnerPrimitive saved = y;
-      return record(Op::name, std::move(y), {a.node, b.node},
-                    [a = a.value, b = b.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
-                      if (s.needs(0))
-                        s.put(0, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
-                      if (s.needs(1))
-                        s.put(1, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
-                    });
-    }
-  }
+  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
 
-  template <class Op> static Primitive binary_scalar(const Primitive& a, double scalar) {
-    InnerPrimitive y = B::template binary_scalar<Op>(a.value, scalar);
-    if constexpr (!ops::DifferentiableBinary<Op>) {
-      return from_inner(std::move(y));
-    } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
-      return record(Op::name, std::move(y), {a.node}, [](const InnerPrimitive& dy, Sink& s) { s.put(0, dy); });
-    } else if constexpr (std::same_as<Op, ops::Mul> || std::same_as<Op, ops::Div>) {
-      return record(Op::name, std::move(y), {a.node}, [scalar](const InnerPrimitive& dy, Sink& s) {
-        s.put(0, B::template binary_scalar<Op>(dy, scalar));
-      });
-    } else {
-      InnerPrimitive saved = y;
-      return record(Op::name, std::move(y), {a.node},
-                    [a = a.value, scalar, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
-                      // The scalar as a one-element tensor that broadcasts against a.
-                      const InnerPrimitive b =
-                          B::full(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
-                                  B::device(a));
-                      s.put(0, B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs));
-                    });
-    }
-  }
+  template <class Op> static Primitive binary_scalar(const Primitive& a, double scalar);
 
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b) {
     return record("where", B::where(cond.value, a.value, b.value), {nullptr, a.node, b.node},
@@ -345,20 +281,9 @@ template <Backend B> struct Autodiff {
   }
 
   // ================================================================ layout
-  static Primitive reshape(const Primitive& x, const Shape& shape) {
-    return record("reshape", B::reshape(x.value, shape), {x.node},
-                  [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, B::reshape(dy, xs)); });
-  }
-  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims) {
-    std::vector<std::int64_t> inverse(dims.size());
-    for (std::size_t i = 0; i < dims.size(); ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
-    return record("permute", B::permute(x.value, dims), {x.node},
-                  [inverse](const InnerPrimitive& dy, Sink& s) { s.put(0, B::permute(dy, inverse)); });
-  }
-  static Primitive expand(const Primitive& x, const Shape& shape) {
-    return record("expand", B::expand(x.value, shape), {x.node},
-                  [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, sum_to(dy, xs)); });
-  }
+  static Primitive reshape(const Primitive& x, const Shape& shape);
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive expand(const Primitive& x, const Shape& shape);
   static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges) {
     std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
     return record("slice", B::slice(x.value, ranges), {x.node},
@@ -627,5 +552,105 @@ template <Backend B> struct Autodiff {
     return B::template binary<ops::Mul>(B::cat(left, dim), B::cat(right, dim));
   }
 };
+
+// Defined out of the class, so that a backend's library can compile them once for Autodiff
+// over it (kiln/autodiff/instances.hpp): GCC compiles in-class members in every file that
+// calls them, extern template or not.
+
+template <Backend B>
+template <class Op>
+typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
+  InnerPrimitive y = B::template unary<Op>(x.value);
+  if constexpr (!ops::DifferentiableUnary<Op>) {
+    return from_inner(std::move(y));
+  } else if constexpr (std::same_as<Op, ops::Neg>) {
+    return record(Op::name, std::move(y), {x.node},
+                  [](const InnerPrimitive& dy, Sink& s) { s.put(0, B::template unary<ops::Neg>(dy)); });
+  } else {
+    InnerPrimitive saved = y;
+    return record(Op::name, std::move(y), {x.node},
+                  [x = x.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, B::template unary_backward<Op>(x, y, dy));
+                  });
+  }
+}
+
+template <Backend B>
+template <class Op>
+typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Primitive& b) {
+  InnerPrimitive y = B::template binary<Op>(a.value, b.value);
+  if constexpr (!ops::DifferentiableBinary<Op>) {
+    return from_inner(std::move(y));
+  } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
+    // Linear: dy passes through (negated for the subtrahend), summed to each operand's shape.
+    return record(Op::name, std::move(y), {a.node, b.node},
+                  [sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0)) s.put(0, sum_to(dy, sa));
+                    if (!s.needs(1)) return;
+                    if constexpr (std::same_as<Op, ops::Sub>) s.put(1, sum_to(B::template unary<ops::Neg>(dy), sb));
+                    else s.put(1, sum_to(dy, sb));
+                  });
+  } else if constexpr (std::same_as<Op, ops::Mul>) {
+    return record(Op::name, std::move(y), {a.node, b.node},
+                  [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0)) s.put(0, sum_to(B::template binary<ops::Mul>(dy, b), B::shape(a)));
+                    if (s.needs(1)) s.put(1, sum_to(B::template binary<ops::Mul>(dy, a), B::shape(b)));
+                  });
+  } else {
+    InnerPrimitive saved = y;
+    return record(Op::name, std::move(y), {a.node, b.node},
+                  [a = a.value, b = b.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                    if (s.needs(0))
+                      s.put(0, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
+                    if (s.needs(1))
+                      s.put(1, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
+                  });
+  }
+}
+
+template <Backend B>
+template <class Op>
+typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, double scalar) {
+  InnerPrimitive y = B::template binary_scalar<Op>(a.value, scalar);
+  if constexpr (!ops::DifferentiableBinary<Op>) {
+    return from_inner(std::move(y));
+  } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
+    return record(Op::name, std::move(y), {a.node}, [](const InnerPrimitive& dy, Sink& s) { s.put(0, dy); });
+  } else if constexpr (std::same_as<Op, ops::Mul> || std::same_as<Op, ops::Div>) {
+    return record(Op::name, std::move(y), {a.node}, [scalar](const InnerPrimitive& dy, Sink& s) {
+      s.put(0, B::template binary_scalar<Op>(dy, scalar));
+    });
+  } else {
+    InnerPrimitive saved = y;
+    return record(Op::name, std::move(y), {a.node},
+                  [a = a.value, scalar, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                    // The scalar as a one-element tensor that broadcasts against a.
+                    const InnerPrimitive b =
+                        B::full(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
+                                B::device(a));
+                    s.put(0, B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs));
+                  });
+  }
+}
+
+template <Backend B>
+typename Autodiff<B>::Primitive Autodiff<B>::reshape(const Primitive& x, const Shape& shape) {
+  return record("reshape", B::reshape(x.value, shape), {x.node},
+                [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, B::reshape(dy, xs)); });
+}
+
+template <Backend B>
+typename Autodiff<B>::Primitive Autodiff<B>::permute(const Primitive& x, std::span<const std::int64_t> dims) {
+  std::vector<std::int64_t> inverse(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
+  return record("permute", B::permute(x.value, dims), {x.node},
+                [inverse](const InnerPrimitive& dy, Sink& s) { s.put(0, B::permute(dy, inverse)); });
+}
+
+template <Backend B>
+typename Autodiff<B>::Primitive Autodiff<B>::expand(const Primitive& x, const Shape& shape) {
+  return record("expand", B::expand(x.value, shape), {x.node},
+                [xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) { s.put(0, sum_to(dy, xs)); });
+}
 
 }  // namespace kiln

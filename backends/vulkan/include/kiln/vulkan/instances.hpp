@@ -1,11 +1,10 @@
-// The nn building blocks (kiln/nn/instances.hpp) on kiln::Vulkan and kiln::Autodiff<kiln::Vulkan>,
-// compiled once in libkiln_vulkan: include this header in a model file and it compiles calls to
-// them instead of their bodies.
+// Autodiff<kiln::Vulkan> (kiln/autodiff/instances.hpp) and the nn building blocks
+// (kiln/nn/instances.hpp) on kiln::Vulkan and Autodiff over it, compiled once in libkiln_vulkan:
+// include this header in a model file and it compiles calls to them instead of their bodies.
 #pragma once
 
-#include "kiln/autodiff/backend.hpp"
 #include "kiln/vulkan/backend.hpp"
-#include "kiln/nn/instances.hpp"
 
-KILN_NN_INSTANCES(extern, kiln::Vulkan)
-KILN_NN_INSTANCES(extern, kiln::Autodiff<kiln::Vulkan>)
+#define KILN_INSTANCES_BACKEND kiln::Vulkan
+#include "kiln/backend/instances.inc"
+#undef KILN_INSTANCES_BACKEND
