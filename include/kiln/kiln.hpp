@@ -1,21 +1,14 @@
-// Kiln's umbrella header: the core types, the op catalogue, the Backend concept, the
-// Tensor API, the Autodiff decorator and every backend this installation was built with.
+// Kiln's umbrella header, like torch/torch.h: the whole library. Tensors, autodiff and
+// every installed backend (kiln/tensor.hpp), modules, layers and losses (kiln/nn.hpp),
+// optimizers and schedulers (kiln/optim.hpp), weights I/O (kiln/store.hpp), datasets and
+// the data loader (kiln/data.hpp) and the training loop (kiln/train.hpp). Linking
+// kiln::cpu (or kiln::kiln, every installed backend) brings the libraries all of these need.
+// Each of those headers may be included alone for a faster build.
 #pragma once
 
-#include "kiln/autodiff/backend.hpp"
-#include "kiln/backend/backend.hpp"
-#include "kiln/core/device.hpp"
-#include "kiln/core/dtype.hpp"
-#include "kiln/core/error.hpp"
-#include "kiln/core/rng.hpp"
-#include "kiln/core/shape.hpp"
-#include "kiln/core/tensor_data.hpp"
-#include "kiln/optim/adam.hpp"
-#include "kiln/optim/scheduler.hpp"
-#include "kiln/tensor/module_ops.hpp"
-#include "kiln/tensor/print.hpp"
-#include "kiln/tensor/tensor.hpp"
-
-#if __has_include("kiln/cpu/backend.hpp")
-#include "kiln/cpu/backend.hpp"
-#endif
+#include "kiln/data.hpp"
+#include "kiln/nn.hpp"
+#include "kiln/optim.hpp"
+#include "kiln/store.hpp"
+#include "kiln/tensor.hpp"
+#include "kiln/train.hpp"

@@ -1,5 +1,7 @@
 // kiln::nn: modules generic over the backend (a module written once runs for inference on
-// B and trains on Autodiff<B>). See docs/modules.md.
+// B and trains on Autodiff<B>): the module system, layers, losses, initializers, and
+// saving and loading (nn::save, nn::load; libkiln_store, which kiln::cpu brings). See
+// docs/modules.md.
 #pragma once
 
 #include "kiln/nn/attention.hpp"
@@ -14,4 +16,5 @@
 #include "kiln/nn/pool.hpp"
 #include "kiln/nn/positional.hpp"
 #include "kiln/nn/rnn.hpp"
+#include "kiln/nn/state.hpp"
 #include "kiln/nn/valid.hpp"

@@ -1,6 +1,6 @@
 // kiln::train: the Learner (a training loop over any range of batches), metrics, the live
 // dashboard, CSV / JSONL logs, checkpoints with resume, early stopping and the best model.
-// Needs kiln::train (target_link_libraries(app kiln::train)). See docs/train.md.
+// Compiled parts in libkiln_train (kiln::train, which kiln::cpu brings). See docs/train.md.
 #pragma once
 
 #include "kiln/train/chart.hpp"

@@ -4,8 +4,8 @@
 #include "backends.hpp"
 #include "golden.hpp"
 
-#include <kiln/kiln.hpp>
 #include <kiln/nn/norm.hpp>
+#include <kiln/tensor.hpp>
 
 namespace {
 

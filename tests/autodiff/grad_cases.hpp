@@ -9,7 +9,7 @@
 
 #include "golden.hpp"
 
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <functional>
 #include <limits>

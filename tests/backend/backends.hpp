@@ -2,10 +2,15 @@
 // (under its build option), bare and under each decorator, and every typed test runs on it.
 #pragma once
 
-#include <kiln/kiln.hpp>
+#include <kiln/cpu/instances.hpp>
+#include <kiln/tensor.hpp>
 #if defined(KILN_TEST_VULKAN)
 #include <kiln/vulkan/backend.hpp>
+#include <kiln/vulkan/instances.hpp>
 #endif
+// The instances headers declare Autodiff over each backend and the nn building blocks
+// extern: the tests call the copies compiled in the backends' libraries instead of
+// compiling them again in every file.
 
 #include <gtest/gtest.h>
 

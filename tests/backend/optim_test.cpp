@@ -4,6 +4,8 @@
 #include "backends.hpp"
 #include "golden.hpp"
 
+#include <kiln/optim/adam.hpp>
+
 using namespace kiln;
 using kiln::test::golden;
 

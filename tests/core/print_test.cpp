@@ -4,7 +4,7 @@
 // as true/false.
 #include "golden.hpp"
 
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // drawing exactly the documented numbers.
 #include "golden.hpp"
 
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <gtest/gtest.h>
 

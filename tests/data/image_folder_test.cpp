@@ -6,7 +6,7 @@
 #include <kiln/data/image_folder.hpp>
 #include <kiln/data/loader.hpp>
 #include <kiln/data/transforms.hpp>
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <stb_image_write.h>
 

@@ -5,7 +5,7 @@
 
 #include <kiln/data/loader.hpp>
 #include <kiln/data/transforms.hpp>
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <atomic>
 #include <chrono>

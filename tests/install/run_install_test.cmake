@@ -66,9 +66,10 @@ if(STEP STREQUAL "install")
   endforeach()
 
   # Each backend is a shared library whose dependencies and flags are private: its
-  # exported interface must be its include dir and kiln::core, nothing more.
-  # check_exported(<Name> <target> <words that must not appear>...)
-  function(check_exported name target)
+  # exported interface must be its include dir, kiln::core and the libraries its consumers
+  # get with it (kiln::store, kiln::data, kiln::train), nothing more.
+  # check_exported(<Name> <target> <interface link libraries> <words that must not appear>...)
+  function(check_exported name target interface)
     file(READ ${config_dir}/Kiln${name}Targets.cmake targets)
     string(TOLOWER "${targets}" targets_lower)
     foreach(leak ${ARGN} interface_compile_options interface_compile_definitions interface_link_options)
@@ -77,23 +78,28 @@ if(STEP STREQUAL "install")
         fail("Kiln${name}Targets.cmake mentions '${leak}': a private dependency or flag leaks to consumers:\n${targets}")
       endif()
     endforeach()
-    if(NOT targets MATCHES "INTERFACE_LINK_LIBRARIES \"kiln::core\"\n")
-      fail("${target} should link only kiln::core in its interface:\n${targets}")
+    string(FIND "${targets}" "INTERFACE_LINK_LIBRARIES \"${interface}\"\n" at)
+    if(at EQUAL -1)
+      fail("${target} should link only ${interface} in its interface:\n${targets}")
     endif()
   endfunction()
-  check_exported(Cpu kiln::cpu march fopenmp openmp eigen dnnl)
+  check_exported(Cpu kiln::cpu "kiln::core;kiln::store;kiln::data;kiln::train" march fopenmp openmp eigen dnnl)
   # kiln::store (weights I/O), kiln::data (datasets and readers) and kiln::train (the
   # training loop's compiled parts) are exported with kiln::core and depend on nothing
   # else: zlib, stb_image and threads stay private.
-  check_exported(Core "kiln::store, kiln::data and kiln::train" zlib libstb threads)
+  check_exported(Core "kiln::store, kiln::data and kiln::train" "kiln::core" zlib libstb threads)
   file(READ ${config_dir}/KilnCoreTargets.cmake core_targets)
   if(NOT core_targets MATCHES "kiln::train" OR NOT core_targets MATCHES "INTERFACE_LINK_LIBRARIES \"kiln::store\"\n")
     fail("KilnCoreTargets.cmake should define kiln::train, linking only kiln::store:\n${core_targets}")
   endif()
   if(VULKAN_BUILT)
-    check_exported(Vulkan kiln::vulkan glslang spirv libvulkan vulkan::vulkan)
+    check_exported(Vulkan kiln::vulkan "kiln::core;kiln::store;kiln::data;kiln::train" glslang spirv libvulkan vulkan::vulkan)
   endif()
-  # The installed library needs no RPATH: its dependencies live in the system's library dirs.
+  # An installed library finds the other Kiln libraries it needs (libkiln_train needs
+  # libkiln_store) beside itself, wherever the prefix is: its RUNPATH is $ORIGIN and nothing
+  # else (a program's own RUNPATH does not serve its libraries' dependencies, and a linker
+  # with --as-needed leaves libkiln_store out of a program that calls only kiln::train).
+  # Its other dependencies live in the system's library dirs.
   file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
        ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.* ${prefix}/*/libkiln_train.so.*.*.*)
   foreach(library kiln_cpu kiln_store kiln_data kiln_train)
@@ -103,8 +109,9 @@ if(STEP STREQUAL "install")
   endforeach()
   foreach(library IN LISTS libraries)
     file(READ_ELF ${library} RPATH rpath RUNPATH runpath)
-    if(rpath OR runpath)
-      fail("${library} has an RPATH/RUNPATH (${rpath}${runpath}); the installed library should have none")
+    if(rpath OR NOT runpath STREQUAL "$ORIGIN")
+      fail("${library} has RPATH '${rpath}' and RUNPATH '${runpath}'; the installed library should have RUNPATH "
+           "$ORIGIN only")
     endif()
   endforeach()
   message(STATUS "installed and relocated to ${prefix}; the backends' targets export no private flags")

@@ -8,7 +8,7 @@
 // Values are decimal (nan, inf, -inf allowed); bools are 0/1.
 #pragma once
 
-#include <kiln/kiln.hpp>
+#include <kiln/tensor.hpp>
 
 #include <gtest/gtest.h>
 

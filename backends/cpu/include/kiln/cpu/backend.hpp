@@ -1,6 +1,7 @@
-// kiln::Cpu: the CPU backend, the default and the embedded one. Declarations only:
-// the kernels are compiled once in the kiln_cpu library (oneDNN for GEMM, convolution
-// and pooling; Eigen-vectorized elementwise loops; OpenMP threads).
+// kiln::Cpu: the CPU backend, the default one. Declarations only: the kernels are
+// compiled once in the kiln_cpu library (oneDNN for GEMM, convolution and pooling;
+// Eigen-vectorized elementwise loops; OpenMP threads). A header-only build of it for
+// embedded inference is planned (docs/getting-started.md), not written yet.
 #pragma once
 
 #include "kiln/backend/backend.hpp"
