@@ -43,8 +43,12 @@ if(marked EQUAL 0)
   message(FATAL_ERROR "${file_name} has no line ending in '// must not compile'")
 endif()
 # A failed consteval check (a KILN_CHECK message) is reported by GCC inside the consteval
-# function, with the marked line named by its "in 'constexpr' expansion of" note.
-if(NOT output MATCHES "${file_name}:${marked}:[0-9]+: +(error|in 'constexpr' expansion of)")
+# function, with the marked line named by its "in 'constexpr' expansion of" note; a failed
+# static_assert inside a macro (KILN_MODULE's field check) names the marked line in an
+# "in expansion of macro" note (GCC) or an "expanded from macro" one (Clang); a failed
+# static_assert in a class template names the marked line where it is instantiated
+# ("required from here" in GCC, "in instantiation of" in Clang).
+if(NOT output MATCHES "${file_name}:${marked}:[0-9]+: +(error|in 'constexpr' expansion of|note: in expansion of macro|note: expanded from macro|required from here|note: in instantiation of)")
   message(FATAL_ERROR "${file_name} failed to compile, but not with an error on line ${marked}:\n${output}")
 endif()
 

@@ -161,7 +161,7 @@ TYPED_TEST(NnLayers, EmbeddingAndPReluMatchTorch) {
 template <class B> struct SelfAttention {
   nn::MultiHeadAttention<B> attn;
   bool causal = false;
-  KILN_MODULE(attn)
+  KILN_MODULE(attn, causal)
   SelfAttention(bool causal_) : attn(8, 2), causal(causal_) {}
   Tensor<B, 3> forward(const Tensor<B, 3>& x) const {
     const std::int64_t n = x.dim(0), s = x.dim(1);

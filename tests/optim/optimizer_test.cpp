@@ -66,6 +66,28 @@ TYPED_TEST(Optimizers, EveryOptimizerFollowsTorchOverTwentySteps) {
   follows_torch<B>("lion", optim::Lion<B>({.beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}), 0.01);
 }
 
+// An optimizer named by the model's backend (as Burn spells it) is the one of the inner
+// backend: the same type, so it follows torch the same way.
+static_assert(std::is_same_v<optim::Adam<Autodiff<Cpu>>, optim::Adam<Cpu>>);
+static_assert(std::is_same_v<optim::Sgd<Autodiff<Cpu>>, optim::Optimizer<Cpu, optim::SgdRule>>);
+static_assert(std::is_same_v<decltype(optim::adamw<Autodiff<Cpu>>()), optim::Adam<Cpu>>);
+
+// adamw's options have AdamW's defaults: giving some of them keeps the weight decay of 0.01.
+TEST(AdamW, SomeOptionsKeepTheDefaultWeightDecay) {
+  const auto adamw = optim::adamw<Cpu>({.eps = 1e-6});
+  EXPECT_EQ(adamw.options().weight_decay, 0.01);
+  EXPECT_EQ(adamw.options().eps, 1e-6);
+  EXPECT_EQ(adamw.options().beta2, 0.999);
+  EXPECT_TRUE(adamw.options().decoupled_weight_decay);
+  EXPECT_EQ(optim::adamw<Cpu>({.weight_decay = 0}).options().weight_decay, 0.0);
+}
+
+TYPED_TEST(Optimizers, AcceptTheModelsBackend) {
+  using B = TypeParam;
+  follows_torch<B>("adam", optim::Adam<Autodiff<B>>({.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.01}),
+                   0.01);
+}
+
 // Saving the state after 10 steps and restoring it into a fresh optimizer gives the same
 // 20-step result as running straight through.
 TYPED_TEST(Optimizers, StateSavedAndRestoredContinuesTheSameRun) {

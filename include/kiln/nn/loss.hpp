@@ -8,6 +8,7 @@
 #include "kiln/tensor/tensor.hpp"
 
 #include <optional>
+#include <string_view>
 #include <type_traits>
 
 namespace kiln::nn {
@@ -75,26 +76,36 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
 };
 
-// -weight[y] log_probs[i, y] for class-index targets y [N] over log-probabilities [N, C];
-// targets equal to ignore_index count for nothing (mean: divided by the weights of the rest).
+namespace detail {
+// nll_loss, its errors named after `op`, the loss the user called (nll_loss, or
+// cross_entropy, which computes it from log_softmax).
 template <class B>
-Tensor<B, 1> nll_loss(const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& target,
-                      const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+Tensor<B, 1> nll_loss(std::string_view op, const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& target,
+                      const std::optional<Tensor<B, 1>>& weight, const CrossEntropyOptions& o) {
   const std::int64_t n = log_probs.dim(0), c = log_probs.dim(1);
-  KILN_CHECK(target.dim(0) == n, "nll_loss: {} targets for input {}", target.dim(0), log_probs.shape());
-  KILN_CHECK(!weight || weight->dim(0) == c, "nll_loss: {} class weights for {} classes", weight ? weight->dim(0) : 0, c);
+  KILN_CHECK(target.dim(0) == n, "{}: {} targets for input {}", op, target.dim(0), log_probs.shape());
+  KILN_CHECK(!weight || weight->dim(0) == c, "{}: {} class weights for {} classes", op, weight ? weight->dim(0) : 0, c);
   const Tensor<B, 1> kept = target.ne(static_cast<double>(o.ignore_index)).to_float(log_probs.dtype());
   // Ignored targets read class 0 (any valid one) and are masked out.
   const Tensor<B, 1, Int> safe = where(kept.gt(0.0), target, target.zeros_like());
   // One read back checks the range (gather would refuse it too, naming itself).
   KILN_CHECK(n == 0 || !safe.lt(0.0).logical_or(safe.ge(static_cast<double>(c))).any().item(),
-             "nll_loss: a target is outside [0, {}) and is not ignore_index {}", c, o.ignore_index);
+             "{}: a target is outside [0, {}) and is not ignore_index {}", op, c, o.ignore_index);
   Tensor<B, 1> w = kept;
   if (weight) w = w * weight->index_select(0, safe);
   const Tensor<B, 1> picked = log_probs.gather(1, safe.unsqueeze_dim(1)).template reshape<1>({n});
   const Tensor<B, 1> loss = -(picked * w);
   if (o.reduction == Reduction::mean) return loss.sum() / w.sum();
-  return detail::reduced(loss, o.reduction, "nll_loss");
+  return reduced(loss, o.reduction, op);
+}
+}  // namespace detail
+
+// -weight[y] log_probs[i, y] for class-index targets y [N] over log-probabilities [N, C];
+// targets equal to ignore_index count for nothing (mean: divided by the weights of the rest).
+template <class B>
+Tensor<B, 1> nll_loss(const Tensor<B, 2>& log_probs, const Tensor<B, 1, Int>& target,
+                      const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt, const CrossEntropyOptions& o = {}) {
+  return detail::nll_loss("nll_loss", log_probs, target, weight, o);
 }
 
 // Cross entropy of logits [N, C] and class indices [N]: nll_loss of log_softmax, with label
@@ -105,7 +116,7 @@ Tensor<B, 1> cross_entropy(const Tensor<B, 2>& logits, const Tensor<B, 1, Int>& 
   KILN_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got {}",
              o.label_smoothing);
   const Tensor<B, 2> log_probs = logits.log_softmax(1);
-  const Tensor<B, 1> nll = nll_loss(log_probs, target, weight, o);
+  const Tensor<B, 1> nll = detail::nll_loss("cross_entropy", log_probs, target, weight, o);
   if (o.label_smoothing == 0) return nll;
   const std::int64_t n = logits.dim(0), c = logits.dim(1);
   const Tensor<B, 1> kept = target.ne(static_cast<double>(o.ignore_index)).to_float(logits.dtype());

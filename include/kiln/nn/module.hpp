@@ -27,17 +27,56 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // Names the fields of a module's state, in order (the order of saving and printing);
-// KILN_MODULE() for a module without state (a pooling layer, an activation).
+// KILN_MODULE() for a module without state (a pooling layer, an activation). It must name
+// every data member: a member it leaves out would never be trained, saved or converted,
+// so visit() checks at compile time, from the members' offsets and sizes, that the named
+// members tile the whole object (kiln::nn::detail::unlisted_field_at).
 #define KILN_MODULE(...)                                                                        \
   template <class KilnWalker> void visit(KilnWalker& kiln_walker) {                             \
+    KILN_DETAIL_CHECK_FIELDS(__VA_ARGS__)                                                       \
     ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__);     \
   }                                                                                             \
   template <class KilnWalker> void visit(KilnWalker& kiln_walker) const {                       \
+    KILN_DETAIL_CHECK_FIELDS(__VA_ARGS__)                                                       \
     ::kiln::nn::detail::visit_fields(kiln_walker, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__);     \
   }
+
+// The check of KILN_MODULE, in visit()'s body, where the class is complete. offsetof on a
+// type that is not standard-layout is conditionally supported; GCC and Clang support it
+// and warn (-Winvalid-offsetof), which the pragmas silence for this one use.
+#define KILN_DETAIL_CHECK_FIELDS(...)                                                            \
+  {                                                                                             \
+    using KilnSelf = std::remove_cvref_t<decltype(*this)>;                                      \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Winvalid-offsetof\"")       \
+    constexpr std::size_t kiln_unlisted = ::kiln::nn::detail::unlisted_field_at<KilnSelf>(      \
+        std::array<::kiln::nn::detail::FieldSpan,                                               \
+                   ::kiln::nn::detail::count_fields(#__VA_ARGS__)>{                             \
+            KILN_DETAIL_FOR_EACH(KILN_DETAIL_FIELD_SPAN, __VA_ARGS__)});                        \
+    _Pragma("GCC diagnostic pop")                                                               \
+    static_assert(::kiln::nn::detail::ListsEveryField<kiln_unlisted>::value,                    \
+                  "KILN_MODULE(...) must list every data member of the module: the member at "   \
+                  "byte offset N (the note ListsEveryField<N> names N) is not listed: it would " \
+                  "never be trained, saved or converted");                                        \
+  }
+#define KILN_DETAIL_FIELD_SPAN(field)                                                            \
+  ::kiln::nn::detail::FieldSpan{offsetof(KilnSelf, field), sizeof(KilnSelf::field),            \
+                                alignof(decltype(KilnSelf::field))},
+
+// KILN_DETAIL_FOR_EACH(macro, a, b, c) → macro(a) macro(b) macro(c), for up to 256 arguments:
+// each KILN_DETAIL_EXPAND level rescans four times as often as the one below it.
+#define KILN_DETAIL_PARENS ()
+#define KILN_DETAIL_EXPAND(...) KILN_DETAIL_EXPAND3(KILN_DETAIL_EXPAND3(KILN_DETAIL_EXPAND3(KILN_DETAIL_EXPAND3(__VA_ARGS__))))
+#define KILN_DETAIL_EXPAND3(...) KILN_DETAIL_EXPAND2(KILN_DETAIL_EXPAND2(KILN_DETAIL_EXPAND2(KILN_DETAIL_EXPAND2(__VA_ARGS__))))
+#define KILN_DETAIL_EXPAND2(...) KILN_DETAIL_EXPAND1(KILN_DETAIL_EXPAND1(KILN_DETAIL_EXPAND1(KILN_DETAIL_EXPAND1(__VA_ARGS__))))
+#define KILN_DETAIL_EXPAND1(...) __VA_ARGS__
+#define KILN_DETAIL_FOR_EACH(macro, ...) __VA_OPT__(KILN_DETAIL_EXPAND(KILN_DETAIL_FOR_EACH_STEP(macro, __VA_ARGS__)))
+#define KILN_DETAIL_FOR_EACH_STEP(macro, first, ...) \
+  macro(first) __VA_OPT__(KILN_DETAIL_FOR_EACH_AGAIN KILN_DETAIL_PARENS(macro, __VA_ARGS__))
+#define KILN_DETAIL_FOR_EACH_AGAIN() KILN_DETAIL_FOR_EACH_STEP
 
 namespace kiln::nn {
 
@@ -129,6 +168,45 @@ template <class Derived> class Walker {
 
 namespace detail {
 struct NullWalker : Walker<NullWalker> {};
+
+// Where a member lies in its module: [offset, offset + size), aligned to `align`.
+struct FieldSpan {
+  std::size_t offset = 0, size = 0, align = 1;
+};
+inline constexpr std::size_t no_unlisted_field = static_cast<std::size_t>(-1);
+
+// The number of names in KILN_MODULE's stringized list ("" → 0, "a, b" → 2).
+constexpr std::size_t count_fields(std::string_view names) {
+  if (names.find_first_not_of(' ') == std::string_view::npos) return 0;
+  std::size_t n = 1;
+  for (const char c : names) n += c == ',';
+  return n;
+}
+
+// The byte offset of the first member of M that `listed` does not cover, or
+// no_unlisted_field. Listed members, in address order, must follow one another with no
+// more room between them than the next one's alignment needs, start at the first byte
+// (after the vtable pointer of a polymorphic module) and end where the object's own tail
+// padding begins. An unlisted member smaller than the padding it hides in (a bool after
+// an int) cannot be seen this way; a Param, Buffer or module, aligned to 8 bytes and at
+// least 8 long, always can.
+template <class M, std::size_t N> constexpr std::size_t unlisted_field_at(std::array<FieldSpan, N> listed) {
+  for (std::size_t i = 1; i < N; ++i)  // insertion sort by offset: constexpr, N is small
+    for (std::size_t j = i; j > 0 && listed[j].offset < listed[j - 1].offset; --j) std::swap(listed[j], listed[j - 1]);
+  const auto align_up = [](std::size_t at, std::size_t align) { return (at + align - 1) / align * align; };
+  std::size_t end = std::is_polymorphic_v<M> ? sizeof(void*) : 0;
+  for (const FieldSpan& field : listed) {
+    if (field.offset > align_up(end, field.align)) return end;
+    end = field.offset + field.size > end ? field.offset + field.size : end;
+  }
+  // An empty module is one byte long with nothing in it.
+  if (N == 0) return sizeof(M) == 1 && std::is_empty_v<M> ? no_unlisted_field : 0;
+  return sizeof(M) > align_up(end, alignof(M)) ? end : no_unlisted_field;
+}
+// Named so that a failed check prints the offset: "ListsEveryField<48>::value".
+template <std::size_t UnlistedOffset> struct ListsEveryField {
+  static constexpr bool value = UnlistedOffset == no_unlisted_field;
+};
 
 // Splits KILN_MODULE's stringized field list ("weight, bias") and visits each field.
 template <class W, class... Fields>

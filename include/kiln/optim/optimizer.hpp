@@ -27,7 +27,22 @@ struct StepCount {
   std::int64_t step = 0;
 };
 
+// The backend an optimizer computes on, from the backend a model is written for: the inner
+// backend of Autodiff<B>, or B itself. optim::Adam<Autodiff<Cpu>> (as a Burn user writes)
+// is optim::Adam<Cpu>.
+template <Backend B> struct ParameterBackend {
+  using type = B;
+};
+template <AutodiffBackend B> struct ParameterBackend<B> {
+  using type = typename B::Inner;
+};
+template <Backend B> using ParameterBackendOf = typename ParameterBackend<B>::type;
+
 template <Backend B, class Rule> class Optimizer {
+  static_assert(!AutodiffBackend<B>,
+                "Optimizer<B, Rule> takes the inner backend of the model's Autodiff<B> (Optimizer<Cpu, Rule> for a "
+                "model on Autodiff<Cpu>); the aliases optim::Adam<B>, optim::Sgd<B>... accept either");
+
  public:
   using Options = typename Rule::Options;
   using State = typename Rule::template State<B>;

@@ -147,16 +147,24 @@ struct LionRule {
   }
 };
 
-template <Backend B> using Sgd = Optimizer<B, SgdRule>;
-template <Backend B> using Adam = Optimizer<B, AdamRule>;
-template <Backend B> using RmsProp = Optimizer<B, RmsPropRule>;
-template <Backend B> using AdaGrad = Optimizer<B, AdaGradRule>;
-template <Backend B> using Lion = Optimizer<B, LionRule>;
+// B is the model's backend or its inner one: optim::Adam<Autodiff<Cpu>> and optim::Adam<Cpu>
+// are the same optimizer.
+template <Backend B> using Sgd = Optimizer<ParameterBackendOf<B>, SgdRule>;
+template <Backend B> using Adam = Optimizer<ParameterBackendOf<B>, AdamRule>;
+template <Backend B> using RmsProp = Optimizer<ParameterBackendOf<B>, RmsPropRule>;
+template <Backend B> using AdaGrad = Optimizer<ParameterBackendOf<B>, AdaGradRule>;
+template <Backend B> using Lion = Optimizer<ParameterBackendOf<B>, LionRule>;
 
-// AdamW: Adam with decoupled weight decay (torch.optim.AdamW's default decay is 0.01).
-template <Backend B> Adam<B> adamw(AdamRule::Options options = {.weight_decay = 0.01}) {
-  options.decoupled_weight_decay = true;
-  return Adam<B>(options);
+// AdamW's options: torch.optim.AdamW's defaults, weight decay 0.01 among them, also when
+// only some fields are given (adamw<B>({.eps = 1e-6}) keeps the decay of 0.01).
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+// AdamW: Adam with decoupled weight decay.
+template <Backend B> Adam<B> adamw(const AdamWOptions& o = {}) {
+  return Adam<B>({.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                  .decoupled_weight_decay = true});
 }
 
 }  // namespace kiln::optim

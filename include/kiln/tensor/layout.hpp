@@ -13,6 +13,12 @@
 
 namespace kiln {
 
+// The parameter types of the layout ops, reachable as kiln::Slice, kiln::PadMode and
+// kiln::ScatterMode (as in t.slice({Slice(0, 2), Slice()}), t.pad({1, 1}, PadMode::reflect)).
+using ops::PadMode;
+using ops::ScatterMode;
+using ops::Slice;
+
 template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<B, D, K, LayoutApi<B, D, K>> {
   using Base = TensorMixin<B, D, K, LayoutApi<B, D, K>>;
   using typename Base::Self;

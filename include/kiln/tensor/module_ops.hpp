@@ -6,4 +6,15 @@
 #include "kiln/tensor/pool.hpp"
 #include "kiln/tensor/tensor.hpp"
 
-namespace kiln::functional {}  // namespace kiln::functional
+// The option types the functional ops take, by the names users write them with:
+// functional::Conv2dOptions, functional::InterpolateMode::bilinear...
+namespace kiln::functional {
+using ops::Conv1dOptions;
+using ops::Conv2dOptions;
+using ops::ConvTranspose1dOptions;
+using ops::ConvTranspose2dOptions;
+using ops::InterpolateMode;
+using ops::InterpolateOptions;
+using ops::Pool1dOptions;
+using ops::Pool2dOptions;
+}  // namespace kiln::functional
