@@ -3,7 +3,10 @@
 # (examples/fashion_mnist/model.cpp: the hidden layer's relu becomes a gelu, then back) and
 # times each Release rebuild of examples/fashion_mnist (ccache off for them): 6 rebuilds,
 # each after a one-line change; prints each time, the median and the slowest. The file is
-# left as it was.
+# left as it was. Then a user's own single-file programs, as the docs print them (the
+# blocks tests/docs extracts): the README's program, docs/getting-started.md's first model
+# and docs/modules.md's example, each compiled once in Release (-O3, as CMake's Release),
+# with the include dirs an installed Kiln has; prints the seconds each took.
 # Run it with nothing else building; the figure goes to docs/benchmarks.md.
 #
 #   bash bench/compile_time.sh            (build dir: $KILN_BUILD_DIR or build)
@@ -44,3 +47,18 @@ done
 printf '%s\n' "${times[@]}" | sort -n | awk -v type="$(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2)" \
   -v cores="$(nproc)" -v all="${times[*]}" \
   '{ t[NR] = $1 } END { printf "compile_time: rebuilds of fashion_mnist after a one-line model change (%s, %d cores): %s s; median %.1f s, slowest %.1f s\n", type, cores, all, (t[3] + t[4]) / 2, t[NR] }'
+
+# A user's programs: one compile each, as tests/docs builds them against an installed Kiln.
+blocks="$build/tests/docs/blocks"
+[[ -f "$blocks/readme_1.cpp" ]] || cmake "$build" >/dev/null  # configure extracts the blocks
+cxx=$(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | cut -d= -f2)
+includes=(-Iinclude -Ibackends/cpu/include)
+[[ -d backends/vulkan/include && -f "$build/backends/vulkan/libkiln_vulkan.so" ]] && includes+=(-Ibackends/vulkan/include)
+for block in readme_1:"README.md's program" getting-started_3:"docs/getting-started.md's first model" \
+             modules_1:"docs/modules.md's example"; do
+  file="$blocks/${block%%:*}.cpp"
+  start=$(date +%s.%N)
+  "$cxx" -std=c++20 -O3 -DNDEBUG "${includes[@]}" -c "$file" -o /dev/null
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" -v what="${block#*:}" 'BEGIN { printf "compile_time: %s compiles in %.1f s (Release, one file)\n", what, e - s }'
+done
