@@ -10,6 +10,8 @@
 // checkpoints and learning_curves.svg under --output and the trained weights to
 // <output>/model.safetensors. Exits with 1 if the test accuracy is below 85 % (or something
 // fails), 2 on a bad command line, 77 when Vulkan was asked for but no device exists.
+// `fashion_mnist --help` lists the flags with their defaults.
+#include "../common/flags.hpp"
 #include "model.hpp"
 
 #include <kiln/data/idx.hpp>
@@ -26,13 +28,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
 namespace data = kiln::data;
 
-struct Flags {
+// The command line, with its defaults.
+struct Options {
   std::string backend = "cpu";
   std::int64_t epochs = 3;
   std::size_t batch_size = 64;
@@ -41,7 +42,7 @@ struct Flags {
   bool resume = false;
 };
 
-template <kiln::Backend B> int train(const Flags& flags, const typename B::Device& device) {
+template <kiln::Backend B> int train(const Options& options, const typename B::Device& device) {
   using AD = kiln::Autodiff<B>;
   kiln::manual_seed(0);
 
@@ -51,7 +52,7 @@ template <kiln::Backend B> int train(const Flags& flags, const typename B::Devic
   const auto test_set = data::map(data::fashion_mnist(data::Split::test), fashion::prepare());
   auto train_loader = data::make_loader<AD>(
       train_set, data::ClassificationBatcher{},
-      {.batch_size = flags.batch_size, .shuffle = true, .seed = 1, .workers = 1}, device);
+      {.batch_size = options.batch_size, .shuffle = true, .seed = 1, .workers = 1}, device);
   auto test_loader = data::make_loader<AD>(test_set, data::ClassificationBatcher{}, {.batch_size = 500}, device);
 
   fashion::Cnn<AD> model(device);
@@ -62,15 +63,15 @@ template <kiln::Backend B> int train(const Flags& flags, const typename B::Devic
   };
   kiln::train::Learner learner(model, optimizer,
                                {.scheduler = kiln::optim::CosineAnnealingLR(
-                                    flags.lr, flags.epochs * static_cast<std::int64_t>(train_loader.size())),
-                                .output_dir = flags.output,
-                                .resume = flags.resume,
+                                    options.lr, options.epochs * static_cast<std::int64_t>(train_loader.size())),
+                                .output_dir = options.output,
+                                .resume = options.resume,
                                 .best_model = kiln::train::BestModel{.metric = "accuracy", .mode = kiln::train::Mode::max},
                                 .title = fmt::format("Fashion-MNIST on {}", B::name)},
                                step, step);
-  const kiln::train::FitResult fit = learner.fit(train_loader, test_loader, flags.epochs);
+  const kiln::train::FitResult fit = learner.fit(train_loader, test_loader, options.epochs);
   if (fit.reason == kiln::train::StopReason::interrupted) {
-    fmt::print("interrupted: a checkpoint is in {}; --resume continues from it\n", flags.output.string());
+    fmt::print("interrupted: a checkpoint is in {}; --resume continues from it\n", options.output.string());
     return 130;
   }
 
@@ -80,7 +81,7 @@ template <kiln::Backend B> int train(const Flags& flags, const typename B::Devic
   const auto& history = learner.history();
   const double accuracy = history.empty() ? 0.0 : history.back().valid.get("accuracy").value_or(0.0) / 100.0;
   const fashion::Cnn<B> trained = kiln::nn::valid(model);
-  const std::filesystem::path saved = flags.output / "model.safetensors";
+  const std::filesystem::path saved = options.output / "model.safetensors";
   kiln::nn::save(trained, saved);
   fmt::print("test accuracy after {} epoch(s) on {}: {:.4f}; model saved to {}\n", fit.epochs, B::name, accuracy,
              saved.string());
@@ -92,39 +93,29 @@ template <kiln::Backend B> int train(const Flags& flags, const typename B::Devic
 }
 
 int main(int argc, char** argv) try {
-  Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (flag == "--resume") flags.resume = true;
-    else if (flag == "--backend" && has_value) flags.backend = argv[++i];
-    else if (flag == "--epochs" && has_value) flags.epochs = std::stoll(argv[++i]);
-    else if (flag == "--batch-size" && has_value) flags.batch_size = std::stoul(argv[++i]);
-    else if (flag == "--lr" && has_value) flags.lr = std::stod(argv[++i]);
-    else if (flag == "--output" && has_value) flags.output = argv[++i];
-    else {
-      fmt::print(stderr,
-                 "usage: fashion_mnist [--backend cpu|vulkan] [--epochs N] [--batch-size N] [--lr X] [--output DIR] "
-                 "[--resume]\n");
-      return 2;
-    }
-  }
-  if (flags.backend == "cpu") return train<kiln::Cpu>(flags, {});
+  Options options;
+  examples::Flags flags("fashion_mnist", "Trains the Fashion-MNIST CNN with kiln::train's Learner and saves it.");
+  flags.add("--backend", options.backend, "cpu|vulkan", "the backend to train on");
+  flags.add("--epochs", options.epochs, "N", "passes over the training set", examples::positive);
+  flags.add("--batch-size", options.batch_size, "N", "training images per optimizer step", examples::positive);
+  flags.add("--lr", options.lr, "X", "AdamW's initial learning rate, annealed to 0 on a cosine", examples::positive);
+  flags.add("--output", options.output, "DIR", "where logs, checkpoints, the chart and the model go");
+  flags.add("--resume", options.resume, "continue from the checkpoint in --output");
+  if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
+
+  if (options.backend == "cpu") return train<kiln::Cpu>(options, {});
 #ifdef KILN_EXAMPLE_VULKAN
-  if (flags.backend == "vulkan") {
+  if (options.backend == "vulkan") {
     if (const std::string reason = kiln::vulkan::unavailable_reason(); !reason.empty()) {
       fmt::print(stderr, "fashion_mnist: no Vulkan device: {}\n", reason);
       return 77;
     }
-    return train<kiln::Vulkan>(flags, {});
+    return train<kiln::Vulkan>(options, {});
   }
 #endif
-  fmt::print(stderr, "fashion_mnist: unknown or unbuilt backend '{}'\n", flags.backend);
+  fmt::print(stderr, "fashion_mnist: unknown or unbuilt backend '{}'\n", options.backend);
   return 2;
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "fashion_mnist: {}\n", e.what());
   return 1;
-} catch (const std::logic_error& e) {  // std::stoi and friends on a flag's value
-  fmt::print(stderr, "fashion_mnist: bad flag value ({})\n", e.what());
-  return 2;
 }

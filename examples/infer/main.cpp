@@ -3,8 +3,10 @@
 //
 //   infer [--model PATH] [--count N]     (defaults: runs/fashion_mnist/model.safetensors, 10)
 //
-// Prints each image's predicted and true class, then the accuracy over the N images; exits
-// with 1 when it is below 80 % (or the model cannot be loaded), 2 on a bad command line.
+// `infer --help` lists the flags. Prints each image's predicted and true class, then the
+// accuracy over the N images; exits with 1 when it is below 80 % (or the model cannot be
+// loaded), 2 on a bad command line.
+#include "../common/flags.hpp"
 #include "../fashion_mnist/model.hpp"
 
 #include <kiln/data/batcher.hpp>
@@ -15,29 +17,17 @@
 
 #include <fmt/format.h>
 
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
 using B = kiln::Cpu;
 
 int main(int argc, char** argv) try {
   std::string model_path = "runs/fashion_mnist/model.safetensors";
   std::size_t count = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string_view flag = argv[i];
-    if (flag == "--model") model_path = argv[i + 1];
-    else if (flag == "--count") count = std::stoul(argv[i + 1]);
-    else {
-      fmt::print(stderr, "usage: infer [--model PATH] [--count N]\n");
-      return 2;
-    }
-  }
-
-  if (count == 0) {
-    fmt::print(stderr, "infer: --count must be at least 1\n");
-    return 2;
-  }
+  examples::Flags flags("infer", "Classifies Fashion-MNIST test images with the model fashion_mnist saved.");
+  flags.add("--model", model_path, "PATH", "the saved model's weights");
+  flags.add("--count", count, "N", "how many test images to classify, from the first", examples::positive);
+  if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
   fashion::Cnn<B> model(kiln::CpuDevice{});
   kiln::nn::load(model, model_path);  // strict: every weight present, with its shape
@@ -66,7 +56,4 @@ int main(int argc, char** argv) try {
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "infer: {}\n", e.what());
   return 1;
-} catch (const std::logic_error& e) {  // std::stoi and friends on a flag's value
-  fmt::print(stderr, "infer: bad flag value ({})\n", e.what());
-  return 2;
 }

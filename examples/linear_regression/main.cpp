@@ -4,8 +4,11 @@
 //
 //   linear_regression [--backend cpu|vulkan]     (default: cpu)
 //
-// Exits with 1 if the fit does not land near w = 3, b = 2 (or a backend fails), 2 on a bad
-// command line, 77 when Vulkan was asked for but no device can be created.
+// `linear_regression --help` lists the flags. Exits with 1 if the fit does not land near
+// w = 3, b = 2 (or a backend fails), 2 on a bad command line, 77 when Vulkan was asked for but
+// no device can be created.
+#include "../common/flags.hpp"
+
 #include <kiln/kiln.hpp>
 #ifdef KILN_EXAMPLE_VULKAN  // defined by examples/CMakeLists.txt when the Vulkan backend is built
 #include <kiln/vulkan/backend.hpp>
@@ -14,7 +17,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <string_view>
+#include <string>
 
 template <kiln::Backend B> int train() {
   // Autodiff<B> records the ops on tensors that require grad; rank 2: [samples, features].
@@ -51,13 +54,10 @@ template <kiln::Backend B> int train() {
 }
 
 int main(int argc, char** argv) {
-  std::string_view backend = "cpu";
-  if (argc == 3 && std::string_view(argv[1]) == "--backend") {
-    backend = argv[2];
-  } else if (argc != 1) {
-    fmt::print(stderr, "usage: linear_regression [--backend cpu|vulkan]\n");
-    return 2;
-  }
+  std::string backend = "cpu";
+  examples::Flags flags("linear_regression", "Fits y = w x + b to noisy samples of y = 3x + 2 by gradient descent.");
+  flags.add("--backend", backend, "cpu|vulkan", "the backend to train on");
+  if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
   try {
     if (backend == "cpu") return train<kiln::Cpu>();
