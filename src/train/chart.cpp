@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace kiln::train {
 namespace {
@@ -42,17 +44,23 @@ std::string tick_label(double value, double step) {
   return fmt::format("{:.{}f}", value, decimals);
 }
 
-// One metric's panel at horizontal offset x0.
-std::string panel(const std::vector<EpochRecord>& history, const std::string& metric, double x0) {
+using Points = std::vector<std::pair<double, double>>;
+
+// One metric's panel at horizontal offset x0; `within` holds the metric's values within
+// epochs (x in epochs), empty for most metrics.
+std::string panel(const std::vector<EpochRecord>& history, const std::string& metric, const Points& within, double x0) {
   std::string svg;
   const double plot_w = kPanelWidth - kLeft - kRight, plot_h = kPanelHeight - kTop - kBottom;
   double low = INFINITY, high = -INFINITY;
+  auto extend = [&](double v) {
+    if (!std::isfinite(v)) return;
+    low = std::min(low, v);
+    high = std::max(high, v);
+  };
   for (const EpochRecord& r : history)
     for (const MetricValues* values : {&r.train, &r.valid})
-      if (auto v = values->get(metric); v && std::isfinite(*v)) {
-        low = std::min(low, *v);
-        high = std::max(high, *v);
-      }
+      if (auto v = values->get(metric)) extend(*v);
+  for (const auto& point : within) extend(point.second);
   if (high - low < 1e-12) {
     const double pad = std::max(std::abs(high) * 0.05, 1e-3);
     low -= pad;
@@ -61,8 +69,15 @@ std::string panel(const std::vector<EpochRecord>& history, const std::string& me
   const double step = tick_step(low, high, 5);
   low = std::floor(low / step) * step;
   high = std::ceil(high / step) * step;
-  const double first_epoch = static_cast<double>(history.front().epoch);
-  const double last_epoch = std::max(static_cast<double>(history.back().epoch), first_epoch + 1);
+  // The x axis: from the first epoch shown (from 0, the start of training, when the values
+  // within epochs are drawn) to the last one.
+  double first_epoch = history.empty() ? 0 : static_cast<double>(history.front().epoch);
+  double last_epoch = history.empty() ? 1 : static_cast<double>(history.back().epoch);
+  if (!within.empty()) {
+    first_epoch = std::min(first_epoch, std::floor(within.front().first));
+    last_epoch = std::max(last_epoch, std::ceil(within.back().first));
+  }
+  last_epoch = std::max(last_epoch, first_epoch + 1);
   auto px = [&](double epoch) { return x0 + kLeft + (epoch - first_epoch) / (last_epoch - first_epoch) * plot_w; };
   auto py = [&](double v) { return kTop + (high - v) / (high - low) * plot_h; };
 
@@ -87,6 +102,15 @@ std::string panel(const std::vector<EpochRecord>& history, const std::string& me
                      x0 + kLeft + plot_w / 2, kTop + plot_h + 36);
   svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#333\"/>\n",
                      x0 + kLeft, kTop, plot_w, plot_h);
+  // Within epochs: a thin line under the epochs' dots.
+  std::string line;
+  for (const auto& [x, v] : within)
+    if (std::isfinite(v)) line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", px(x), py(v));
+  if (!line.empty())
+    svg += fmt::format(
+        "<polyline class=\"train-steps\" points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1\" "
+        "stroke-opacity=\"0.45\"/>\n",
+        line, kTrainColor);
   // The curves: a polyline and a dot per epoch for each phase that has values.
   for (const Split split : {Split::train, Split::valid}) {
     const char* color = split == Split::train ? kTrainColor : kValidColor;
@@ -120,14 +144,14 @@ std::string panel(const std::vector<EpochRecord>& history, const std::string& me
 }  // namespace
 
 std::string learning_curves_svg(const std::vector<EpochRecord>& history, const std::vector<std::string>& metrics,
-                                const std::string& title) {
+                                const std::string& title, const std::vector<std::pair<double, double>>& train_loss) {
   std::vector<std::string> shown;
   for (const std::string& metric : metrics) {
     const bool has_value = std::any_of(history.begin(), history.end(), [&](const EpochRecord& r) {
       const auto t = r.train.get(metric), v = r.valid.get(metric);
       return (t && std::isfinite(*t)) || (v && std::isfinite(*v));
     });
-    if (has_value) shown.push_back(metric);
+    if (has_value || (metric == "loss" && !train_loss.empty())) shown.push_back(metric);
   }
   const double width = kPanelWidth * static_cast<double>(std::max<std::size_t>(shown.size(), 1));
   const double height = kPanelHeight + 30;
@@ -137,7 +161,8 @@ std::string learning_curves_svg(const std::vector<EpochRecord>& history, const s
       width, height);
   svg += fmt::format("<title>{}</title>\n", escape_xml(title));
   svg += "<g transform=\"translate(0,24)\">\n";
-  for (std::size_t i = 0; i < shown.size(); ++i) svg += panel(history, shown[i], kPanelWidth * static_cast<double>(i));
+  for (std::size_t i = 0; i < shown.size(); ++i)
+    svg += panel(history, shown[i], shown[i] == "loss" ? train_loss : Points{}, kPanelWidth * static_cast<double>(i));
   if (shown.empty())
     svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"14\" text-anchor=\"middle\">no epoch finished</text>\n",
                        width / 2, kPanelHeight / 2);

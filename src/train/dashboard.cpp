@@ -304,7 +304,8 @@ std::string render_frame(const DashboardState& s, int width_in, int height_in, c
     for (const auto& p : s.valid_loss) x_max = std::max(x_max, p.first);
     Line legend(color);
     legend.add(" ").add("⠉⠉", kCyan).add(" train  ").add("•", kYellow).add(" valid");
-    legend.add(fmt::format("  x: step 0-{}", format_number(x_max)), kDim);
+    // The loss curve's points average buckets of steps (x 913.5): the axis names whole steps.
+    legend.add(fmt::format("  x: step 0-{}", static_cast<std::int64_t>(std::ceil(x_max))), kDim);
     plot.push_back(std::move(legend));
     const std::size_t plot_rows = middle_rows > 1 ? middle_rows - 1 : 1;
     const std::size_t cells = right > kPlotLabel + 1 ? right - kPlotLabel : 1;
@@ -429,8 +430,14 @@ void Dashboard::message(const std::string& text) {
 
 void Dashboard::finish(const DashboardState& state) {
   if (mode_ != DashboardMode::terminal) return;
+  // The last message goes below the last frame, whole: in the frame's status line it would
+  // be cut at the frame's width (a checkpoint path makes it long).
+  const std::string last = std::move(message_);
+  message_.clear();
   draw(state);
-  *out_ << "\n\x1b[?25h" << std::flush;
+  *out_ << '\n';
+  if (!last.empty()) *out_ << last << '\n';
+  *out_ << "\x1b[?25h" << std::flush;
   drawn_lines_ = 0;
 }
 

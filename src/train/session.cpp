@@ -30,6 +30,9 @@ namespace {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// "1 epoch", "3 epochs".
+std::string counted(std::int64_t n, std::string_view noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 // Whether `value` improves on `best` by more than `min_delta`.
 bool improves(double value, const std::optional<double>& best, Mode mode, double min_delta) {
   if (!best) return true;
@@ -311,14 +314,12 @@ EpochSummary Session::end_epoch() {
     if (s.early_bad_epochs >= e.patience) {
       s.early_stopped = true;
       summary.stop = true;
-      s.dashboard.message(fmt::format("early stopping: the {} {} has not improved for {} epochs (best {})",
-                                      split_name(e.split), e.metric, s.early_bad_epochs,
+      s.dashboard.message(fmt::format("early stopping: the {} {} has not improved for {} (best {})",
+                                      split_name(e.split), e.metric, counted(s.early_bad_epochs, "epoch"),
                                       s.early_best ? s.format(e.metric, *s.early_best) : "none"));
     }
   }
-  if (!options_.output_dir.empty())
-    write_file_atomically(options_.output_dir / "learning_curves.svg",
-                          learning_curves_svg(history_, {"loss", "accuracy"}, options_.title));
+  write_learning_curves();
   s.dashboard.epoch_done(snapshot());
   return summary;
 }
@@ -509,12 +510,25 @@ DashboardState Session::snapshot() const {
   return d;
 }
 
+// The learning-curve chart of the run so far, with the training loss within epochs: the
+// loss curve's points (x: global train step) in epochs, from the steps an epoch takes.
+void Session::write_learning_curves() {
+  if (options_.output_dir.empty()) return;
+  const Impl& s = *impl_;
+  std::int64_t steps_per_epoch = s.train_steps;
+  if (!history_.empty() && history_.back().epoch > 0) steps_per_epoch = history_.back().global_step / history_.back().epoch;
+  std::vector<std::pair<double, double>> train_loss;
+  if (steps_per_epoch > 0)
+    for (const auto& [step, loss] : s.loss_curve.points())
+      train_loss.emplace_back(step / static_cast<double>(steps_per_epoch), loss);
+  write_file_atomically(options_.output_dir / "learning_curves.svg",
+                        learning_curves_svg(history_, {"loss", "accuracy"}, options_.title, train_loss));
+}
+
 FitResult Session::finish(StopReason reason) {
   Impl& s = *impl_;
   if (!s.started) begin_run(s.epochs, 0, 0);
-  if (!options_.output_dir.empty())
-    write_file_atomically(options_.output_dir / "learning_curves.svg",
-                          learning_curves_svg(history_, {"loss", "accuracy"}, options_.title));
+  write_learning_curves();
   if (s.log) (void)s.log->sizes();  // flushed
   FitResult result;
   result.reason = reason;
@@ -523,8 +537,8 @@ FitResult Session::finish(StopReason reason) {
   result.best_value = s.best_value;
   result.best_epoch = s.best_epoch;
   result.checkpoint = s.last_checkpoint;
-  std::string text = fmt::format("[done] {} after {} epochs ({} train steps)", stop_reason_name(reason),
-                                 finished_epochs_, s.global_step);
+  std::string text = fmt::format("[done] {} after {} ({})", stop_reason_name(reason),
+                                 counted(finished_epochs_, "epoch"), counted(s.global_step, "train step"));
   if (options_.best_model && s.best_value)
     text += fmt::format("; best {} {} {} at epoch {}", split_name(options_.best_model->split),
                         options_.best_model->metric, s.format(options_.best_model->metric, *s.best_value),

@@ -187,6 +187,27 @@ TEST(Dashboard, ModesAndOutput) {
   // Three frames of h lines and a final newline: 3 (h - 1) + 1 newlines; up by h - 1.
   EXPECT_NE(text.find(fmt::format("\r\x1b[{}A", (lines - 1) / 3)), std::string::npos);
   EXPECT_EQ(text.substr(text.size() - 7), "\n\x1b[?25h");  // below the last frame, the cursor back
+
+  // The last message is printed whole below the last frame, not cut to the frame's width.
+  std::ostringstream tty_done;
+  const std::string done = "[done] completed after 1 epoch (938 train steps); checkpoint " + std::string(150, 'c');
+  {
+    Dashboard terminal(DashboardMode::terminal, &tty_done, 1);
+    terminal.update(fixed_state());
+    terminal.message(done);
+    terminal.finish(fixed_state());
+  }
+  EXPECT_EQ(tty_done.str().substr(tty_done.str().size() - done.size() - 7), done + "\n\x1b[?25h");
+}
+
+// The loss plot's x axis names whole steps even when the last point averages a bucket of
+// steps (x = 913.5).
+TEST(Dashboard, LossAxisNamesWholeSteps) {
+  DashboardState s = fixed_state();
+  s.train_loss.emplace_back(913.5, 0.4);
+  const std::string frame = render_frame(s, 80, 24);
+  EXPECT_NE(frame.find("x: step 0-914"), std::string::npos) << frame;
+  EXPECT_EQ(frame.find("913.5"), std::string::npos);
 }
 
 TEST(Chart, LearningCurvesSvg) {
@@ -215,6 +236,28 @@ TEST(Chart, LearningCurvesSvg) {
   // No epoch yet: a document that says so; a metric without values gets no panel.
   EXPECT_NE(learning_curves_svg({}).find("no epoch finished"), std::string::npos);
   EXPECT_EQ(learning_curves_svg(history, {"loss", "top5_accuracy"}).find("top5_accuracy"), std::string::npos);
+}
+
+// After one epoch the loss panel has a curve, not a dot: the training loss within the epoch,
+// from x = 0 (the start of training) to 1 (its end, where the epoch's dots stand).
+TEST(Chart, OneEpochDrawsTheLossWithinIt) {
+  std::vector<EpochRecord> history(1);
+  history[0].epoch = 1;
+  history[0].global_step = 100;
+  history[0].train.set("loss", 0.8);
+  history[0].valid.set("loss", 0.9);
+  std::vector<std::pair<double, double>> within;
+  for (int step = 1; step <= 100; step += 3) within.emplace_back(step / 100.0, 2.0 / step);
+  const std::string svg = learning_curves_svg(history, {"loss"}, "one epoch", within);
+  const std::size_t line = svg.find("<polyline class=\"train-steps\" points=\"");
+  ASSERT_NE(line, std::string::npos) << svg;
+  const std::string points = svg.substr(line, svg.find('"', line + 40) - line);
+  EXPECT_EQ(static_cast<std::size_t>(std::count(points.begin(), points.end(), ',')), within.size());
+  // The x axis starts at epoch 0 and ends at 1: tick labels 0 and 1.
+  EXPECT_NE(svg.find("text-anchor=\"middle\">0</text>"), std::string::npos);
+  EXPECT_NE(svg.find("text-anchor=\"middle\">1</text>"), std::string::npos);
+  // The loss within epochs alone (no epoch finished yet) still makes a loss panel.
+  EXPECT_NE(learning_curves_svg({}, {"loss"}, "t", within).find("data-metric=\"loss\""), std::string::npos);
 }
 
 }  // namespace

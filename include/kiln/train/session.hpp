@@ -167,6 +167,8 @@ class Session {
   FitResult finish(StopReason reason);
 
  private:
+  void write_learning_curves();
+
   struct Impl;
   LearnerOptions options_;
   std::unique_ptr<Impl> impl_;
