@@ -12,3 +12,13 @@
 #include "kiln/store.hpp"
 #include "kiln/tensor.hpp"
 #include "kiln/train.hpp"
+
+// Autodiff over each installed backend, and the nn layers' building blocks (conv, pooling,
+// linear, initialization) on it, come compiled from the backend's library: these declare
+// them extern, so that a program compiles calls to them instead of their bodies.
+#if __has_include("kiln/cpu/instances.hpp")
+#include "kiln/cpu/instances.hpp"
+#endif
+#if __has_include("kiln/vulkan/instances.hpp")
+#include "kiln/vulkan/instances.hpp"
+#endif

@@ -99,6 +99,9 @@ TYPED_TEST(NnState, KeysAreRemappedByRegexRules) {
   // Two keys that a rule makes one are refused rather than one silently winning.
   EXPECT_KILN_ERROR(nn::load_state_dict(target, prefixed, {.remap = {{"^module\\.backbone_.*", "x"}}}),
                     "load_state_dict: two keys of the file are both named x after remapping");
+  // A pattern that is not a regular expression is a kiln::Error naming it.
+  EXPECT_KILN_ERROR(nn::load_state_dict(target, prefixed, {.remap = {{"^module(", ""}}}),
+                    "load_state_dict: the remap pattern '^module(' is not a regular expression");
 }
 
 // torchvision's BasicBlock layout: conv1, bn1, conv2, bn2, shortcut (Sequential: 0 conv, 1 bn).

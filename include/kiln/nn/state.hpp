@@ -2,7 +2,7 @@
 // PyTorch's key names (the dotted paths of nn::Module), strict or non-strict loading with a
 // report of missing, unexpected and mis-shaped keys, key remapping by regex, and
 // save / load of safetensors files (load also reads PyTorch's torch.save checkpoints).
-// Needs kiln::store (target_link_libraries(app kiln::store)).
+// The non-template parts are compiled into libkiln_store (kiln::store, which kiln::cpu brings).
 #pragma once
 
 #include "kiln/nn/module.hpp"
@@ -11,9 +11,7 @@
 #include "kiln/store/torch.hpp"
 
 #include <filesystem>
-#include <map>
-#include <regex>
-#include <set>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,63 +47,50 @@ struct LoadOptions {
   std::vector<KeyRule> remap;
 };
 
-inline std::string LoadReport::text() const {
-  std::string s;
-  auto list = [&s](std::string_view what, const std::vector<std::string>& keys) {
-    if (keys.empty()) return;
-    s += fmt::format("{}{} ({}): {}", s.empty() ? "" : "; ", what, keys.size(), fmt::join(keys, ", "));
-  };
-  list("missing keys", missing);
-  list("unexpected keys", unexpected);
-  list("mismatched shapes", mismatched);
-  return s.empty() ? "all keys matched" : s;
-}
+namespace detail {
+// The part of load_state_dict that is not a template, compiled once (in libkiln_store: it
+// deals in names, shapes and host data only): renames the file's keys, matches each of the
+// module's slots by path and shape, and builds the report. std::regex stays out of the
+// headers, where it cost a user's program seconds of compile time.
+class StateMatcher {
+ public:
+  StateMatcher(const store::NamedTensors& tensors, const std::vector<KeyRule>& remap);
+  ~StateMatcher();
+  StateMatcher(const StateMatcher&) = delete;
+  StateMatcher& operator=(const StateMatcher&) = delete;
+  // The file's tensor for the module's slot `path` of shape `shape`, or nullptr when the file
+  // has none or one of another shape (both recorded in the report).
+  const TensorData* match(const std::string& path, const Shape& shape);
+  // The report, the file's keys no slot asked for among the unexpected ones; with `strict`,
+  // a kiln::Error naming them all unless everything matched.
+  LoadReport finish(bool strict);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+}  // namespace detail
 
 // Loads `tensors` into the module's parameters and buffers (converted to each one's dtype,
 // on its device; parameter ids kept). Non-strict loading fills what matches and reports the
 // rest; strict loading checks everything first and throws with the report.
 template <Module M> LoadReport load_state_dict(M& module, const store::NamedTensors& tensors, const LoadOptions& options = {}) {
-  std::vector<std::pair<std::string, const TensorData*>> renamed;  // in the file's order
-  std::map<std::string, const TensorData*, std::less<>> by_name;
-  std::vector<std::regex> patterns;
-  for (const KeyRule& rule : options.remap) patterns.emplace_back(rule.pattern);
-  for (const auto& entry : tensors) {
-    std::string key = entry.name;
-    for (std::size_t i = 0; i < patterns.size(); ++i) key = std::regex_replace(key, patterns[i], options.remap[i].replacement);
-    KILN_CHECK(by_name.emplace(key, &entry.data).second,
-               "load_state_dict: two keys of the file are both named {} after remapping", key);
-    renamed.emplace_back(std::move(key), &entry.data);
-  }
-  auto find = [&by_name](const std::string& key) -> const TensorData* {
-    const auto it = by_name.find(key);
-    return it == by_name.end() ? nullptr : it->second;
-  };
+  detail::StateMatcher matcher(tensors, options.remap);
+  std::vector<const TensorData*> matched;  // per slot, in walk order
+  auto match = [&](const std::string& path, const auto& slot) { matched.push_back(matcher.match(path, slot->shape())); };
+  for_each_param(module, match);
+  for_each_buffer(module, match);
+  LoadReport report = matcher.finish(options.strict);
 
-  LoadReport report;
-  std::set<std::string> known;
-  auto check = [&](const std::string& path, const auto& slot) {
-    known.insert(path);
-    const TensorData* data = find(path);
-    if (data == nullptr) return report.missing.push_back(path);
-    // PyTorch's 0-d tensors (BatchNorm's num_batches_tracked) are Kiln's [1].
-    const Shape shape = data->shape().rank() == 0 ? Shape{1} : data->shape();
-    if (shape != slot->shape())
-      report.mismatched.push_back(fmt::format("{}: file {}, module {}", path, data->shape(), slot->shape()));
-  };
-  for_each_param(module, [&](const std::string& path, const auto& p) { check(path, p); });
-  for_each_buffer(module, [&](const std::string& path, const auto& b) { check(path, b); });
-  for (const auto& [name, data] : renamed)
-    if (!known.count(name)) report.unexpected.push_back(name);
-  KILN_CHECK(!options.strict || report.ok(), "load_state_dict: {}", report.text());
-
-  auto assign = [&](const std::string& path, auto& slot) {
-    const TensorData* data = find(path);
-    if (data == nullptr || (data->shape().rank() == 0 ? Shape{1} : data->shape()) != slot->shape()) return;
+  std::size_t next = 0;
+  auto assign = [&](const std::string&, auto& slot) {
+    const TensorData* data = matched[next++];
+    if (data == nullptr) return;
     using T = std::remove_cvref_t<decltype(slot.val())>;
     slot.replace(T::from_data(data->reshaped(slot->shape()).convert(slot->dtype()), slot->device()));
   };
-  for_each_param(module, [&](const std::string& path, auto& p) { assign(path, p); });
-  for_each_buffer(module, [&](const std::string& path, auto& b) { assign(path, b); });
+  for_each_param(module, assign);
+  for_each_buffer(module, assign);
   return report;
 }
 
@@ -118,12 +103,15 @@ void save(const M& module, const std::filesystem::path& path, std::optional<DTyp
   store::save_safetensors(path, state_dict(module), options);
 }
 
+namespace detail {
+// A safetensors file, or a PyTorch checkpoint by its extension (.pt, .pth, .bin).
+store::NamedTensors read_state_file(const std::filesystem::path& path);
+}  // namespace detail
+
 // Loads weights from a safetensors file, or from a PyTorch checkpoint (torch.save of a
 // state dict; .pt / .pth / .bin) through the restricted unpickler.
 template <Module M> LoadReport load(M& module, const std::filesystem::path& path, const LoadOptions& options = {}) {
-  const std::string ext = path.extension().string();
-  const bool torch = ext == ".pt" || ext == ".pth" || ext == ".bin";
-  return load_state_dict(module, torch ? store::load_torch(path) : store::load_safetensors(path), options);
+  return load_state_dict(module, detail::read_state_file(path), options);
 }
 
 }  // namespace kiln::nn
