@@ -2,6 +2,7 @@
 // gradient and weight gradient. f32 runs through oneDNN primitives, cached per geometry;
 // f64 (and degenerate shapes) through direct reference loops; f16/bf16 compute in f32.
 #include "internal.hpp"
+#include "onednn.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -141,18 +142,9 @@ template <class T> void conv_backward_weight_ref(const ConvGeometry& g, const T*
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-// The engine and the plans are never destroyed: tensors and plans may outlive static
-// destruction order, and the process ends right after anyway.
-dnnl::engine& engine() {
-  static auto* instance = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *instance;
-}
-// A stream is cheap, but oneDNN does not promise that one may be shared between
-// threads; one per thread keeps concurrent convolutions safe.
-dnnl::stream& stream() {
-  thread_local dnnl::stream instance(engine());
-  return instance;
-}
+// The plans are never destroyed: tensors and plans may outlive static destruction order,
+// and the process ends right after anyway. The engine and the per-thread streams are
+// onednn.hpp's, shared with pooling.
 
 enum class ConvKind : std::int64_t { forward, forward_bias, backward_input, backward_weight };
 
@@ -182,8 +174,8 @@ memory::desc weight_desc(const ConvGeometry& g, Tag tag) {
 Operand make_operand(int arg, const memory::desc& user, const memory::desc& internal, bool is_output) {
   Operand op{arg, user, internal, std::nullopt};
   if (user != internal) {
-    op.reorder = is_output ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), internal, engine(), user))
-                           : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), internal));
+    op.reorder = is_output ? dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), internal, onednn_engine(), user))
+                           : dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), user, onednn_engine(), internal));
   }
   return op;
 }
@@ -213,7 +205,7 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind)
                                              y_any, strides, dilates, padding, padding)
            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_any, w_any, y_any,
                                              strides, dilates, padding, padding);
-  const dnnl::convolution_forward::primitive_desc forward(forward_desc, attr, engine());
+  const dnnl::convolution_forward::primitive_desc forward(forward_desc, attr, onednn_engine());
 
   auto plan = std::make_shared<ConvPlan>();
   switch (kind) {
@@ -228,7 +220,7 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind)
     case ConvKind::backward_input: {
       const dnnl::convolution_backward_data::primitive_desc pd(
           dnnl::convolution_backward_data::desc(algorithm, x_any, w_any, y_any, strides, dilates, padding, padding),
-          attr, engine(), forward);
+          attr, onednn_engine(), forward);
       plan->primitive = dnnl::convolution_backward_data(pd);
       plan->inputs = {make_operand(DNNL_ARG_DIFF_DST, y_user, pd.diff_dst_desc(), false),
                       make_operand(DNNL_ARG_WEIGHTS, w_user, pd.weights_desc(), false)};
@@ -239,7 +231,7 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind)
     case ConvKind::backward_weight: {
       const dnnl::convolution_backward_weights::primitive_desc pd(
           dnnl::convolution_backward_weights::desc(algorithm, x_any, w_any, y_any, strides, dilates, padding, padding),
-          attr, engine(), forward);
+          attr, onednn_engine(), forward);
       plan->primitive = dnnl::convolution_backward_weights(pd);
       plan->inputs = {make_operand(DNNL_ARG_SRC, x_user, pd.src_desc(), false),
                       make_operand(DNNL_ARG_DIFF_DST, y_user, pd.diff_dst_desc(), false)};
@@ -282,29 +274,29 @@ CpuTensor scratch(std::size_t bytes) { return empty(Shape{static_cast<std::int64
 // Runs a plan on contiguous f32 inputs, writing the contiguous f32 `out`.
 void execute(std::string_view op, const ConvPlan& plan, const std::array<CpuTensor, 2>& inputs,
              const std::optional<CpuTensor>& bias, const CpuTensor& out) {
-  dnnl::stream& s = stream();
+  dnnl::stream& s = onednn_stream();
   std::unordered_map<int, memory> args;
   std::vector<CpuTensor> keep;  // temporaries live until the stream is done
   try {
     for (std::size_t i = 0; i < 2; ++i) {
       const Operand& operand = plan.inputs[i];
-      memory user(operand.user, engine(), inputs[i].bytes());
+      memory user(operand.user, onednn_engine(), inputs[i].bytes());
       if (!operand.reorder) {
         args.emplace(operand.arg, user);
         continue;
       }
       keep.push_back(scratch(operand.internal.get_size()));
-      memory internal(operand.internal, engine(), keep.back().bytes());
+      memory internal(operand.internal, onednn_engine(), keep.back().bytes());
       operand.reorder->execute(s, user, internal);
       args.emplace(operand.arg, internal);
     }
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(memory::desc({bias->numel()}, memory::data_type::f32, Tag::x),
-                                                  engine(), bias->bytes()));
-    memory user_out(plan.output.user, engine(), out.bytes());
+                                                  onednn_engine(), bias->bytes()));
+    memory user_out(plan.output.user, onednn_engine(), out.bytes());
     memory internal_out = user_out;
     if (plan.output.reorder) {
       keep.push_back(scratch(plan.output.internal.get_size()));
-      internal_out = memory(plan.output.internal, engine(), keep.back().bytes());
+      internal_out = memory(plan.output.internal, onednn_engine(), keep.back().bytes());
     }
     args.emplace(plan.output.arg, internal_out);
     if (plan.scratchpad_bytes > 0) {
@@ -312,7 +304,7 @@ void execute(std::string_view op, const ConvPlan& plan, const std::array<CpuTens
       args.emplace(DNNL_ARG_SCRATCHPAD,
                    memory(memory::desc({static_cast<memory::dim>(plan.scratchpad_bytes)}, memory::data_type::u8,
                                        Tag::x),
-                          engine(), keep.back().bytes()));
+                          onednn_engine(), keep.back().bytes()));
     }
     plan.primitive.execute(s, args);
     if (plan.output.reorder) plan.output.reorder->execute(s, internal_out, user_out);

@@ -92,6 +92,7 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
     pb = misaligned_copy(pb, b.ld, k, n);
     b.ld = n;
   }
+  keep_signals_off_workers();  // oneDNN's sgemm runs on this thread's OpenMP team
   const dnnl_status_t status = dnnl_sgemm(a.transposed ? 'T' : 'N', b.transposed ? 'T' : 'N', m, n, k, 1.0f, pa, a.ld,
                                           pb, b.ld, 0.0f, pc, ldc);
   KILN_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status {}) for m={}, n={}, k={}",

@@ -1,6 +1,8 @@
 // The process-wide oneDNN engine and the per-thread streams on it (see onednn.hpp).
 #include "onednn.hpp"
 
+#include "internal.hpp"
+
 namespace kiln::cpu {
 
 // Never destroyed: cached primitives and thread-local streams may outlive static destruction.
@@ -10,6 +12,7 @@ dnnl::engine& onednn_engine() {
 }
 
 dnnl::stream& onednn_stream() {
+  keep_signals_off_workers();  // oneDNN's primitives run on this thread's OpenMP team
   thread_local dnnl::stream stream(onednn_engine());
   return stream;
 }
