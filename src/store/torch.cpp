@@ -212,6 +212,10 @@ class TorchEnvironment final : public pk::Environment {
     TensorView view{args[0].ref, args[1].integer, ints(args[2], "size"), ints(args[3], "stride")};
     KILN_CHECK(view.sizes.size() == view.strides.size(), "_rebuild_tensor_v2: {} sizes but {} strides",
                view.sizes.size(), view.strides.size());
+    // (ints() refused negative sizes and strides.) A dim of size 1 is never stepped along: its stride is irrelevant, and the gather below
+    // would add and subtract it (a stride of 2^63 - 1 overflowed there).
+    for (std::size_t d = 0; d < view.sizes.size(); ++d)
+      if (view.sizes[d] == 1) view.strides[d] = 0;
     tensors_.push_back(std::move(view));
     return {.kind = pk::Kind::object, .integer = kTensor, .ref = tensors_.size() - 1};
   }
@@ -292,6 +296,7 @@ class StateDictReader {
     }
     for (const auto& [key, value] : items) {
       const std::string name = prefix + key;
+      charge_name(name);
       if (TorchEnvironment::is(value, kTensor)) {
         KILN_CHECK(!out_.contains(name), "{}: two entries flatten to the name '{}'", source_, pk::printable(name));
         TensorData data = materialize(name, environment_.tensor(value));
@@ -310,6 +315,20 @@ class StateDictReader {
                    source_, pk::printable(name), TorchEnvironment::describe(heap_, value));
       }
     }
+  }
+
+  // Names count against the budget of bytes too, twice (a dict's name is kept again to
+  // describe it): 4000 dicts under one 1 MB key made 4000 names of 1 MB (8 GB), from a file
+  // of 1 MB.
+  void charge_name(const std::string& name) {
+    const std::uint64_t bytes = 2 * static_cast<std::uint64_t>(name.size());
+    KILN_CHECK(bytes <= budget_,
+               "{}: the names of its entries (as '{}', {} bytes) would bring what it reads past {} bytes, the limit of "
+               "{} times the checkpoint's size plus {} MiB; Kiln refuses this as a likely decompression bomb",
+               source_, pk::printable(name.substr(0, 64)) + (name.size() > 64 ? "..." : ""), name.size(),
+               budget_ + materialized_, kExpansionFactor, kExpansionAllowance >> 20);
+    budget_ -= bytes;
+    materialized_ += bytes;
   }
 
   TensorData materialize(const std::string& name, const TensorView& view) {

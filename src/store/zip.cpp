@@ -3,8 +3,11 @@
 #include "bytes.hpp"
 #include "kiln/core/error.hpp"
 
+#include <algorithm>
 #include <array>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace kiln::store::detail {
 namespace {
@@ -117,6 +120,7 @@ ZipArchive::ZipArchive(std::span<const std::byte> bytes, std::string source)
 
   std::size_t pos = static_cast<std::size_t>(directory_offset);
   entries_.reserve(static_cast<std::size_t>(count));
+  std::vector<std::uint64_t> local_offsets;  // of each entry's local header
   for (std::uint64_t i = 0; i < count; ++i) {
     KILN_CHECK(directory_end - pos >= kCentralSize && load_le<std::uint32_t>(base + pos) == kCentralHeader,
                "{}: zip central directory entry {} of {} at byte {} is missing or corrupt", source_, i, count, pos);
@@ -191,6 +195,7 @@ ZipArchive::ZipArchive(std::span<const std::byte> bytes, std::string source)
                "{}: zip entry '{}': its {} bytes at byte {} run past the start of the central directory (byte {})",
                source_, entry.name, entry.stored_size, data_offset, directory_offset);
     entry.data_offset = data_offset;
+    local_offsets.push_back(local_offset);
     const auto [it, inserted] = index_.try_emplace(entry.name, entries_.size());
     KILN_CHECK(inserted, "{}: the zip archive has two entries named '{}'", source_, entry.name);
     entries_.push_back(std::move(entry));
@@ -198,6 +203,21 @@ ZipArchive::ZipArchive(std::span<const std::byte> bytes, std::string source)
   }
   KILN_CHECK(pos == directory_end, "{}: the zip central directory has {} bytes after its {} entries", source_,
              directory_end - pos, count);
+  // No two entries may share bytes: entries over one region would have their CRC checked
+  // again and again (1400 entries over 10 MB took 74 s), a zip bomb's trick. A writer such
+  // as torch.save lays each entry's header and data after the previous one's.
+  std::vector<std::pair<std::uint64_t, std::size_t>> by_offset;  // (local header offset, entry)
+  for (std::size_t i = 0; i < entries_.size(); ++i) by_offset.emplace_back(local_offsets[i], i);
+  std::sort(by_offset.begin(), by_offset.end());
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const ZipEntry& before = entries_[by_offset[i - 1].second];
+    const ZipEntry& after = entries_[by_offset[i].second];
+    KILN_CHECK(before.data_offset + before.stored_size <= by_offset[i].first,
+               "{}: zip entries '{}' (bytes [{}, {})) and '{}' (from byte {}) overlap; Kiln refuses overlapping "
+               "entries",
+               source_, before.name, by_offset[i - 1].first, before.data_offset + before.stored_size, after.name,
+               by_offset[i].first);
+  }
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -112,8 +113,13 @@ class Pickle {
     bytes_ += text;
     return *this;
   }
-  // BININT1, BININT2 or BININT, the shortest that holds `value`.
-  Pickle& integer(std::int32_t value) {
+  // BININT1, BININT2 or BININT, the shortest that holds `value`; LONG1 of 8 bytes beyond 32 bits.
+  Pickle& integer(std::int64_t value) {
+    if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max()) {
+      bytes_ += "\x8a\x08";
+      for (int i = 0; i < 8; ++i) bytes_ += static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xffu);
+      return *this;
+    }
     const int size = value >= 0 && value < 256 ? 1 : value >= 0 && value < 65536 ? 2 : 4;
     bytes_ += size == 1 ? 'K' : size == 2 ? 'M' : 'J';
     for (int i = 0; i < size; ++i) bytes_ += static_cast<char>((static_cast<std::uint32_t>(value) >> (8 * i)) & 0xffu);
@@ -127,14 +133,14 @@ class Pickle {
     bytes_ += '\n';
     return *this;
   }
-  Pickle& ints(std::initializer_list<std::int32_t> values) {
+  Pickle& ints(std::initializer_list<std::int64_t> values) {
     op('(');
-    for (const std::int32_t value : values) integer(value);
+    for (const std::int64_t value : values) integer(value);
     return op('t');
   }
   // _rebuild_tensor_v2(('storage', torch.<type>, key, 'cpu', numel), offset, sizes, strides, False, OrderedDict())
   Pickle& tensor(std::string_view type, std::string_view key, std::int32_t numel, std::int32_t offset,
-                 std::initializer_list<std::int32_t> sizes, std::initializer_list<std::int32_t> strides) {
+                 std::initializer_list<std::int64_t> sizes, std::initializer_list<std::int64_t> strides) {
     global("torch._utils", "_rebuild_tensor_v2").op('(');
     op('(').str("storage").global("torch", type).str(key).str("cpu").integer(numel).op('t').op('Q');
     integer(offset).ints(sizes).ints(strides).raw("\x89");

@@ -225,6 +225,17 @@ TEST(TorchMalformed, NegativeStridesAreRefused) {
   EXPECT_KILN_ERROR(load(archive), "stride must be non-negative ints, found the int -1");
 }
 
+// The stride of a dim of size 1 is never stepped along: 2^63 - 1 there is harmless (and used
+// to overflow a signed sum while the view was gathered, undefined behaviour).
+TEST(TorchMalformed, HugeStrideOnADimOfSizeOneIsIgnored) {
+  const auto archive = one_tensor(
+      [](Pickle& p) { p.tensor("FloatStorage", "0", 2, 0, {1, 2}, {std::numeric_limits<std::int64_t>::max(), 1}); },
+      raw_bytes<float>({1, 2}));
+  const NamedTensors tensors = load(archive);
+  EXPECT_EQ(tensors.at("t").shape(), Shape({1, 2}));
+  EXPECT_EQ(tensors.at("t").to_vec<float>(), (std::vector<float>{1, 2}));
+}
+
 TEST(TorchMalformed, BuildMayOnlyTouchDicts) {
   const auto pickle = Pickle().global("torch", "Size").op('(').ints({1}).op('t').op('R').op('}').op('b').done();
   EXPECT_KILN_ERROR(load(torch_archive(pickle)), "BUILD may only set attributes of a dict");
@@ -233,6 +244,39 @@ TEST(TorchMalformed, BuildMayOnlyTouchDicts) {
 TEST(TorchMalformed, DuplicateZipEntries) {
   const auto archive = make_zip({{"archive/data.pkl", Pickle().op('}').done()}, {"archive/data.pkl", {}}});
   EXPECT_KILN_ERROR(load(archive), "bad.pt", "two entries named 'archive/data.pkl'");
+}
+
+// Entries over one region of the file would have its CRC checked once per entry (1400
+// entries over 10 MB took 74 s): entries that share bytes are refused.
+TEST(TorchMalformed, OverlappingZipEntriesAreRefused) {
+  const std::vector<std::byte> data(64, std::byte{7});
+  auto archive = make_zip({{"archive/a", data}, {"archive/b", data}});
+  // Entry a's sizes (local header bytes 18-25, central record bytes 20-27) grown to cover b's
+  // local header (30 bytes and its name) and data.
+  const std::uint64_t grown = data.size() + 30 + std::string_view("archive/b").size() + data.size();
+  const std::size_t central = archive.size() - 22 - 2 * (46 + std::string_view("archive/a").size());
+  for (const std::size_t at : {std::size_t{18}, std::size_t{22}, central + 20, central + 24})
+    for (int i = 0; i < 4; ++i) archive[at + i] = static_cast<std::byte>((grown >> (8 * i)) & 0xffu);
+  EXPECT_KILN_ERROR(load(archive), "bad.pt", "zip entries 'archive/a' (bytes [0, ", "and 'archive/b'", "overlap");
+}
+
+// Names count against the size budget: 4000 dicts under one long key (written once, then
+// fetched from the pickle's memo) would make 4000 long names from a small file.
+TEST(TorchMalformed, ManyLongNamesHitTheSizeLimit) {
+  Pickle pickle;
+  pickle.op('}').op('(');
+  const std::string key(64 << 10, 'k');
+  for (int i = 0; i < 4000; ++i) {
+    pickle.str(fmt::format("d{}", i)).op('}');
+    if (i == 0) pickle.str(key).raw("q\x01");  // BINPUT 1
+    else pickle.raw("h\x01");                  // BINGET 1
+    pickle.op('}').op('s');
+  }
+  pickle.op('u');
+  const auto archive = torch_archive(pickle.done());
+  EXPECT_LT(archive.size(), std::size_t{1} << 20);
+  EXPECT_KILN_ERROR(load(archive, {.skip_non_tensors = true}), "bad.pt: the names of its entries",
+                    "likely decompression bomb");
 }
 
 TEST(TorchMalformed, CorruptZipDirectory) {
