@@ -9,6 +9,10 @@ namespace {
 
 // Deeper documents are rejected rather than recursed into (a safetensors header needs 3).
 constexpr int kMaxDepth = 64;
+// At most this many values in one document: a parsed value takes about 100 bytes, so a
+// 99 MB header of one array of zeros asked for 5 GB. 2^22 values (about 400 MB parsed)
+// describe some 400,000 tensors; a file of 1 MB holds at most 500,000 values.
+constexpr std::size_t kMaxValues = std::size_t{1} << 22;
 
 // JSON's two-character escapes: a backslash and kEscapeLetters[i] stand for kEscapedChars[i].
 constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";
@@ -87,6 +91,7 @@ class Parser {
 
   Value parse_value(int depth) {
     if (depth > kMaxDepth) fail("nesting deeper than {} levels", kMaxDepth);
+    if (++values_ > kMaxValues) fail("more than {} values, Kiln's limit for one document", kMaxValues);
     if (pos_ >= text_.size()) fail("expected a value, found end of input");
     Value value;
     value.offset = pos_;
@@ -279,6 +284,7 @@ class Parser {
   std::string_view context_;
   std::size_t base_offset_;
   std::size_t pos_ = 0;
+  std::size_t values_ = 0;  // parsed so far
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <new>
 
 namespace kiln::store {
 namespace {
@@ -270,18 +271,33 @@ void SafetensorsFile::State::parse(std::span<const std::byte> bytes) {
 
 SafetensorsFile::SafetensorsFile(std::shared_ptr<const State> state) : state_(std::move(state)) {}
 
+namespace {
+// A header whose parsing runs out of memory is a kiln::Error like any other bad file.
+[[noreturn]] void out_of_memory(const std::string& name, std::size_t size) {
+  KILN_FAIL("{}: out of memory while reading the header of this {}-byte file", name, size);
+}
+}  // namespace
+
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   auto state = std::make_shared<State>();
   state->name = path.string();
   state->mapping = std::make_unique<detail::MappedFile>(path);
-  state->parse(state->mapping->bytes());
+  try {
+    state->parse(state->mapping->bytes());
+  } catch (const std::bad_alloc&) {
+    out_of_memory(state->name, state->mapping->bytes().size());
+  }
   return SafetensorsFile(std::move(state));
 }
 
 SafetensorsFile SafetensorsFile::from_memory(std::span<const std::byte> bytes, std::string name) {
   auto state = std::make_shared<State>();
   state->name = std::move(name);
-  state->parse(bytes);
+  try {
+    state->parse(bytes);
+  } catch (const std::bad_alloc&) {
+    out_of_memory(state->name, bytes.size());
+  }
   return SafetensorsFile(std::move(state));
 }
 

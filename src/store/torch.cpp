@@ -11,6 +11,7 @@
 #include "kiln/core/error.hpp"
 
 #include <array>
+#include <new>
 #include <cstring>
 #include <map>
 
@@ -421,7 +422,21 @@ std::string archive_prefix(const detail::ZipArchive& zip, const std::string& sou
 
 }  // namespace
 
+namespace {
+NamedTensors read_checkpoint(std::span<const std::byte> bytes, const std::string& name, const TorchLoadOptions& options);
+}  // namespace
+
+// A file whose reading runs out of memory is a kiln::Error like any other bad file.
 NamedTensors load_torch(std::span<const std::byte> bytes, const std::string& name, const TorchLoadOptions& options) {
+  try {
+    return read_checkpoint(bytes, name, options);
+  } catch (const std::bad_alloc&) {
+    KILN_FAIL("{}: out of memory while reading this {}-byte checkpoint", name, bytes.size());
+  }
+}
+
+namespace {
+NamedTensors read_checkpoint(std::span<const std::byte> bytes, const std::string& name, const TorchLoadOptions& options) {
   detail::check_float_dtype(name + ": load_torch", options.float_dtype);
   if (!detail::ZipArchive::looks_like_zip(bytes)) {
     // The format before PyTorch 1.6 is a bare pickle starting with a magic number.
@@ -446,6 +461,7 @@ NamedTensors load_torch(std::span<const std::byte> bytes, const std::string& nam
   const pk::Value root = pk::run(zip.read(*pickle_entry), name + ": " + prefix + "data.pkl", heap, environment);
   return StateDictReader(name, zip, environment, heap, options, bytes.size()).read(root);
 }
+}  // namespace
 
 NamedTensors load_torch(const std::filesystem::path& path, const TorchLoadOptions& options) {
   const detail::MappedFile file(path);

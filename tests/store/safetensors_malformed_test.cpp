@@ -62,6 +62,16 @@ TEST(SafetensorsMalformed, HeaderLengthThatCutsTheJson) {
                     "bad.safetensors: header: invalid JSON");
 }
 
+// A header of one long array: parsed values take about 100 bytes each, so a 99 MB header
+// of zeros asked for 5 GB and died with std::bad_alloc. The parser stops at 2^22 values.
+TEST(SafetensorsMalformed, HeaderWithTooManyValuesIsRefused) {
+  std::string text = "{\"__metadata__\":[0";
+  text.reserve(2 * (std::size_t{1} << 22) + 64);
+  for (std::size_t i = 0; i < (std::size_t{1} << 22); ++i) text += ",0";
+  text += "]}";
+  EXPECT_KILN_ERROR(parse(file_of(text)), "bad.safetensors: header: invalid JSON", "more than 4194304 values");
+}
+
 TEST(SafetensorsMalformed, InvalidJsonNamesTheByteOffset) {
   struct Case {
     std::string_view header, expected;
