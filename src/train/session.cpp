@@ -8,8 +8,12 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <limits>
 #include <system_error>
 
 namespace kiln::train {
@@ -32,6 +36,33 @@ double seconds_between(Clock::time_point a, Clock::time_point b) { return std::c
 
 // "1 epoch", "3 epochs".
 std::string counted(std::int64_t n, std::string_view noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
+// Sums and products of step counts, for the dashboard: counts restored from a checkpoint may
+// be as large as kMaxCheckpointCount, and a product of two of them would overflow.
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r))
+    return b > 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+  return r;
+}
+std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    return (a < 0) != (b < 0) ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max();
+  return r;
+}
+
+// A fresh run's id: 16 hex digits from the clock, the process id and a counter. Not from
+// Kiln's random stream, which must stay where a resumed run expects it.
+std::string new_run_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  std::uint64_t x = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                    (static_cast<std::uint64_t>(::getpid()) << 40) ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
+  // splitmix64's finalizer, so that ids of runs started together differ in every digit.
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return fmt::format("{:016x}", x ^ (x >> 31));
+}
 
 // Whether `value` improves on `best` by more than `min_delta`.
 bool improves(double value, const std::optional<double>& best, Mode mode, double min_delta) {
@@ -73,6 +104,8 @@ struct Session::Impl {
   std::int64_t best_epoch = 0;
   bool interrupted = false;
   fs::path last_checkpoint;
+  std::string run_id = new_run_id();  // a restored run keeps its checkpoint's
+  bool restored = false;
 
   Impl(const LearnerOptions& o) : dashboard(o.dashboard, o.console, o.log_every), scheduler(o.scheduler) {}
 
@@ -148,6 +181,13 @@ void Session::begin_run(std::int64_t epochs, std::int64_t train_steps, std::int6
       fs::create_directories(options_.output_dir, error);
       KILN_CHECK(!error, "kiln::train: cannot create the output directory {}: {}", options_.output_dir.string(),
                  error.message());
+      remove_temporary_files(options_.output_dir);
+      // A fresh run starts its logs afresh, so the checkpoints of a run before it in this
+      // directory no longer match them: resuming one would combine two runs.
+      const fs::path latest = options_.output_dir / "checkpoints" / "latest";
+      if (!s.restored && fs::remove(latest, error))
+        s.dashboard.message(fmt::format("a fresh run: {} of the run before was removed (its checkpoints are left)",
+                                        latest.string()));
       std::vector<std::string> columns;
       for (const auto& m : s.metrics) columns.push_back(m->name());
       s.log = std::make_unique<MetricLog>(options_.output_dir, columns, restored_.epoch > 0, restored_.log_sizes);
@@ -332,6 +372,7 @@ bool Session::early_stopped() const { return impl_->early_stopped; }
 LearnerState Session::state() const {
   const Impl& s = *impl_;
   LearnerState st;
+  st.run_id = s.run_id;
   st.global_step = s.global_step;
   st.history = history_;
   st.early_stopping_best = s.early_best;
@@ -378,6 +419,8 @@ void Session::restore(const LearnerState& state) {
   KILN_CHECK(!s.started && !in_epoch_ && history_.empty(),
              "Learner::resume: resume before training starts (the learner has already run)");
   restored_ = state;
+  s.restored = true;
+  if (!state.run_id.empty()) s.run_id = state.run_id;
   history_ = state.history;
   finished_epochs_ = state.epoch_done ? state.epoch : std::max<std::int64_t>(state.epoch - 1, 0);
   s.global_step = state.global_step;
@@ -429,24 +472,24 @@ DashboardState Session::snapshot() const {
   if (!in_epoch_) d.phase_eta_seconds = 0;
 
   // The run: train and valid steps of every epoch.
-  const std::int64_t per_epoch = s.train_steps + s.valid_steps;
+  const std::int64_t per_epoch = saturating_add(s.train_steps, s.valid_steps);
   const std::int64_t e = d.epoch;
   std::int64_t in_this = 0;
-  if (in_epoch_) in_this = phase_ == Split::train ? s.step : s.train_steps + s.step;
+  if (in_epoch_) in_this = phase_ == Split::train ? s.step : saturating_add(s.train_steps, s.step);
   else in_this = per_epoch;
-  d.run_step = (e - 1) * per_epoch + in_this;
-  if (s.train_steps > 0 && s.epochs > 0) d.run_steps = s.epochs * per_epoch;
+  d.run_step = saturating_add(saturating_mul(e - 1, per_epoch), in_this);
+  if (s.train_steps > 0 && s.epochs > 0) d.run_steps = saturating_mul(s.epochs, per_epoch);
   d.run_seconds = seconds_between(s.run_start, now);
   if (d.run_steps > 0 && s.timed_train_steps > 0) {
     const double t_train = s.train_step_seconds / static_cast<double>(s.timed_train_steps);
     const double t_valid = s.timed_valid_steps > 0 ? s.valid_step_seconds / static_cast<double>(s.timed_valid_steps) : t_train;
     const std::int64_t later = std::max<std::int64_t>(s.epochs - e, 0);
-    std::int64_t train_left = later * s.train_steps, valid_left = later * s.valid_steps;
+    std::int64_t train_left = saturating_mul(later, s.train_steps), valid_left = saturating_mul(later, s.valid_steps);
     if (in_epoch_ && phase_ == Split::train) {
-      train_left += std::max<std::int64_t>(s.train_steps - s.step, 0);
-      valid_left += s.valid_steps;
+      train_left = saturating_add(train_left, std::max<std::int64_t>(s.train_steps - s.step, 0));
+      valid_left = saturating_add(valid_left, s.valid_steps);
     } else if (in_epoch_) {
-      valid_left += std::max<std::int64_t>(s.valid_steps - s.step, 0);
+      valid_left = saturating_add(valid_left, std::max<std::int64_t>(s.valid_steps - s.step, 0));
     }
     d.run_eta_seconds = static_cast<double>(train_left) * t_train + static_cast<double>(valid_left) * t_valid;
   }

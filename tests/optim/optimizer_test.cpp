@@ -8,6 +8,7 @@
 #include <kiln/optim/rules.hpp>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace {
@@ -117,6 +118,17 @@ TYPED_TEST(Optimizers, StateSavedAndRestoredContinuesTheSameRun) {
   EXPECT_KILN_ERROR(second.load_state_dict(model, by_name), "adam: saved state weight.exp_avg has shape [2, 2]");
   by_name.at("weight.step") = TensorData::from(std::vector<double>{}, Shape{0});
   EXPECT_KILN_ERROR(second.load_state_dict(model, by_name), "adam: saved state weight.step must be one integer");
+  // A step count that counting on from would overflow (a crafted checkpoint), or a negative
+  // one, is refused naming it; 2^53 itself is accepted.
+  by_name.at("weight.exp_avg") = std::map<std::string, TensorData>(saved.begin(), saved.end()).at("weight.exp_avg");
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  for (const std::int64_t step : {kMax, optim::StepCount::max + 1, std::int64_t{-1}}) {
+    by_name.at("weight.step") = TensorData::from(std::vector<std::int64_t>{step}, Shape{1});
+    EXPECT_KILN_ERROR(second.load_state_dict(model, by_name),
+                      fmt::format("adam: saved state weight.step is {}, outside [0, 9007199254740992]", step));
+  }
+  by_name.at("weight.step") = TensorData::from(std::vector<std::int64_t>{optim::StepCount::max}, Shape{1});
+  second.load_state_dict(model, by_name);
 }
 
 // Gradients of two half batches, accumulated and halved, step like the whole batch's.

@@ -10,7 +10,9 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <numbers>
 #include <numeric>
 #include <string>
 
@@ -178,6 +180,54 @@ TEST(Scheduler, CopiesKeepTheirOwnPositionAndSeekResumes) {
   EXPECT_EQ(c.current(), c.lr(81));
   EXPECT_KILN_ERROR(c.seek(-1), "CosineAnnealingLR: step must be >= 0, got -1");
   EXPECT_EQ(c.steps(), 81);
+}
+
+// Steps up to INT64_MAX (a resumed run seeks to the step count its checkpoint holds):
+// no signed overflow and no endless loop. CosineAnnealingLR's replay past t_max used to
+// step `t` past INT64_MAX (a hang), `2 * t_max` overflowed for t_max > 2^62, and NoamLR's
+// `step + 1` wrapped to a negative step (a NaN rate).
+TEST(Scheduler, HugeStepsNeitherOverflowNorHang) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const CosineAnnealingLR cosine(0.1, 25, 0.01);
+  const double last = cosine.lr(kMax);
+  // The same replay, written out: from the minimum before kMax (minima at 25, 75, 125...).
+  double rate = 0.01;
+  for (std::int64_t t = kMax - (kMax - 25) % 50; t < kMax;) rate = cosine.lr_after(++t, rate);
+  EXPECT_EQ(last, rate);
+  EXPECT_GE(last, 0.01);
+  EXPECT_LE(last, 0.1);
+
+  // Beyond max_replayed_t_max, the closed form past t_max too (no O(t_max) replay), in lr and
+  // in step() alike, so that a resumed run (seek) continues bitwise as an uninterrupted one.
+  for (const std::int64_t t_max : {CosineAnnealingLR::max_replayed_t_max + 1, std::int64_t{1} << 40,
+                                   (std::int64_t{1} << 62) + 1, kMax}) {
+    SCOPED_TRACE(t_max);
+    const CosineAnnealingLR long_cosine(0.1, t_max, 0.001);
+    const auto closed = [&](std::int64_t step) {
+      return 0.001 + (0.1 - 0.001) * (1 + std::cos(std::numbers::pi * static_cast<double>(step) /
+                                                   static_cast<double>(t_max))) / 2;
+    };
+    for (const std::int64_t step : {t_max, t_max == kMax ? kMax : t_max + 1, kMax})
+      EXPECT_EQ(long_cosine.lr(step), closed(step)) << step;
+    Scheduler s = long_cosine;
+    const std::int64_t from = std::min(t_max, kMax - 8);
+    s.seek(from);
+    for (std::int64_t step = from; step < from + 3; ++step) {
+      s.step();
+      EXPECT_EQ(s.current(), long_cosine.lr(step + 1)) << step + 1;
+    }
+  }
+
+  const double noam = NoamLR(512, 4000).lr(kMax);
+  EXPECT_TRUE(std::isfinite(noam) && noam > 0) << noam;
+  EXPECT_GT(StepLR(0.1, 1, 0.5).lr(kMax), -1.0);  // 0 after underflow, but defined
+  EXPECT_EQ(LinearLR(0.1, 0.5, 1.0, 10).lr(kMax), 0.1);
+
+  // A scheduler at INT64_MAX steps refuses one more, instead of counting to a negative step.
+  Scheduler at_end = ExponentialLR(0.1, 0.9);
+  at_end.seek(kMax);
+  EXPECT_KILN_ERROR(at_end.step(), "Scheduler::step: 9223372036854775807 steps were taken");
+  EXPECT_EQ(at_end.steps(), kMax);
 }
 
 // Any type with `double lr(std::int64_t) const` is a schedule (PyTorch's LambdaLR).

@@ -200,7 +200,7 @@ TEST(Checkpoint, DamagedFilesAreErrorsThatNameThem) {
     return std::string("no error");
   };
   EXPECT_NE(message("{").find("run/checkpoints/epoch-0001/learner.json"), std::string::npos);
-  EXPECT_NE(message("{\"format\": \"other\"}").find("format is not \"kiln.train.learner/1\""), std::string::npos);
+  EXPECT_NE(message("{\"format\": \"other\"}").find("format is not \"kiln.train.learner/2\""), std::string::npos);
   std::string text = learner_state_to_json(LearnerState{});
   text.replace(text.find("\"global_step\": 0"), 16, "\"global_step\": -1");
   EXPECT_NE(message(text).find("global_step is not a non-negative integer"), std::string::npos) << message(text);

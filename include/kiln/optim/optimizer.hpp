@@ -22,8 +22,11 @@
 
 namespace kiln::optim {
 
-// The state every rule keeps besides its tensors: the number of updates so far.
+// The state every rule keeps besides its tensors: the number of updates so far. A saved
+// count beyond `max` (2^53, exact in a double, more updates than any run takes) is refused
+// by load_state_dict, so that counting on from it cannot overflow.
 struct StepCount {
+  static constexpr std::int64_t max = std::int64_t{1} << 53;
   std::int64_t step = 0;
 };
 
@@ -103,7 +106,12 @@ template <Backend B, class Rule> class Optimizer {
                  "{}: saved state {}.step must be one integer, got {} {}", Rule::name, path, step->second.shape(),
                  step->second.dtype());
       State s;
-      s.step = step->second.template to_vec<std::int64_t>()[0];
+      s.step = step->second.dtype() == DType::i64 ? step->second.template as<std::int64_t>()[0]
+                                                  : step->second.template to_vec<std::int64_t>()[0];
+      KILN_CHECK(s.step >= 0 && s.step <= StepCount::max,
+                 "{}: saved state {}.step is {}, outside [0, {}] (2^53, more updates than any run takes); the saved "
+                 "state is damaged",
+                 Rule::name, path, s.step, StepCount::max);
       Rule::each(s, [&](std::string_view name, std::optional<Tensor<B, 1>>& t) {
         const auto it = saved.find(path + "." + std::string(name));
         if (it == saved.end()) return;

@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <utility>
@@ -74,6 +75,8 @@ class Scheduler {
   // How many times step() was called (PyTorch's last_epoch).
   std::int64_t steps() const { return steps_; }
   void step() {
+    KILN_CHECK(steps_ < std::numeric_limits<std::int64_t>::max(),
+               "Scheduler::step: {} steps were taken, the most a step count holds", steps_);
     current_ = impl_->lr_after(steps_ + 1, current_);
     ++steps_;
   }
@@ -175,9 +178,14 @@ class ExponentialLR {
 // PyTorch runs a recursion (each rate from the previous one). Up to t_max it agrees with the
 // closed form to ~1e-14; past t_max its rounding grows on each rise (relative 1e-11 at
 // t_max 1000, eta_min = base_lr / 2), so there lr(step) replays the recursion from the last
-// minimum, where it is exactly eta_min: O(t_max), while Scheduler::step() stays O(1).
+// minimum, where it is exactly eta_min: O(t_max), while Scheduler::step() stays O(1). The
+// replay is done for t_max up to max_replayed_t_max (2^20 steps: a replay of at most 2^21
+// steps, ~0.1 s); a longer schedule uses the closed form past t_max too, in lr() and in
+// step() alike (as PyTorch's step(epoch) does), so that no step takes seconds.
 class CosineAnnealingLR {
  public:
+  static constexpr std::int64_t max_replayed_t_max = std::int64_t{1} << 20;
+
   CosineAnnealingLR(double base_lr, std::int64_t t_max, double eta_min = 0.0)
       : base_lr_(base_lr), t_max_(t_max), eta_min_(eta_min) {
     detail::check_rate("CosineAnnealingLR", "base_lr", base_lr);
@@ -186,18 +194,21 @@ class CosineAnnealingLR {
   }
   double lr(std::int64_t step) const {
     detail::check_step("CosineAnnealingLR", step);
-    if (step <= t_max_) return closed_form(step);
-    const std::int64_t minimum = step - (step - t_max_) % (2 * t_max_);
+    if (step <= t_max_ || !replays()) return closed_form(step);
+    // Minima are at t_max, 3 t_max, 5 t_max...; the loop stops at `step` without
+    // incrementing past it (step may be INT64_MAX).
     double rate = eta_min_;
-    for (std::int64_t t = minimum + 1; t <= step; ++t) rate = recursion(t, rate);
+    for (std::int64_t t = step - (step - t_max_) % (2 * t_max_); t < step;) rate = recursion(++t, rate);
     return rate;
   }
   double lr_after(std::int64_t step, double previous) const {
     detail::check_step("CosineAnnealingLR", step);
-    return step <= t_max_ ? closed_form(step) : recursion(step, previous);
+    return step <= t_max_ || !replays() ? closed_form(step) : recursion(step, previous);
   }
 
  private:
+  // With t_max <= 2^20, 2 t_max cannot overflow; `step` > t_max >= 1 in the recursion.
+  bool replays() const { return t_max_ <= max_replayed_t_max; }
   // Both are written as torch/optim/lr_scheduler.py writes them, to round alike.
   double closed_form(std::int64_t step) const {
     return eta_min_ + (base_lr_ - eta_min_) * (1 + std::cos(pi * static_cast<double>(step) / t_max())) / 2;
@@ -343,7 +354,7 @@ class NoamLR {
   }
   double lr(std::int64_t step) const {
     detail::check_step("NoamLR", step);
-    const double s = static_cast<double>(step + 1);
+    const double s = static_cast<double>(step) + 1;  // step + 1 in int64 overflows at INT64_MAX
     return factor_ * (std::pow(static_cast<double>(d_model_), -0.5) *
                       std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_steps_), -1.5)));
   }

@@ -1,10 +1,12 @@
 // Checkpoints of a training run, in <output_dir>/checkpoints/<name>/: model.safetensors (the
 // module's state dict), optimizer.safetensors (the optimizer's state dict) and learner.json
 // (the loop's position, the scheduler's step count, the random stream, the metric history,
-// early stopping and best-model bookkeeping, the log files' sizes). Each file is written
-// atomically (a temporary file renamed over it); <output_dir>/checkpoints/latest names the
-// newest complete checkpoint and is written last, so a crash while saving leaves the
-// previous checkpoint in charge.
+// early stopping and best-model bookkeeping, the log files' sizes). A checkpoint is written
+// into a fresh directory that then takes <name>'s place in one rename, so its three files
+// always come from one write; each carries the run's id and the checkpoint's name, and
+// reading refuses files that disagree. <output_dir>/checkpoints/latest names the newest
+// complete checkpoint and is written last, so a crash while saving leaves the previous
+// checkpoint in charge.
 #pragma once
 
 #include "kiln/core/rng.hpp"
@@ -46,8 +48,14 @@ class LossCurve {
   State state_;
 };
 
+// The largest count (of epochs, steps, ...) a checkpoint may hold: 2^53, exact in a double
+// and far beyond any run, so that the loop's arithmetic on counts read from a file cannot
+// overflow. A larger one in learner.json, or in a checkpoint's name, is a kiln::Error.
+inline constexpr std::int64_t kMaxCheckpointCount = std::int64_t{1} << 53;
+
 // Where a run is and what it has learned, besides the model and the optimizer.
 struct LearnerState {
+  std::string run_id;              // the run's id, kept over resumes (see write_checkpoint)
   std::int64_t epoch = 0;          // the epoch of this position (1-based); 0: nothing done yet
   std::int64_t train_steps = 0;    // train steps of `epoch` done
   bool train_done = false;         // `epoch`'s train phase finished
@@ -81,12 +89,22 @@ struct Checkpoint {
 
 // Writes a checkpoint (see the top of this header) and returns its directory. Keeps the
 // `keep` newest checkpoints (0: all), removing older ones once `latest` names the new one.
+// The model's and the optimizer's files carry state.run_id and the checkpoint's name in
+// their metadata ("kiln.train.run_id", "kiln.train.checkpoint"). Temporary files that
+// killed writes left in checkpoints/ are removed first.
 std::filesystem::path write_checkpoint(const std::filesystem::path& output_dir, const store::NamedTensors& model,
                                        const store::NamedTensors& optimizer, const LearnerState& state,
                                        std::int64_t keep = 0);
 // The checkpoint `latest` names; nullopt when there is none. A broken checkpoint is a
-// kiln::Error naming the file.
+// kiln::Error naming the file: a name that is not a checkpoint's, counts beyond
+// kMaxCheckpointCount, files whose run id or checkpoint name disagree with learner.json.
 std::optional<Checkpoint> read_latest_checkpoint(const std::filesystem::path& output_dir);
+
+// Removes what killed writes left in `output_dir`: the atomic writer's temporary files
+// (".<name>.tmp-*") of the files kiln::train writes there, and every temporary file and
+// unfinished checkpoint directory in checkpoints/ and its checkpoint directories. One run
+// writes an output directory at a time, so none of them belongs to a live write.
+void remove_temporary_files(const std::filesystem::path& output_dir);
 
 // Writes `text` to `path` atomically (temporary file, fsync, rename).
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);

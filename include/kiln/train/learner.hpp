@@ -17,6 +17,7 @@
 #include "kiln/train/session.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -72,6 +73,16 @@ template <class Out> std::int64_t items_of(const Out& out) {
 // Stands for "no validation data" in fit(train, epochs).
 struct NoBatches {};
 
+// Runs `body`; a kiln::Error it throws is thrown again with `file` in front, for errors in
+// applying a checkpoint's tensors (a saved shape the model lacks, a damaged step count).
+template <class F> void naming_file(const std::filesystem::path& file, F&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    throw Error(file.string() + ": " + error.what());
+  }
+}
+
 }  // namespace detail
 
 template <nn::Module M, class Optimizer, class TrainFn = CallTrainStep, class ValidFn = CallValidStep>
@@ -113,11 +124,12 @@ class Learner {
   bool resume() {
     std::optional<Checkpoint> checkpoint = session_.read_latest_checkpoint();
     if (!checkpoint) return false;
-    nn::load_state_dict(model_, checkpoint->model);
+    const std::filesystem::path& dir = checkpoint->dir;
+    detail::naming_file(dir / "model.safetensors", [&] { nn::load_state_dict(model_, checkpoint->model); });
     if constexpr (requires { optimizer_.load_state_dict(model_, std::map<std::string, TensorData>{}); }) {
       std::map<std::string, TensorData> state;
       for (const auto& entry : checkpoint->optimizer) state.emplace(entry.name, entry.data);
-      optimizer_.load_state_dict(model_, state);
+      detail::naming_file(dir / "optimizer.safetensors", [&] { optimizer_.load_state_dict(model_, state); });
     }
     session_.restore(checkpoint->state);
     session_.message(fmt::format("resumed from {}", checkpoint->dir.string()));

@@ -54,7 +54,8 @@ struct LearnerOptions {
   // learning_curves.svg go here; empty: no files at all.
   std::filesystem::path output_dir;
   // Continue from the latest checkpoint in output_dir (a fresh run when there is none).
-  // Without resume, a run starts its logs afresh.
+  // Without resume, a run starts its logs afresh and removes checkpoints/latest of the run
+  // before it (its checkpoint directories are left), so the two are never combined.
   bool resume = false;
   bool checkpoints = true;            // a checkpoint after every epoch (and on Ctrl-C)
   std::int64_t keep_checkpoints = 2;  // the newest ones kept; 0: all
