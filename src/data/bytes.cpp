@@ -2,31 +2,68 @@
 
 #include "kiln/core/error.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 namespace kiln::data::detail {
 
+namespace {
+
+// Closes a file descriptor whatever happens.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// What a file that is not a regular one is, for errors.
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a file of an unknown kind";
+}
+
+}  // namespace
+
 std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesystem::path& path) {
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  KILN_CHECK(std::filesystem::exists(status), "{}: {}: no such file", reader, path.string());
-  KILN_CHECK(!std::filesystem::is_directory(status), "{}: {}: is a directory, not a file", reader, path.string());
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "{}: {}: cannot open: {}", reader, path.string(), std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  KILN_CHECK(size >= 0, "{}: {}: cannot read its size", reader, path.string());
-  in.seekg(0, std::ios::beg);
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  if (!bytes.empty()) in.read(reinterpret_cast<char*>(bytes.data()), size);
-  KILN_CHECK(in.gcount() == size || bytes.empty(), "{}: {}: read {} of its {} bytes", reader, path.string(),
-             in.gcount(), size);
+  // O_NONBLOCK: opening a FIFO that no one writes to returns at once instead of waiting
+  // for a writer; it changes nothing for the regular files read below.
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (file.fd < 0) {
+    const int error = errno;
+    KILN_CHECK(error != ENOENT, "{}: {}: no such file", reader, path.string());
+    KILN_FAIL("{}: {}: cannot open: {}", reader, path.string(), std::strerror(error));
+  }
+  struct stat info {};
+  KILN_CHECK(::fstat(file.fd, &info) == 0, "{}: {}: cannot read its size: {}", reader, path.string(),
+             std::strerror(errno));
+  KILN_CHECK(!S_ISDIR(info.st_mode), "{}: {}: is a directory, not a file", reader, path.string());
+  KILN_CHECK(S_ISREG(info.st_mode),
+             "{}: {}: is {}, not a regular file; readers take regular files only (their size is known before "
+             "reading), so copy the data into a file first",
+             reader, path.string(), file_kind(info.st_mode));
+  const auto size = static_cast<std::size_t>(info.st_size);
+  std::vector<std::uint8_t> bytes(size);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::read(file.fd, bytes.data() + done, size - done);
+    if (got < 0 && errno == EINTR) continue;
+    KILN_CHECK(got >= 0, "{}: {}: cannot read byte {} of its {}: {}", reader, path.string(), done, size,
+               std::strerror(errno));
+    KILN_CHECK(got > 0, "{}: {}: read {} of its {} bytes (the file shrank while being read)", reader, path.string(),
+               done, size);
+    done += static_cast<std::size_t>(got);
+  }
   return bytes;
 }
 
@@ -45,7 +82,8 @@ struct Inflater {
 
 }  // namespace
 
-std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes) {
+std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes,
+                                 std::size_t limit) {
   KILN_CHECK(is_gzip(bytes), "{}: {}: not gzip data (it does not start with the bytes 1f 8b)", reader, name);
   Inflater inflater;
   z_stream& z = inflater.stream;
@@ -63,13 +101,16 @@ std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name,
                                              (std::uint32_t{end[-2]} << 16) | (std::uint32_t{end[-1]} << 24));
   }
   // deflate compresses at most about 1032:1, so a corrupt ISIZE cannot ask for more than that.
-  guess = std::min({std::max<std::size_t>(guess, 4096), bytes.size() * 1032 + 4096, std::size_t{1} << 30});
+  guess = std::min({std::max<std::size_t>(guess, 4096), bytes.size() * 1032 + 4096, std::size_t{1} << 30, limit});
   out.resize(guess);
 
   std::size_t in_at = 0, out_at = 0;
   constexpr std::size_t chunk = std::numeric_limits<uInt>::max() / 2;  // avail_in/out are 32-bit
   for (;;) {
-    if (out_at == out.size()) out.resize(out.size() * 2);
+    if (out_at == out.size()) {
+      if (out_at >= limit) break;  // the caller needs no more: what follows is left unread
+      out.resize(std::min(std::max<std::size_t>(out.size() * 2, 4096), limit));
+    }
     z.next_in = const_cast<Bytef*>(bytes.data() + in_at);
     z.avail_in = static_cast<uInt>(std::min(chunk, bytes.size() - in_at));
     z.next_out = out.data() + out_at;

@@ -2,6 +2,7 @@
 // first step of every reader in kiln::data.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -12,6 +13,8 @@
 namespace kiln::data::detail {
 
 // The bytes of `path`; `reader` names the caller in errors (missing file, a directory...).
+// Only regular files are read: a FIFO, a device or a socket is an error, at once (a FIFO
+// that nobody writes to would otherwise block forever, and /dev/zero never ends).
 std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesystem::path& path);
 
 // True when the bytes begin with gzip's magic number (1f 8b).
@@ -19,8 +22,11 @@ bool is_gzip(std::span<const std::uint8_t> bytes);
 
 // The decompressed content of a gzip stream (several members are concatenated). A corrupt
 // or truncated stream, or bytes after it that are not another member, is a kiln::Error
-// naming `reader`, `name` and the compressed byte offset at fault.
-std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes);
+// naming `reader`, `name` and the compressed byte offset at fault. Decompression stops
+// once `limit` bytes are out: a result of exactly `limit` bytes may have had more behind
+// it (unchecked), so a reader that knows its size passes that size plus one.
+std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes,
+                                 std::size_t limit = SIZE_MAX);
 
 // A file's content, gunzipped when it is gzip; `name` is set to what errors should call
 // it: the path, with " (gunzipped)" after it for a gzip file.

@@ -8,8 +8,23 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace kiln::data {
+
+namespace {
+
+// Text from the file as an error quotes it: at most 40 bytes (cut at a UTF-8 character
+// boundary) and the full length after it, so that a 10 MB field cannot make a 10 MB message.
+std::string excerpt(std::string_view text) {
+  constexpr std::size_t most = 40;
+  if (text.size() <= most) return std::string(text);
+  std::size_t cut = most;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
+}
+
+}  // namespace
 
 CsvTable::CsvTable(std::vector<std::string> columns, TensorData values)
     : columns_(std::move(columns)), values_(std::make_shared<const TensorData>(std::move(values))) {
@@ -31,12 +46,16 @@ TensorData CsvTable::get(std::size_t row) const {
 std::size_t CsvTable::column(std::string_view name) const {
   for (std::size_t c = 0; c < columns_.size(); ++c)
     if (columns_[c] == name) return c;
-  KILN_FAIL("CsvTable: no column named '{}'; the columns are {}", name, fmt::join(columns_, ", "));
+  std::vector<std::string> names;
+  for (std::size_t c = 0; c < columns_.size() && c < 20; ++c) names.push_back(excerpt(columns_[c]));
+  if (columns_.size() > 20) names.push_back(fmt::format("... ({} in all)", columns_.size()));
+  KILN_FAIL("CsvTable: no column named '{}'; the columns are {}", excerpt(name), fmt::join(names, ", "));
 }
 
 namespace {
 
-// Splits CSV text into rows of fields, honouring double quotes ("a,b" and "say ""hi""").
+// Splits CSV text into rows of fields, honouring double quotes ("a,b" and "say ""hi"""). A
+// line ends at LF, CRLF or a lone CR (classic Mac OS files): a CR is never part of a row.
 class CsvLexer {
  public:
   CsvLexer(std::string_view text, std::string_view name, char delimiter)
@@ -75,7 +94,7 @@ class CsvLexer {
         return true;
       } else {
         KILN_CHECK(!quoted, "read_csv: {}: line {}: text '{}' after the closing quote of a field", name_, line_,
-                   rest_of_field());
+                   excerpt(rest_of_field()));
         field += c;
         ++at_;
       }
@@ -85,13 +104,14 @@ class CsvLexer {
 
  private:
   bool blank_line() const {
-    for (std::size_t i = at_; i < text_.size() && text_[i] != '\n'; ++i)
-      if (text_[i] != ' ' && text_[i] != '\t' && text_[i] != '\r') return false;
+    for (std::size_t i = at_; i < text_.size() && text_[i] != '\n' && text_[i] != '\r'; ++i)
+      if (text_[i] != ' ' && text_[i] != '\t') return false;
     return true;
   }
+  // Moves past the end of the current line: LF, CRLF or CR.
   void skip_line() {
-    while (at_ < text_.size() && text_[at_] != '\n') ++at_;
-    if (at_ < text_.size()) ++at_;
+    while (at_ < text_.size() && text_[at_] != '\n' && text_[at_] != '\r') ++at_;
+    if (at_ < text_.size() && text_[at_++] == '\r' && at_ < text_.size() && text_[at_] == '\n') ++at_;
     ++next_line_;
   }
   static bool only_spaces(const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; }
@@ -108,7 +128,8 @@ class CsvLexer {
           break;
         }
       } else {
-        if (c == '\n') ++next_line_;
+        // A line break inside quotes is part of the field; count it as a line all the same.
+        if (c == '\n' || (c == '\r' && (at_ == text_.size() || text_[at_] != '\n'))) ++next_line_;
         field += c;
       }
     }
@@ -133,22 +154,36 @@ class CsvLexer {
   std::size_t line_ = 1, next_line_ = 1;
 };
 
+// The number in a field; `names` are the column names for errors (null without a header).
 double parse_number(const std::string& field, std::string_view name, std::size_t line, std::size_t column,
-                    const std::vector<std::string>* names) {
+                    const std::vector<std::string>* names, const CsvOptions& options) {
   const char* begin = field.data();
   const char* end = begin + field.size();
   if (begin != end && *begin == '+') ++begin;  // from_chars does not take a leading '+'
   double value = 0.0;
   const auto [stop, error] = std::from_chars(begin, end, value);
-  if (error == std::errc() && stop == end && begin != end) [[likely]]
+  const bool parsed = error == std::errc() && stop == end && begin != end;
+  // f32 tables: a value beyond float's range would become inf on conversion.
+  const bool fits = std::isfinite(value) ? options.dtype != DType::f32 || std::isfinite(static_cast<float>(value))
+                                         : options.allow_non_finite;
+  if (parsed && fits) [[likely]]
     return value;
-  const std::string where = names == nullptr ? fmt::format("column {}", column + 1)
-                                             : fmt::format("column {} ('{}')", column + 1, (*names)[column]);
+  const std::string where = names == nullptr
+                                ? fmt::format("column {}", column + 1)
+                                : fmt::format("column {} ('{}')", column + 1, excerpt((*names)[column]));
   KILN_CHECK(!field.empty(), "read_csv: {}: line {}, {}: the field is empty; every field must be a number", name, line,
              where);
+  KILN_CHECK(stop == end && begin != end && error != std::errc::invalid_argument,
+             "read_csv: {}: line {}, {}: '{}' is not a number", name, line, where, excerpt(field));
   KILN_CHECK(error != std::errc::result_out_of_range, "read_csv: {}: line {}, {}: '{}' is out of range for f64", name,
-             line, where, field);
-  KILN_FAIL("read_csv: {}: line {}, {}: '{}' is not a number", name, line, where, field);
+             line, where, excerpt(field));
+  KILN_CHECK(std::isfinite(value),
+             "read_csv: {}: line {}, {}: '{}' is not a finite number; set CsvOptions::allow_non_finite to read NaN "
+             "and infinities",
+             name, line, where, excerpt(field));
+  KILN_FAIL("read_csv: {}: line {}, {}: '{}' is out of range for f32 (at most {} in magnitude); read the file with "
+            "dtype f64",
+            name, line, where, excerpt(field), std::numeric_limits<float>::max());
 }
 
 }  // namespace
@@ -177,7 +212,7 @@ CsvTable parse_csv(std::string_view text, std::string_view name, const CsvOption
                fields.size(), options.header ? fmt::format("the header (line {})", header_line) : "the first row",
                width);
     for (std::size_t c = 0; c < width; ++c)
-      values.push_back(parse_number(fields[c], name, lexer.line(), c, options.header ? &columns : nullptr));
+      values.push_back(parse_number(fields[c], name, lexer.line(), c, options.header ? &columns : nullptr, options));
     ++rows;
   }
   const Shape shape{static_cast<std::int64_t>(rows), static_cast<std::int64_t>(width)};

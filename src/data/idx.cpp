@@ -48,50 +48,89 @@ template <class T> void decode(const std::uint8_t* data, std::uint8_t code, std:
   }
 }
 
-TensorData parse_idx_bytes(std::span<const std::uint8_t> bytes, std::string_view name) {
-  constexpr std::string_view reader = "read_idx";
+constexpr std::string_view reader = "read_idx";
+
+// What an IDX header says: the type, the dims, and where the data ends.
+struct IdxHeader {
+  const IdxType* type = nullptr;
+  Shape shape;
+  std::uint64_t count = 0;       // elements
+  std::size_t header_bytes = 0;  // the magic number and the dims
+  std::uint64_t data_bytes = 0;  // count × the type's size
+};
+
+// The largest header: the magic number and 255 dims.
+constexpr std::size_t max_header_bytes = 4 + 4 * 255;
+// The most elements a file may describe: 2^48 of them (2 PiB of doubles) is more than any
+// file holds and small enough that shapes, strides and byte counts cannot overflow.
+constexpr std::uint64_t max_elements = std::uint64_t{1} << 48;
+
+IdxHeader parse_idx_header(std::span<const std::uint8_t> bytes, std::string_view name) {
   KILN_CHECK(bytes.size() >= 4, "{}: {}: {} bytes are too few for the 4-byte IDX magic number", reader, name,
              bytes.size());
   KILN_CHECK(bytes[0] == 0 && bytes[1] == 0,
              "{}: {}: bad magic number {} (bytes 0-3): an IDX file starts with two zero "
              "bytes, a type code and the number of dims",
              reader, name, fmt::format("{:02x} {:02x} {:02x} {:02x}", bytes[0], bytes[1], bytes[2], bytes[3]));
-  const IdxType* type = nullptr;
+  IdxHeader out;
   for (const IdxType& t : idx_types)
-    if (t.code == bytes[2]) type = &t;
-  KILN_CHECK(type != nullptr,
+    if (t.code == bytes[2]) out.type = &t;
+  KILN_CHECK(out.type != nullptr,
              "{}: {}: unknown type code 0x{} (byte 2); IDX types are 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C "
              "int, 0x0D float, 0x0E double",
              reader, name, fmt::format("{:02x}", bytes[2]));
   const std::size_t rank = bytes[3];
   KILN_CHECK(rank > 0, "{}: {}: the number of dims (byte 3) is 0", reader, name);
-  const std::size_t header = 4 + 4 * rank;
-  KILN_CHECK(bytes.size() >= header, "{}: {}: truncated header: {} dims need {} header bytes, the file has {}", reader,
-             name, rank, header, bytes.size());
+  out.header_bytes = 4 + 4 * rank;
+  KILN_CHECK(bytes.size() >= out.header_bytes,
+             "{}: {}: truncated header: {} dims need {} header bytes, the file has {}", reader, name, rank,
+             out.header_bytes, bytes.size());
   std::vector<std::int64_t> dims(rank);
-  std::uint64_t count = 1;
+  // The product of the nonzero dims bounds every partial product (a shape's strides, its
+  // numel), so a zero dim cannot let huge others through: [0, 2^32-1, 2^32-1] is refused.
+  std::uint64_t nonzero_product = 1, count = 1;
   bool overflow = false;
   for (std::size_t d = 0; d < rank; ++d) {
-    dims[d] = detail::read_be32(bytes.data() + 4 + 4 * d);
-    // Checked so that a huge product cannot wrap around to the file's size.
-    if (dims[d] != 0 && count > (std::uint64_t{1} << 48) / static_cast<std::uint64_t>(dims[d])) overflow = true;
-    count *= static_cast<std::uint64_t>(dims[d]);
+    const std::uint64_t dim = detail::read_be32(bytes.data() + 4 + 4 * d);
+    dims[d] = static_cast<std::int64_t>(dim);
+    count *= dim;  // unsigned, and only used when the check below passes, so it cannot have wrapped
+    if (dim == 0) continue;
+    if (nonzero_product > max_elements / dim) overflow = true;
+    if (!overflow) nonzero_product *= dim;
   }
-  const Shape shape(dims);
-  KILN_CHECK(!overflow, "{}: {}: dims {} (bytes 4-{}) describe more elements than any file holds", reader, name, shape,
-             header - 1);
-  const std::uint64_t data_bytes = count * type->size;
+  out.shape = Shape(dims);
+  KILN_CHECK(!overflow,
+             "{}: {}: dims {} (bytes 4-{}) are too large: their nonzero dims multiply to more than 2^48, more "
+             "elements than any file holds",
+             reader, name, out.shape, out.header_bytes - 1);
+  out.count = count;
+  out.data_bytes = count * out.type->size;
+  return out;
+}
+
+// The tensor of a whole IDX file. `more_follow`: gunzipping stopped at `bytes.size()`,
+// with more of the stream left.
+TensorData parse_idx_bytes(std::span<const std::uint8_t> bytes, std::string_view name, bool more_follow = false) {
+  const IdxHeader parsed = parse_idx_header(bytes, name);
+  const IdxType* type = parsed.type;
+  const Shape& shape = parsed.shape;
+  const std::size_t header = parsed.header_bytes;
+  const std::uint64_t data_bytes = parsed.data_bytes;
   const std::uint64_t have = bytes.size() - header;
   KILN_CHECK(have >= data_bytes,
              "{}: {}: truncated: dims {} of {} need {} data bytes after the {}-byte header, but only {} follow ({} "
              "missing)",
              reader, name, shape, type->name, data_bytes, header, have, data_bytes - have);
+  KILN_CHECK(!more_follow,
+             "{}: {}: unexpected bytes after the data: dims {} of {} end at byte {}, but the gzip stream holds more "
+             "(decompression stopped at byte {})",
+             reader, name, shape, type->name, header + data_bytes, bytes.size());
   KILN_CHECK(have == data_bytes,
              "{}: {}: {} unexpected bytes after the data (dims {} of {} end at byte {}, the file has {} bytes)", reader,
              name, have - data_bytes, shape, type->name, header + data_bytes, bytes.size());
 
   const std::uint8_t* data = bytes.data() + header;
-  const auto n = static_cast<std::size_t>(count);
+  const auto n = static_cast<std::size_t>(parsed.count);
   std::vector<std::byte> out(n * dtype_size(type->dtype));
   switch (type->dtype) {
     case DType::u8:
@@ -139,16 +178,30 @@ std::pair<std::filesystem::path, std::filesystem::path> mnist_files(std::string_
 
 }  // namespace
 
+namespace {
+
+// A gzip-compressed IDX file, inflated no further than its header says it reaches: first
+// the header, then the data and one byte more (to see that nothing follows), so that a
+// small file cannot inflate to gigabytes before its size is checked.
+TensorData parse_idx_gzip(std::span<const std::uint8_t> compressed, std::string_view name) {
+  const std::string plain_name = std::string(name) + " (gunzipped)";
+  const std::vector<std::uint8_t> head = detail::gunzip(reader, name, compressed, max_header_bytes);
+  const IdxHeader header = parse_idx_header(head, plain_name);
+  const std::uint64_t size = header.header_bytes + header.data_bytes;
+  const std::vector<std::uint8_t> plain = detail::gunzip(reader, name, compressed, size + 1);
+  return parse_idx_bytes(plain, plain_name, plain.size() > size);
+}
+
+}  // namespace
+
 TensorData parse_idx(std::span<const std::uint8_t> bytes, std::string_view name) {
   if (!detail::is_gzip(bytes)) return parse_idx_bytes(bytes, name);
-  const std::vector<std::uint8_t> plain = detail::gunzip("read_idx", name, bytes);
-  return parse_idx_bytes(plain, std::string(name) + " (gunzipped)");
+  return parse_idx_gzip(bytes, name);
 }
 
 TensorData read_idx(const std::filesystem::path& path) {
-  std::string name;
-  const std::vector<std::uint8_t> bytes = detail::read_maybe_gzip("read_idx", path, name);
-  return parse_idx_bytes(bytes, name);
+  const std::vector<std::uint8_t> bytes = detail::read_file(reader, path);
+  return parse_idx(bytes, path.string());
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #include "kiln/data/image_folder.hpp"
 
 #include "bytes.hpp"
+#include "image_limits.hpp"
 #include "kiln/core/error.hpp"
 
 // Debian's libstb provides the compiled decoders (libstb.so); this is the declarations only.
@@ -15,19 +16,20 @@
 
 namespace kiln::data {
 
-TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels) {
+TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels,
+                        std::uint64_t max_pixels) {
   KILN_CHECK(channels >= 0 && channels <= 4, "read_image: {}: channels must be 0 (as stored) to 4, got {}", name,
              channels);
   KILN_CHECK(!bytes.empty(), "read_image: {}: the file is empty", name);
   KILN_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX),
              "read_image: {}: {} bytes are more than stb_image reads", name, bytes.size());
+  detail::check_image_header(bytes, name, max_pixels);
   int width = 0, height = 0, stored = 0;
   // stbi_failure_reason is thread-local in this stb, so workers can decode in parallel.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &stored, channels),
       stbi_image_free);
-  KILN_CHECK(pixels != nullptr, "read_image: {}: cannot decode ({} bytes, starting {}): {}", name, bytes.size(),
-             fmt::format("{:02x}", fmt::join(bytes.first(std::min<std::size_t>(bytes.size(), 8)), " ")), stbi_failure_reason());
+  if (pixels == nullptr) detail::fail_to_decode(bytes, name);
   const int c = channels == 0 ? stored : channels;
   const auto h = static_cast<std::size_t>(height), w = static_cast<std::size_t>(width),
              cs = static_cast<std::size_t>(c);
@@ -40,8 +42,8 @@ TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view na
   return TensorData(std::move(chw), Shape{c, height, width}, DType::u8);
 }
 
-TensorData read_image(const std::filesystem::path& path, int channels) {
-  return decode_image(detail::read_file("read_image", path), path.string(), channels);
+TensorData read_image(const std::filesystem::path& path, int channels, std::uint64_t max_pixels) {
+  return decode_image(detail::read_file("read_image", path), path.string(), channels, max_pixels);
 }
 
 struct ImageFolder::State {
@@ -103,7 +105,7 @@ std::size_t ImageFolder::size() const { return state_->files.size(); }
 
 LabeledImage ImageFolder::get(std::size_t i) const {
   KILN_CHECK(i < size(), "ImageFolder: index {} is out of range for a dataset of {} items", i, size());
-  return {read_image(state_->files[i], state_->options.channels), state_->labels[i]};
+  return {read_image(state_->files[i], state_->options.channels, state_->options.max_pixels), state_->labels[i]};
 }
 
 const std::vector<std::string>& ImageFolder::classes() const { return state_->classes; }

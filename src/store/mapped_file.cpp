@@ -12,8 +12,23 @@
 
 namespace kiln::store::detail {
 
+namespace {
+
+// What a file that is not a regular one is, for errors.
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a file of an unknown kind";
+}
+
+}  // namespace
+
 MappedFile::MappedFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO that no one writes to returns at once (and is refused
+  // below) instead of waiting forever for a writer; regular files ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   KILN_CHECK(fd >= 0, "{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
@@ -23,7 +38,10 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    KILN_FAIL("{}: {}", path.string(), S_ISDIR(info.st_mode) ? "is a directory, not a file" : "is not a regular file");
+    if (S_ISDIR(info.st_mode)) KILN_FAIL("{}: is a directory, not a file", path.string());
+    KILN_FAIL("{}: is {}, not a regular file; weights are read from regular files only (they are mapped into "
+              "memory), so copy the data into a file first",
+              path.string(), file_kind(info.st_mode));
   }
   size_ = static_cast<std::size_t>(info.st_size);
   if (size_ > 0) {

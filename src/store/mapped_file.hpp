@@ -11,7 +11,8 @@ namespace kiln::store::detail {
 class MappedFile {
  public:
   // Maps the whole file; throws kiln::Error naming the path when it cannot be opened or
-  // is not a regular file. An empty file maps to no bytes.
+  // is not a regular file (a FIFO is refused at once, never waited on). An empty file
+  // maps to no bytes.
   explicit MappedFile(const std::filesystem::path& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -1,7 +1,9 @@
 // CSV files of numbers: an optional header row of column names, then rows of numeric
 // fields, all rows as long as the first. Fields may be quoted; spaces around a field are
-// ignored. A field that is not a number, a ragged row or an unclosed quote is a kiln::Error
-// naming the file, the line, the column and the text. Compiled into kiln::data.
+// ignored; lines end at LF, CRLF or CR. A field that is not a number (or not a finite one,
+// unless asked for), a value beyond f32's range in an f32 table, a ragged row or an
+// unclosed quote is a kiln::Error naming the file, the line, the column and the text (cut
+// to 40 bytes). Compiled into kiln::data.
 #pragma once
 
 #include "kiln/core/tensor_data.hpp"
@@ -19,6 +21,9 @@ struct CsvOptions {
   bool header = true;  // the first row names the columns
   char delimiter = ',';
   DType dtype = DType::f32;  // f32 or f64
+  // Accept "nan", "inf" and "infinity" (any case, signed); otherwise they are errors, as
+  // non-finite values in a dataset are usually a mistake made upstream.
+  bool allow_non_finite = false;
 };
 
 // The numbers of a CSV file: a Dataset of its rows (TensorData [columns]).

@@ -1,7 +1,8 @@
 // IDX files (the format of MNIST and Fashion-MNIST): a big-endian header of two zero bytes,
 // a type code and the number of dims, the dims as 32-bit integers, then the elements.
-// Plain or gzip-compressed (recognized by content, not by name). A malformed file is a
-// kiln::Error naming the reader, the file and the bytes at fault. Compiled into kiln::data.
+// Plain or gzip-compressed (recognized by content, not by name; a gzip stream is inflated
+// no further than the header says the data reaches). A malformed file is a kiln::Error
+// naming the reader, the file and the bytes at fault. Compiled into kiln::data.
 #pragma once
 
 #include "kiln/core/tensor_data.hpp"

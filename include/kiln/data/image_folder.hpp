@@ -17,15 +17,23 @@
 
 namespace kiln::data {
 
+// The most pixels an image may have unless the caller allows more: 8192 × 8192, which
+// decodes to at most 256 MiB (RGBA). A file whose header asks for more is refused before
+// anything is allocated, as is one too short for the pixels its header announces.
+inline constexpr std::uint64_t default_max_image_pixels = std::uint64_t{1} << 26;
+
 // Decodes an image file's bytes into u8 [C, H, W]. `channels` 0 keeps the file's (1 grey,
 // 2 grey + alpha, 3 RGB, 4 RGBA); 1 to 4 converts. `name` stands for the file in errors.
-TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels = 0);
-TensorData read_image(const std::filesystem::path& path, int channels = 0);
+TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels = 0,
+                        std::uint64_t max_pixels = default_max_image_pixels);
+TensorData read_image(const std::filesystem::path& path, int channels = 0,
+                      std::uint64_t max_pixels = default_max_image_pixels);
 
 struct ImageFolderOptions {
   int channels = 0;  // as in decode_image; set it when the files differ and batches must match
   // File name endings that count as images (compared without case); other files are skipped.
   std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".pgm", ".ppm"};
+  std::uint64_t max_pixels = default_max_image_pixels;  // as in decode_image
 };
 
 class ImageFolder {
