@@ -1,8 +1,10 @@
 #include "bytes.hpp"
 
+#include "../common/regular_file.hpp"
 #include "kiln/core/error.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -24,15 +26,6 @@ struct FileDescriptor {
   }
 };
 
-// What a file that is not a regular one is, for errors.
-const char* file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a file of an unknown kind";
-}
-
 }  // namespace
 
 std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesystem::path& path) {
@@ -44,15 +37,9 @@ std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesyst
     KILN_CHECK(error != ENOENT, "{}: {}: no such file", reader, path.string());
     KILN_FAIL("{}: {}: cannot open: {}", reader, path.string(), std::strerror(error));
   }
-  struct stat info {};
-  KILN_CHECK(::fstat(file.fd, &info) == 0, "{}: {}: cannot read its size: {}", reader, path.string(),
-             std::strerror(errno));
-  KILN_CHECK(!S_ISDIR(info.st_mode), "{}: {}: is a directory, not a file", reader, path.string());
-  KILN_CHECK(S_ISREG(info.st_mode),
-             "{}: {}: is {}, not a regular file; readers take regular files only (their size is known before "
-             "reading), so copy the data into a file first",
-             reader, path.string(), file_kind(info.st_mode));
-  const auto size = static_cast<std::size_t>(info.st_size);
+  const std::size_t size = kiln::detail::regular_file_size(
+      file.fd, fmt::format("{}: {}", reader, path.string()),
+      "readers take regular files only (their size is known before reading), so copy the data into a file first");
   std::vector<std::uint8_t> bytes(size);
   std::size_t done = 0;
   while (done < size) {

@@ -3,6 +3,7 @@
 // overflow or inflate without bound, and FIFOs that nobody writes to. Each must give a
 // kiln::Error naming the reader, the file and the sizes at fault, at once.
 #include "data_test.hpp"
+#include "fifo_watchdog.hpp"
 
 #include <kiln/data/cifar.hpp>
 #include <kiln/data/csv.hpp>
@@ -15,13 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 
 namespace kiln::data::test {
 namespace {
@@ -279,53 +275,7 @@ TEST(HostileIdx, GzipStopsWhereTheHeaderSaysTheDataEnds) {
 
 // ---- FIFOs and other files that are not regular ----
 
-// Opens the FIFO's other end for a moment, again and again, once two seconds have passed:
-// a reader stuck opening the FIFO then returns, so that it fails the test instead of hanging.
-class FifoWatchdog {
- public:
-  explicit FifoWatchdog(std::filesystem::path fifo) : fifo_(std::move(fifo)), thread_([this] { watch(); }) {}
-  ~FifoWatchdog() {
-    {
-      const std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  FifoWatchdog(const FifoWatchdog&) = delete;
-  FifoWatchdog& operator=(const FifoWatchdog&) = delete;
-
-  bool fired() const { return fired_; }
-
- private:
-  void watch() {
-    std::unique_lock lock(mutex_);
-    if (wake_.wait_for(lock, std::chrono::seconds(2), [&] { return done_; })) return;
-    while (!done_) {
-      // Non-blocking: succeeds only while a reader has the FIFO open.
-      const int fd = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-      if (fd >= 0) {
-        fired_ = true;
-        ::close(fd);
-      }
-      wake_.wait_for(lock, std::chrono::milliseconds(20), [&] { return done_; });
-    }
-  }
-
-  std::filesystem::path fifo_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool done_ = false;
-  std::atomic<bool> fired_{false};
-  std::thread thread_;  // last, so that it starts after the members it uses
-};
-
-// True when `read` waited on `fifo` for a writer (and had to be let go by the watchdog).
-bool waits_on(const std::filesystem::path& fifo, const std::function<void()>& read) {
-  const FifoWatchdog watchdog(fifo);
-  read();
-  return watchdog.fired();
-}
+using kiln::test::waits_on;
 
 TEST(HostileFiles, FifosAreRefusedAtOnce) {
   TempDir dir;
