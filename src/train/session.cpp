@@ -522,9 +522,10 @@ DashboardState Session::snapshot() const {
     Split split;
   };
   std::vector<Column> columns;
-  for (const auto& [metric, label] : {std::pair{"loss", "loss"}, std::pair{"accuracy", "acc"}})
+  for (const auto& [metric_name, label] : {std::pair{"loss", "loss"}, std::pair{"accuracy", "acc"}})
     for (const Split split : {Split::train, Split::valid})
-      if (std::any_of(history_.begin(), history_.end(), [&](const EpochRecord& r) {
+      if (const std::string metric = metric_name;  // a lambda may not capture a binding before Clang 16
+          std::any_of(history_.begin(), history_.end(), [&](const EpochRecord& r) {
             return (split == Split::train ? r.train : r.valid).get(metric).has_value();
           }))
         columns.push_back({fmt::format("{} {}", split_name(split), label), metric, split});
