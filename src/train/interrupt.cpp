@@ -15,8 +15,8 @@
 
 // Ctrl-C is taken on a thread of its own, never on a thread that computes. A signal handler
 // runs on whichever thread the kernel picks and pushes its frame on that thread's stack;
-// delivered to a thread inside oneDNN's JIT-compiled kernels it corrupted the heap (3 runs in
-// 75, issue 14). So while a guard lives SIGINT is blocked on the training thread (threads it
+// delivered to a thread inside oneDNN's JIT-compiled kernels it corrupted the heap (3 of
+// 75 interrupted runs). So while a guard lives SIGINT is blocked on the training thread (threads it
 // starts, the data loader's workers, inherit that), the CPU backend's OpenMP workers block
 // asynchronous signals for good (backends/cpu/src/threads.cpp), and a watcher thread takes
 // SIGINT with sigtimedwait. The handler stays installed for any other thread of the program

@@ -1,4 +1,4 @@
-// Hostile files against the data readers (issue 14): image headers that lie about their
+// Hostile files against the data readers: image headers that lie about their
 // size, CSV that would lose rows or values silently, IDX dims and gzip streams that would
 // overflow or inflate without bound, and FIFOs that nobody writes to. Each must give a
 // kiln::Error naming the reader, the file and the sizes at fault, at once.

@@ -1,4 +1,4 @@
-// Weights files that are not regular files (issue 14): a FIFO that nobody writes to must
+// Weights files that are not regular files: a FIFO that nobody writes to must
 // be refused at once by the safetensors and .pt readers, which map files into memory,
 // never waited on; a character device likewise.
 #include "fifo_watchdog.hpp"

@@ -1,4 +1,4 @@
-// Hostile checkpoints (issue 14): counts near INT64_MAX in learner.json and in the
+// Hostile checkpoints: counts near INT64_MAX in learner.json and in the
 // optimizer's state, `latest` holding 30 or 50,000 digits or a FIFO, stray directories
 // with 25-digit names, a checkpoint whose files come from two runs, and the temporary
 // files that killed writes leave. Each crafted file is a kiln::Error naming the file and

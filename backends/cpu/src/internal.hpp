@@ -27,7 +27,7 @@ void copy_into(const CpuTensor& src, const CpuTensor& dst);
 
 // Makes the OpenMP worker threads of the calling thread's team block asynchronous signals
 // (SIGINT, SIGTERM, SIGUSR1...), once per team size: a signal frame pushed on a worker in
-// the middle of oneDNN's JIT-compiled kernels corrupted the heap (issue 14). Signals then go
+// the middle of oneDNN's JIT-compiled kernels corrupted the heap. Signals then go
 // to the program's own threads. Cheap after the first call (a thread_local compare); called
 // before every parallel region and oneDNN call (threads.cpp).
 void keep_signals_off_workers();
