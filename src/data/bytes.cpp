@@ -54,6 +54,10 @@ std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesyst
   return bytes;
 }
 
+std::size_t gunzip_budget(std::size_t compressed) {
+  return std::max(gunzip_floor, compressed > SIZE_MAX / gunzip_ratio ? SIZE_MAX - 1 : compressed * gunzip_ratio);
+}
+
 bool is_gzip(std::span<const std::uint8_t> bytes) { return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b; }
 
 namespace {
@@ -79,16 +83,19 @@ std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name,
              z.msg ? z.msg : "out of memory");
   inflater.open = true;
 
+  // A file without a size in its header (CSV, CIFAR) is inflated as far as the budget; one
+  // whose header gives its size (IDX) passes that size plus one as `limit`.
+  const std::size_t budget = gunzip_budget(bytes.size());
+  const std::size_t cap = std::min(limit, budget + 1);
   std::vector<std::uint8_t> out;
-  // The trailer's ISIZE is the last member's size mod 2^32: a first guess, capped.
+  // The trailer's ISIZE is the last member's size mod 2^32: a first guess, within the cap.
   std::size_t guess = bytes.size() * 4;
   if (bytes.size() >= 18) {
     const std::uint8_t* end = bytes.data() + bytes.size();
     guess = std::max<std::size_t>(guess, std::uint32_t{end[-4]} | (std::uint32_t{end[-3]} << 8) |
                                              (std::uint32_t{end[-2]} << 16) | (std::uint32_t{end[-1]} << 24));
   }
-  // deflate compresses at most about 1032:1, so a corrupt ISIZE cannot ask for more than that.
-  guess = std::min({std::max<std::size_t>(guess, 4096), bytes.size() * 1032 + 4096, std::size_t{1} << 30, limit});
+  guess = std::min(std::max<std::size_t>(guess, 4096), cap);
   out.resize(guess);
 
   std::size_t in_at = 0, out_at = 0;
@@ -96,7 +103,12 @@ std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name,
   for (;;) {
     if (out_at == out.size()) {
       if (out_at >= limit) break;  // the caller needs no more: what follows is left unread
-      out.resize(std::min(std::max<std::size_t>(out.size() * 2, 4096), limit));
+      KILN_CHECK(out_at < cap,
+                 "{}: {}: the gzip stream inflates to more than {} bytes, {} times its {} compressed bytes: refused "
+                 "as a likely decompression bomb (a gzip file may inflate to {} times its size, or {} bytes if that "
+                 "is more); to read it, gunzip it first: plain files have no such limit",
+                 reader, name, budget, gunzip_ratio, bytes.size(), gunzip_ratio, gunzip_floor);
+      out.resize(std::min(std::max<std::size_t>(out.size() * 2, 4096), cap));
     }
     z.next_in = const_cast<Bytef*>(bytes.data() + in_at);
     z.avail_in = static_cast<uInt>(std::min(chunk, bytes.size() - in_at));

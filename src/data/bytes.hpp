@@ -20,11 +20,21 @@ std::vector<std::uint8_t> read_file(std::string_view reader, const std::filesyst
 // True when the bytes begin with gzip's magic number (1f 8b).
 bool is_gzip(std::span<const std::uint8_t> bytes);
 
+// A gzip stream may inflate to at most gunzip_ratio times its compressed size, or to
+// gunzip_floor bytes where that is more: real datasets compress 1.1:1 (CIFAR's pixels) to
+// 5:1 (MNIST, numeric CSV), while deflate reaches 1032:1 on runs of one byte, so a 1 MB
+// file could otherwise inflate to a gigabyte before any check sees it.
+inline constexpr std::size_t gunzip_ratio = 16;
+inline constexpr std::size_t gunzip_floor = std::size_t{16} << 20;
+// The most bytes `compressed` gzip bytes may inflate to.
+std::size_t gunzip_budget(std::size_t compressed);
+
 // The decompressed content of a gzip stream (several members are concatenated). A corrupt
-// or truncated stream, or bytes after it that are not another member, is a kiln::Error
-// naming `reader`, `name` and the compressed byte offset at fault. Decompression stops
-// once `limit` bytes are out: a result of exactly `limit` bytes may have had more behind
-// it (unchecked), so a reader that knows its size passes that size plus one.
+// or truncated stream, bytes after it that are not another member, or more output than
+// gunzip_budget allows, is a kiln::Error naming `reader`, `name` and the compressed byte
+// offset or the sizes at fault. Decompression stops once `limit` bytes are out: a result
+// of exactly `limit` bytes may have had more behind it (unchecked), so a reader that knows
+// its size passes that size plus one.
 std::vector<std::uint8_t> gunzip(std::string_view reader, std::string_view name, std::span<const std::uint8_t> bytes,
                                  std::size_t limit = SIZE_MAX);
 

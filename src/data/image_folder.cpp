@@ -17,13 +17,13 @@
 namespace kiln::data {
 
 TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels,
-                        std::uint64_t max_pixels) {
+                        std::uint64_t max_pixels, std::uint64_t max_pixels_per_byte) {
   KILN_CHECK(channels >= 0 && channels <= 4, "read_image: {}: channels must be 0 (as stored) to 4, got {}", name,
              channels);
   KILN_CHECK(!bytes.empty(), "read_image: {}: the file is empty", name);
   KILN_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX),
              "read_image: {}: {} bytes are more than stb_image reads", name, bytes.size());
-  detail::check_image_header(bytes, name, max_pixels);
+  detail::check_image_header(bytes, name, max_pixels, max_pixels_per_byte);
   int width = 0, height = 0, stored = 0;
   // stbi_failure_reason is thread-local in this stb, so workers can decode in parallel.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
@@ -42,8 +42,9 @@ TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view na
   return TensorData(std::move(chw), Shape{c, height, width}, DType::u8);
 }
 
-TensorData read_image(const std::filesystem::path& path, int channels, std::uint64_t max_pixels) {
-  return decode_image(detail::read_file("read_image", path), path.string(), channels, max_pixels);
+TensorData read_image(const std::filesystem::path& path, int channels, std::uint64_t max_pixels,
+                      std::uint64_t max_pixels_per_byte) {
+  return decode_image(detail::read_file("read_image", path), path.string(), channels, max_pixels, max_pixels_per_byte);
 }
 
 struct ImageFolder::State {
@@ -105,7 +106,8 @@ std::size_t ImageFolder::size() const { return state_->files.size(); }
 
 LabeledImage ImageFolder::get(std::size_t i) const {
   KILN_CHECK(i < size(), "ImageFolder: index {} is out of range for a dataset of {} items", i, size());
-  return {read_image(state_->files[i], state_->options.channels, state_->options.max_pixels), state_->labels[i]};
+  return {read_image(state_->files[i], state_->options.channels, state_->options.max_pixels,
+                     state_->options.max_pixels_per_byte), state_->labels[i]};
 }
 
 const std::vector<std::string>& ImageFolder::classes() const { return state_->classes; }

@@ -42,6 +42,9 @@ struct ImageHeader {
   std::uint64_t width = 0, height = 0;
   std::uint64_t min_bytes = 0;  // the least the file must hold for its pixels (0: no bound)
   std::string layout;           // how min_bytes was counted, for the error
+  // What a pixel costs while decoding, in units of an 8-bit one: stb_image decodes a 16-bit
+  // PNG at 16 bits (twice the memory) before it converts to 8.
+  std::uint64_t pixel_weight = 1;
 };
 
 bool starts_with(std::span<const std::uint8_t> bytes, std::string_view magic) {
@@ -174,6 +177,8 @@ ImageHeader read_header(std::span<const std::uint8_t> bytes, std::string_view na
   ImageHeader out;
   if (starts_with(bytes, "\x89PNG\r\n\x1a\n")) {
     out.format = "PNG";  // stb_image checks that the compressed data is complete
+    // The IHDR chunk comes first: its bit depth is byte 24.
+    if (bytes.size() > 24 && bytes[24] == 16) out.pixel_weight = 2;
   } else if (is_bmp(bytes)) {
     read_bmp(bytes, out);
   } else if (starts_with(bytes, "GIF8")) {
@@ -196,7 +201,8 @@ void fail_to_decode(std::span<const std::uint8_t> bytes, std::string_view name) 
             stbi_failure_reason());
 }
 
-void check_image_header(std::span<const std::uint8_t> bytes, std::string_view name, std::uint64_t max_pixels) {
+void check_image_header(std::span<const std::uint8_t> bytes, std::string_view name, std::uint64_t max_pixels,
+                        std::uint64_t max_pixels_per_byte) {
   ImageHeader header = read_header(bytes, name);
   if (!header.dims_known) {
     int width = 0, height = 0, channels = 0;
@@ -226,6 +232,18 @@ void check_image_header(std::span<const std::uint8_t> bytes, std::string_view na
              "missing)",
              reader, name, width, height, header.format, header.layout, header.min_bytes, bytes.size(),
              header.min_bytes - bytes.size());
+  // A compressed format's minimum lets one byte stand for hundreds of pixels (a flat JPEG,
+  // a PNG of zeros, a GIF screen larger than its frames).
+  const std::uint64_t pixels = width * height * header.pixel_weight;
+  KILN_CHECK(max_pixels_per_byte == 0 || pixels <= min_pixels_per_byte_check ||
+                 pixels <= times(bytes.size(), max_pixels_per_byte),
+             "{}: {}: a {} × {} {} of {} bytes has {} pixels per byte{}, more than the limit of {} (images of more "
+             "than {} pixels): refused as a likely decompression bomb; pass a larger max_pixels_per_byte to "
+             "read_image or decode_image (or set ImageFolderOptions::max_pixels_per_byte; 0 turns the check off) "
+             "to read it",
+             reader, name, width, height, header.format, bytes.size(), ceil_div(pixels, bytes.size()),
+             header.pixel_weight == 2 ? " (16-bit pixels count twice)" : "", max_pixels_per_byte,
+             min_pixels_per_byte_check);
 }
 
 }  // namespace kiln::data::detail

@@ -26,8 +26,8 @@ using detail::checked_mul;
 // kExpansionAllowance. Views can repeat their storage's elements (an expanded tensor has
 // stride 0) and one tensor can stand under several names (tied weights), but a small
 // hostile file must not be able to ask for terabytes.
-constexpr std::uint64_t kExpansionFactor = 64;
-constexpr std::uint64_t kExpansionAllowance = std::uint64_t{64} << 20;
+constexpr std::uint64_t kExpansionFactor = 16;
+constexpr std::uint64_t kExpansionAllowance = std::uint64_t{32} << 20;
 // Nested dicts are flattened up to this depth.
 constexpr int kMaxDictDepth = 32;
 // Tensors of more dims than this are refused, so that a hostile size tuple shared by
@@ -265,7 +265,7 @@ class StateDictReader {
         environment_(environment),
         heap_(heap),
         options_(options),
-        budget_(file_size * kExpansionFactor + kExpansionAllowance) {}
+        budget_(options.max_bytes ? options.max_bytes : file_size * kExpansionFactor + kExpansionAllowance) {}
 
   NamedTensors read(pk::Value root) {
     KILN_CHECK(root.kind == pk::Kind::dict,
@@ -324,12 +324,20 @@ class StateDictReader {
   void charge_name(const std::string& name) {
     const std::uint64_t bytes = 2 * static_cast<std::uint64_t>(name.size());
     KILN_CHECK(bytes <= budget_,
-               "{}: the names of its entries (as '{}', {} bytes) would bring what it reads past {} bytes, the limit of "
-               "{} times the checkpoint's size plus {} MiB; Kiln refuses this as a likely decompression bomb",
+               "{}: the names of its entries (as '{}', {} bytes) would bring what it reads past {} bytes, {}; Kiln "
+               "refuses this as a likely decompression bomb",
                source_, pk::printable(name.substr(0, 64)) + (name.size() > 64 ? "..." : ""), name.size(),
-               budget_ + materialized_, kExpansionFactor, kExpansionAllowance >> 20);
+               budget_ + materialized_, limit_rule());
     budget_ -= bytes;
     materialized_ += bytes;
+  }
+
+  // How the budget was set, for the errors.
+  std::string limit_rule() const {
+    if (options_.max_bytes) return "the limit set by TorchLoadOptions::max_bytes";
+    return fmt::format("the limit of {} times the checkpoint's size plus {} MiB (TorchLoadOptions::max_bytes sets "
+                       "another)",
+                       kExpansionFactor, kExpansionAllowance >> 20);
   }
 
   TensorData materialize(const std::string& name, const TensorView& view) {
@@ -365,11 +373,9 @@ class StateDictReader {
     const auto bytes = checked_mul<std::uint64_t>(static_cast<std::uint64_t>(numel), element);
     const std::uint64_t limit = budget_ + materialized_;
     KILN_CHECK(bytes && *bytes <= budget_,
-               "{}: its {} bytes would bring the tensors read past {} bytes, the limit of {} times the checkpoint's "
-               "size plus {} MiB (views that repeat their storage's elements, or one tensor under very many names); "
-               "Kiln refuses this as a likely decompression bomb",
-               where, bytes ? fmt::format("{}", *bytes) : std::string("over 2^64"), limit, kExpansionFactor,
-               kExpansionAllowance >> 20);
+               "{}: its {} bytes would bring the tensors read past {} bytes, {} (views that repeat their storage's "
+               "elements, or one tensor under very many names); Kiln refuses this as a likely decompression bomb",
+               where, bytes ? fmt::format("{}", *bytes) : std::string("over 2^64"), limit, limit_rule());
     budget_ -= *bytes;
     materialized_ += *bytes;
 

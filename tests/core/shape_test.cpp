@@ -24,6 +24,21 @@ TEST(Shape, ContiguousStridesAreRowMajor) {
   EXPECT_TRUE(Shape().contiguous_strides().empty());
 }
 
+// A shape whose dims multiply past 2^63 - 1 is an error naming it, never a wrapped count
+// (signed overflow); an empty one with huge dims still has strides (0 past the overflow).
+TEST(Shape, OverflowingDimsAreAnErrorUnlessTheShapeIsEmpty) {
+  constexpr std::int64_t big = (std::int64_t{1} << 32) - 1;
+  try {
+    (void)Shape({big, big, 3}).numel();
+    FAIL() << "numel of an overflowing shape returned";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "numel: shape [4294967295, 4294967295, 3] holds more than 2^63 - 1 elements");
+  }
+  EXPECT_THROW((void)Shape({3, big, big}).contiguous_strides(), kiln::Error);
+  EXPECT_EQ(Shape({big, big, 0}).numel(), 0);
+  EXPECT_EQ(Shape({0, big, big, big}).contiguous_strides(), (std::vector<std::int64_t>{0, 0, big, 1}));
+}
+
 TEST(Shape, ConstructsFromVectorAndSpanAndCompares) {
   const std::vector<std::int64_t> dims{4, 5};
   EXPECT_EQ(Shape(dims), (Shape{4, 5}));

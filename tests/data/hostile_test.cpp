@@ -3,6 +3,7 @@
 // overflow or inflate without bound, and FIFOs that nobody writes to. Each must give a
 // kiln::Error naming the reader, the file and the sizes at fault, at once.
 #include "data_test.hpp"
+#include "budget.hpp"
 #include "fifo_watchdog.hpp"
 
 #include <kiln/data/cifar.hpp>
@@ -180,6 +181,36 @@ TEST(HostileImages, ThePixelLimitIsAnOption) {
   EXPECT_EQ(read_image(dir / "root" / "c" / "big.png", 0, 10000).shape(), (Shape{1, 100, 100}));
 }
 
+TEST(HostileImages, CompressionBombsAreRefused) {
+  // A flat 4096 × 2048 JPEG takes a few bits per 8 × 8 block: about 100 KB for 8
+  // megapixels, far above 8 pixels per byte. PNG's deflate packs zeros tighter still.
+  const std::int64_t w = 4096, h = 2048;
+  const Bytes flat(static_cast<std::size_t>(w * h), 128);
+  Bytes jpeg, png;
+  ASSERT_NE(stbi_write_jpg_to_func(append_to, &jpeg, w, h, 1, flat.data(), 90), 0);
+  ASSERT_NE(stbi_write_png_to_func(append_to, &png, w, h, 1, flat.data(), w), 0);
+  ASSERT_LT(jpeg.size() * 8, static_cast<std::size_t>(w * h));
+  ASSERT_LT(png.size() * 8, static_cast<std::size_t>(w * h));
+  EXPECT_KILN_ERROR(decode_image(jpeg, "flat.jpg"), "read_image", "flat.jpg", "4096 × 2048 JPEG",
+                    fmt::format("of {} bytes has {} pixels per byte", jpeg.size(), (w * h + jpeg.size() - 1) / jpeg.size()),
+                    "more than the limit of 8", "decompression bomb", "max_pixels_per_byte");
+  EXPECT_KILN_ERROR(decode_image(png, "flat.png"), "flat.png", "4096 × 2048 PNG", "more than the limit of 8");
+  // The limit is an option, and 0 turns it off.
+  EXPECT_EQ(decode_image(jpeg, "flat.jpg", 1, default_max_image_pixels, 0).shape(), (Shape{1, h, w}));
+  const TensorData image = decode_image(png, "flat.png", 0, default_max_image_pixels, 1u << 20);
+  EXPECT_EQ(image.shape(), (Shape{1, h, w}));
+  EXPECT_EQ(image.bytes()[12345], std::byte{128});
+  // At most 2048 × 2048 pixels, no ratio is asked for.
+  Bytes small;
+  ASSERT_NE(stbi_write_png_to_func(append_to, &small, 2048, 2048, 1, flat.data(), 2048), 0);
+  EXPECT_EQ(decode_image(small, "small.png").shape(), (Shape{1, 2048, 2048}));
+  TempDir dir;
+  std::filesystem::create_directories(dir / "root" / "c");
+  write_file(dir / "root" / "c" / "flat.png", png);
+  EXPECT_KILN_ERROR(ImageFolder(dir / "root").get(0), "flat.png", "pixels per byte");
+  EXPECT_EQ(ImageFolder(dir / "root", {.max_pixels_per_byte = 0}).get(0).image.shape(), (Shape{1, h, w}));
+}
+
 // ---- CSV ----
 
 TEST(HostileCsv, CarriageReturnsEndLines) {
@@ -271,6 +302,178 @@ TEST(HostileIdx, GzipStopsWhereTheHeaderSaysTheDataEnds) {
   // allocating what it promises.
   EXPECT_KILN_ERROR(parse_idx(gzip(idx_file(0x0E, {1u << 20, 1u << 20}, counting(64))), "promise.gz"), "promise.gz",
                     "need 8796093022208 data bytes", "only 64 follow");
+}
+
+// ---- gzip without a size in the header ----
+
+TEST(HostileGzip, CsvAndCifarStopAt16TimesTheCompressedSize) {
+  // 18 MiB of CSV zeros gzip to about 40 KB: past the 16 MiB floor and 16 times the size.
+  std::string zeros = "a,b\n";
+  while (zeros.size() < (std::size_t{18} << 20)) zeros += "0,0\n";
+  const Bytes csv = gzip(Bytes(zeros.begin(), zeros.end()));
+  TempDir dir;
+  write_file(dir / "bomb.csv.gz", csv);
+  EXPECT_KILN_ERROR(read_csv(dir / "bomb.csv.gz"), "read_csv", (dir / "bomb.csv.gz").string(),
+                    "inflates to more than 16777216 bytes",
+                    fmt::format("16 times its {} compressed bytes", csv.size()), "decompression bomb",
+                    "gunzip it first");
+  // The same text unzipped is read whole.
+  write_text(dir / "plain.csv", zeros);
+  EXPECT_EQ(read_csv(dir / "plain.csv").rows(), (zeros.size() - 4) / 4);
+  // CIFAR: 6000 records of zeros (18 MB) in about 18 KB.
+  write_file(dir / "bomb.bin.gz", gzip(Bytes(std::size_t{6000} * 3073, 0)));
+  EXPECT_KILN_ERROR(read_cifar10(dir / "bomb.bin.gz"), "bomb.bin.gz", "inflates to more than 16777216 bytes");
+  // Below the floor, any ratio is fine.
+  write_file(dir / "ok.bin.gz", gzip(Bytes(std::size_t{100} * 3073, 0)));
+  EXPECT_EQ(read_cifar10(dir / "ok.bin.gz").size(), 100u);
+}
+
+// ---- the budget: every reader, the worst files of at most 1 MiB ----
+
+// `n` bytes of an APP15 segment (ignored by decoders) after a JPEG's start marker.
+Bytes pad_jpeg(const Bytes& jpeg, std::size_t n) {
+  Bytes out(jpeg.begin(), jpeg.begin() + 2);
+  while (n >= 4) {
+    const std::size_t size = std::min<std::size_t>(n, 65537);
+    out.insert(out.end(), {0xff, 0xef, static_cast<std::uint8_t>((size - 2) >> 8), static_cast<std::uint8_t>(size - 2)});
+    out.resize(out.size() + size - 4, 0x5a);
+    n -= size;
+  }
+  out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
+  return out;
+}
+
+// A PNG chunk: length, type, data, CRC-32 of type and data.
+void put_png_chunk(Bytes& out, std::string_view type, const Bytes& data) {
+  put_be32(out, static_cast<std::uint32_t>(data.size()));
+  const std::size_t start = out.size();
+  out.insert(out.end(), type.begin(), type.end());
+  out.insert(out.end(), data.begin(), data.end());
+  put_be32(out, static_cast<std::uint32_t>(crc32(0, out.data() + start, static_cast<uInt>(out.size() - start))));
+}
+
+// A 16-bit RGBA PNG of zeros, padded with an ancillary chunk (which decoders skip) to
+// `padding` more bytes.
+Bytes png_rgba16_zeros(std::uint32_t width, std::uint32_t height, std::size_t padding) {
+  Bytes out{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  Bytes ihdr;
+  put_be32(ihdr, width);
+  put_be32(ihdr, height);
+  ihdr.insert(ihdr.end(), {16, 6, 0, 0, 0});  // 16 bits, RGBA, deflate, filter 0, no interlace
+  put_png_chunk(out, "IHDR", ihdr);
+  put_png_chunk(out, "kiLn", Bytes(padding, 0x5a));
+  const Bytes raw((std::size_t{8} * width + 1) * height, 0);  // filter byte 0 and zeros, row by row
+  Bytes idat(compressBound(static_cast<uLong>(raw.size())));
+  uLongf size = static_cast<uLongf>(idat.size());
+  EXPECT_EQ(compress2(idat.data(), &size, raw.data(), static_cast<uLong>(raw.size()), 9), Z_OK);
+  idat.resize(size);
+  put_png_chunk(out, "IDAT", idat);
+  put_png_chunk(out, "IEND", {});
+  return out;
+}
+
+// A GIF whose screen is width × height with one 1 × 1 frame, and a comment of `padding`
+// bytes: stb_image allocates the whole screen (several buffers of it) whatever the frames.
+Bytes gif_screen(std::uint16_t width, std::uint16_t height, std::size_t padding) {
+  Bytes out{'G', 'I', 'F', '8', '9', 'a'};
+  put_le16(out, width);
+  put_le16(out, height);
+  out.insert(out.end(), {0x80, 0, 0, 0, 0, 0, 255, 255, 255});  // a global table of 2 colours
+  out.insert(out.end(), {0x21, 0xfe});                           // a comment, in blocks of 255 bytes
+  for (; padding >= 256; padding -= 256) {
+    out.push_back(255);
+    out.resize(out.size() + 255, 'k');
+  }
+  out.push_back(0);
+  out.push_back(0x2c);  // the frame: at 0, 0, 1 × 1, no local table
+  for (int v : {0, 0, 1, 1}) put_le16(out, static_cast<std::uint32_t>(v));
+  out.push_back(0);
+  // LZW, minimum code size 2: codes clear (4), 0, end (5) of 3 bits each.
+  out.insert(out.end(), {2, 2, 0x44, 0x01, 0, 0x3b});
+  return out;
+}
+
+// `copies` gzip members of 16 MiB of zeros each after `head` (gzipped): a stream that
+// inflates to 16 MiB per 16 KB.
+Bytes gzip_bomb(const Bytes& head, int copies) {
+  Bytes out = gzip(head);
+  const Bytes zeros = gzip(Bytes(std::size_t{16} << 20, 0));
+  for (int i = 0; i < copies; ++i) out.insert(out.end(), zeros.begin(), zeros.end());
+  return out;
+}
+
+TEST(HostileBudget, EveryReaderRefusesOrReadsTheWorstSmallFilesCheaply) {
+  using Outcome = kiln::test::ReadUse::Outcome;
+  using kiln::test::expect_within_budget;
+  const auto decodes = [](const Bytes& bytes, std::string_view name) {
+    return [&bytes, name] { (void)decode_image(bytes, name); };
+  };
+  // Images: headers that lie, compression bombs, and the largest images the limits let
+  // through from 1 MiB (8 megapixels, 4 at 16 bits).
+  const Bytes bmp = bmp_header(26000, 26000), ppm = text_bytes("P6\n40000 17000\n255\n");
+  const Bytes pgm = text_bytes("P5\n64 64\n255\n"), tga = tga_header(3, 64, 64, 8);
+  expect_within_budget("BMP header of 26000 x 26000", bmp.size(), Outcome::refused, decodes(bmp, "a.bmp"));
+  expect_within_budget("PPM header of 40000 x 17000", ppm.size(), Outcome::refused, decodes(ppm, "a.ppm"));
+  expect_within_budget("PGM header of 64 x 64, no pixels", pgm.size(), Outcome::refused, decodes(pgm, "a.pgm"));
+  expect_within_budget("TGA header of 64 x 64, no pixels", tga.size(), Outcome::refused, decodes(tga, "a.tga"));
+  const Bytes gif_lie = gif_screen(8192, 8192, 0), gif_big = gif_screen(2880, 2880, (1 << 20) - 100);
+  expect_within_budget("GIF of an 8192 x 8192 screen, one pixel", gif_lie.size(), Outcome::refused,
+                       decodes(gif_lie, "a.gif"), "pixels per byte");
+  expect_within_budget("GIF of a 2880 x 2880 screen, padded to 1 MiB", gif_big.size(), Outcome::read,
+                       decodes(gif_big, "b.gif"));
+  {
+    const Bytes flat(std::size_t{6144} * 6144, 128);
+    Bytes jpeg;
+    ASSERT_NE(stbi_write_jpg_to_func(append_to, &jpeg, 6144, 6144, 1, flat.data(), 90), 0);
+    expect_within_budget("flat JPEG of 6144 x 6144", jpeg.size(), Outcome::refused, decodes(jpeg, "a.jpg"),
+                         "pixels per byte");
+  }
+  {
+    const Bytes flat(std::size_t{2896} * 2896 * 3, 77);
+    Bytes jpeg;
+    ASSERT_NE(stbi_write_jpg_to_func(append_to, &jpeg, 2896, 2896, 3, flat.data(), 95), 0);
+    const Bytes padded = pad_jpeg(jpeg, (std::size_t{1} << 20) - jpeg.size());
+    expect_within_budget("flat RGB JPEG of 2896 x 2896, padded to 1 MiB", padded.size(), Outcome::read,
+                         decodes(padded, "b.jpg"));
+  }
+  const Bytes png_bomb = png_rgba16_zeros(4096, 4096, 0);
+  const Bytes png_big = png_rgba16_zeros(2048, 2048, (std::size_t{1} << 20) - png_rgba16_zeros(2048, 2048, 0).size());
+  expect_within_budget("16-bit RGBA PNG of zeros, 4096 x 4096", png_bomb.size(), Outcome::refused,
+                       decodes(png_bomb, "a.png"), "16-bit pixels count twice");
+  expect_within_budget("16-bit RGBA PNG of zeros, 2048 x 2048, padded to 1 MiB", png_big.size(), Outcome::read,
+                       decodes(png_big, "b.png"));
+
+  // gzip streams that inflate a thousandfold, behind headers of each kind.
+  TempDir dir;
+  const Bytes idx_bomb = gzip_bomb(idx_file(0x08, {1u << 30}, {}), 60);
+  const Bytes cifar_bomb = gzip_bomb(Bytes(3073, 1), 60);
+  std::string csv_head = "a,b\n";
+  while (csv_head.size() < 4096) csv_head += "1,2\n";
+  const Bytes csv_bomb = gzip_bomb(Bytes(csv_head.begin(), csv_head.end()), 60);
+  write_file(dir / "idx.gz", idx_bomb);
+  write_file(dir / "cifar.bin.gz", cifar_bomb);
+  write_file(dir / "table.csv.gz", csv_bomb);
+  expect_within_budget("IDX [2^30] gzip bomb (1 GiB of zeros)", idx_bomb.size(), Outcome::refused,
+                       [&] { (void)read_idx(dir / "idx.gz"); }, "decompression bomb");
+  expect_within_budget("CIFAR-10 gzip bomb", cifar_bomb.size(), Outcome::refused,
+                       [&] { (void)read_cifar10(dir / "cifar.bin.gz"); }, "decompression bomb");
+  expect_within_budget("CSV gzip bomb", csv_bomb.size(), Outcome::refused,
+                       [&] { (void)read_csv(dir / "table.csv.gz"); }, "decompression bomb");
+  // Plain files of 1 MiB read whole: a table of 262143 one-digit rows, one of a single row
+  // of 524287 columns, a CIFAR-100 file of 341 records, an IDX file of 1 MiB.
+  std::string rows = "a\n", columns;
+  while (rows.size() + 2 <= (1u << 20)) rows += "7\n";
+  for (std::size_t i = 0; columns.size() + 2 < (1u << 20); ++i) columns += i ? ",1" : "1";
+  write_text(dir / "rows.csv", rows);
+  write_text(dir / "columns.csv", columns + "\n");
+  write_file(dir / "cifar100.bin", Bytes(std::size_t{341} * 3074, 3));
+  write_file(dir / "big.idx", idx_file(0x08, {(1u << 20) - 8}, Bytes((1u << 20) - 8, 5)));
+  expect_within_budget("CSV of 1-digit rows", rows.size(), Outcome::read, [&] { (void)read_csv(dir / "rows.csv"); });
+  expect_within_budget("CSV of one row of 1-digit columns", columns.size() + 1, Outcome::read,
+                       [&] { (void)read_csv(dir / "columns.csv", {.header = false}); });
+  expect_within_budget("CIFAR-100 of 341 records", std::size_t{341} * 3074, Outcome::read,
+                       [&] { (void)read_cifar100(dir / "cifar100.bin"); });
+  expect_within_budget("IDX of 1 MiB", 1u << 20, Outcome::read, [&] { (void)read_idx(dir / "big.idx"); });
 }
 
 // ---- FIFOs and other files that are not regular ----

@@ -1,5 +1,6 @@
 // safetensors files that are wrong in every way the header can be: each must give a
 // kiln::Error naming the file, the tensor and the bytes at fault, never a crash.
+#include "budget.hpp"
 #include "fixtures.hpp"
 #include "store_test.hpp"
 
@@ -184,6 +185,36 @@ TEST(SafetensorsMalformed, EmptyTensorsMayShareAnOffsetButNotSitInsideAnother) {
       file_of(header({{"a", "U8", "[2]", "[0,2]"}, {"e", "F32", "[0,5]", "[2,2]"}, {"b", "U8", "[2]", "[2,4]"}}), 4));
   EXPECT_EQ(ok.names(), (std::vector<std::string>{"a", "e", "b"}));
   EXPECT_KILN_ERROR(parse(file_of(header({{"a", "U8", "[4]", "[0,4]"}, {"e", "U8", "[0]", "[2,2]"}}), 4)), "overlap");
+}
+
+// The worst safetensors files of at most 1 MiB: each is refused, or read within 1 s and
+// 100 MiB.
+TEST(SafetensorsMalformed, SmallHostileFilesStayWithinTheBudget) {
+  using Outcome = kiln::test::ReadUse::Outcome;
+  using kiln::test::expect_within_budget;
+  const auto loads = [](const std::vector<std::byte>& bytes) {
+    return [&bytes] { (void)parse(bytes).load_all(); };
+  };
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  // Half a million values in one array, and as many nested arrays.
+  std::string values = "{\"__metadata__\":[0";
+  while (values.size() + 4 < mib - 8) values += ",0";
+  const auto array = file_of(values + "]}");
+  expect_within_budget("safetensors: a header of one array of 0.5 M values", array.size(), Outcome::refused,
+                       loads(array));
+  const std::size_t depth = (mib - 32) / 2;
+  const auto nested = file_of("{\"a\":" + std::string(depth, '[') + std::string(depth, ']') + "}");
+  expect_within_budget("safetensors: arrays nested 0.5 M deep", nested.size(), Outcome::refused, loads(nested));
+  // As many empty tensors as fit, and one tensor of the whole file.
+  std::string empties = "{";
+  for (int i = 0; empties.size() + 64 < mib - 8; ++i)
+    empties += fmt::format(R"({}"{}":{{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})", i ? "," : "", i);
+  const auto many = file_of(empties + "}");
+  expect_within_budget("safetensors: 17 K empty tensors", many.size(), Outcome::read, loads(many));
+  const std::size_t data = mib - 128;
+  const auto whole = file_of(fmt::format(R"({{"t":{{"dtype":"U8","shape":[{}],"data_offsets":[0,{}]}}}})", data, data),
+                             data);
+  expect_within_budget("safetensors: one tensor of 1 MiB", whole.size(), Outcome::read, loads(whole));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Hostile and broken PyTorch checkpoints: pickles that call os.system, unknown and
 // refused opcodes, compressed or corrupt archives, views outside their storage. Each must
 // give a kiln::Error that names the file and what is wrong, and never run anything.
+#include "budget.hpp"
 #include "store_test.hpp"
 
 #include <kiln/store/torch.hpp>
@@ -284,6 +285,57 @@ TEST(TorchMalformed, CorruptZipDirectory) {
   // The end record's directory offset (its bytes 16-19) pointing elsewhere.
   archive[archive.size() - 6] ^= std::byte{0x01};
   EXPECT_KILN_ERROR(load(archive), "bad.pt", "central directory");
+}
+
+// The worst .pt files of at most 1 MiB: each is refused, or read within 1 s and 100 MiB.
+TEST(TorchMalformed, SmallHostileFilesStayWithinTheBudget) {
+  using Outcome = kiln::test::ReadUse::Outcome;
+  using kiln::test::expect_within_budget;
+  const auto loads = [](const std::vector<std::byte>& archive, TorchLoadOptions options = {}) {
+    return [&archive, options] { (void)load(archive, options); };
+  };
+  // 4000 dicts under one 64 KiB key (fetched from the memo): 256 MB of names.
+  Pickle names;
+  names.op('}').op('(');
+  for (int i = 0; i < 4000; ++i) {
+    names.str(fmt::format("d{}", i)).op('}');
+    if (i == 0) names.str(std::string(64 << 10, 'k')).raw("q\x01");
+    else names.raw("h\x01");
+    names.op('}').op('s');
+  }
+  const auto many_names = torch_archive(names.op('u').done());
+  expect_within_budget(".pt: 4000 dicts under one 64 KiB key", many_names.size(), Outcome::refused,
+                       loads(many_names, {.skip_non_tensors = true}), "decompression bomb");
+  // One tensor of 512 KiB under n names: 20 MiB is read, 256 MiB is refused.
+  for (const int n : {40, 512}) {
+    Pickle pickle;
+    pickle.op('}').op('(').str("t0").tensor("FloatStorage", "0", 1 << 17, 0, {1 << 17}, {1}).raw("q\x07"sv);
+    for (int i = 1; i < n; ++i) pickle.str(fmt::format("t{}", i)).raw("h\x07"sv);
+    const auto archive = torch_archive(pickle.op('u').done(), {{"0", std::vector<std::byte>(1 << 19)}});
+    expect_within_budget(fmt::format(".pt: a 512 KiB tensor under {} names", n), archive.size(),
+                         n == 40 ? Outcome::read : Outcome::refused, loads(archive));
+  }
+  // One float expanded to 1 GiB.
+  const auto expanded = one_tensor(
+      [](Pickle& p) { p.tensor("FloatStorage", "0", 1, 0, {4096, 4096, 16}, {0, 0, 0}); }, raw_bytes<float>({1}));
+  expect_within_budget(".pt: one float expanded to 1 GiB", expanded.size(), Outcome::refused, loads(expanded),
+                       "decompression bomb");
+  // A pickle of 1 MiB of EMPTY_LIST opcodes: a million values on the stack.
+  Pickle lists;
+  lists.raw(std::string((1 << 20) - 256, ']'));
+  const auto stacked = torch_archive(lists.done());
+  expect_within_budget(".pt: a million empty lists on the pickle stack", stacked.size(), Outcome::refused,
+                       loads(stacked));
+  // A pickle of 1 MiB of one nested list after another ('(' MARK then ']' ... 'e').
+  Pickle marks;
+  marks.raw(std::string((1 << 19) - 128, '('));
+  const auto marked = torch_archive(marks.done());
+  expect_within_budget(".pt: half a million marks", marked.size(), Outcome::refused, loads(marked));
+  // 16000 zip entries (1 MiB of directory) beside the pickle.
+  std::vector<std::pair<std::string, std::vector<std::byte>>> entries{{"archive/data.pkl", Pickle().op('}').done()}};
+  for (int i = 0; i < 9000; ++i) entries.emplace_back(fmt::format("archive/x/{:05}", i), std::vector<std::byte>{});
+  const auto directory = make_zip(entries);
+  expect_within_budget(".pt: 9000 empty zip entries", directory.size(), Outcome::read, loads(directory));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "budget.hpp"
 #include "classifier.hpp"
 #include "expect_error.hpp"
 
@@ -184,6 +185,41 @@ TEST(HostileCheckpoint, LatestThatIsNotACheckpointNameIsAnError) {
   EXPECT_KILN_ERROR(train::read_latest_checkpoint(dir), latest.string(),
                     "names 'epoch-" + std::string(42, '0') + "... (50007 characters)'");
   EXPECT_KILN_ERROR(run(dir, {.resume = true}), latest.string(), "which is not a checkpoint name");
+}
+
+// The worst checkpoint files of at most 1 MiB: each is refused, or read within 1 s and
+// 100 MiB.
+TEST(HostileCheckpoint, SmallHostileFilesStayWithinTheBudget) {
+  using Outcome = kiln::test::ReadUse::Outcome;
+  using kiln::test::expect_within_budget;
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  const fs::path dir = fresh_dir("budget");
+  fs::create_directories(dir / "checkpoints" / "epoch-0005");
+  const fs::path latest = dir / "checkpoints" / "latest";
+  const fs::path json = dir / "checkpoints" / "epoch-0005" / "learner.json";
+  const auto reads = [&] { (void)train::read_latest_checkpoint(dir); };
+  write_file(latest, "epoch-" + std::string(mib - 16, '9') + "\n");
+  expect_within_budget("latest: a name of 1 M digits", mib - 9, Outcome::refused, reads, "not a checkpoint name");
+  write_file(latest, "epoch-0005\n");
+  // The fuzzer's seed learner.json (epoch 5), its history padded with as many epochs as fit
+  // in 1 MiB: read (the checkpoint's other files are missing, so only the state is read).
+  const std::string valid = read_file(fs::path(KILN_FUZZ_SEEDS) / "learner.json");
+  const std::size_t history = valid.find("\"history\": [") + 12;
+  std::string epochs;
+  for (int i = 0; valid.size() + epochs.size() + 64 < mib; ++i)
+    epochs += R"({"epoch": 1, "global_step": 1, "train": {"loss": 0.5}, "valid": {"loss": 0.5}}, )";
+  write_file(json, valid.substr(0, history) + epochs + valid.substr(history));
+  expect_within_budget("learner.json: 12 K epochs of history", fs::file_size(json), Outcome::read, [&] {
+    if (train::learner_state_from_json(read_file(json), json.string()).history.size() <= 12'000)
+      throw std::runtime_error("the history was not read whole");
+  });
+  write_file(json, "{\"format\": " + std::string(mib / 2 - 16, '[') + std::string(mib / 2 - 16, ']') + "}");
+  expect_within_budget("learner.json: arrays nested 0.5 M deep", fs::file_size(json), Outcome::refused, reads,
+                       "invalid JSON");
+  std::string numbers = "{\"format\": [0";
+  while (numbers.size() + 4 < mib) numbers += ",0";
+  write_file(json, numbers + "]}");
+  expect_within_budget("learner.json: an array of 0.5 M numbers", fs::file_size(json), Outcome::refused, reads);
 }
 
 TEST(HostileCheckpoint, FifosAreRefusedNotWaitedOn) {

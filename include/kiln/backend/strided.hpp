@@ -24,7 +24,9 @@ struct StridedView {
 
   std::int64_t numel() const { return shape.numel(); }
   // Row-major and dense (size-1 dims may have any stride); the offset may be non-zero.
+  // An empty view is contiguous, whatever its strides.
   bool is_contiguous() const {
+    if (numel() == 0) return true;
     std::int64_t expected = 1;
     for (std::size_t i = shape.rank(); i-- > 0;) {
       if (shape[i] != 1 && strides[i] != expected) return false;

@@ -17,6 +17,13 @@
 
 namespace kiln {
 
+namespace detail {
+// Throws the kiln::Error for a shape whose element count does not fit in 64 bits.
+[[noreturn]] inline void shape_overflow(std::string_view op, const std::string& shape) {
+  throw Error(std::string(op) + ": shape " + shape + " holds more than 2^63 - 1 elements");
+}
+}  // namespace detail
+
 class Shape {
  public:
   Shape() = default;
@@ -32,19 +39,29 @@ class Shape {
   auto begin() const { return dims_.begin(); }
   auto end() const { return dims_.end(); }
 
+  // The number of elements. A shape whose dims multiply past 2^63 - 1 is an error (a
+  // shape with a zero dim holds 0 elements, whatever the others are).
   std::int64_t numel() const {
+    if (std::find(dims_.begin(), dims_.end(), 0) != dims_.end()) return 0;
     std::int64_t n = 1;
-    for (auto d : dims_) n *= d;
+    for (auto d : dims_)
+      if (__builtin_mul_overflow(n, d, &n)) detail::shape_overflow("numel", str());
     return n;
   }
 
-  // Row-major strides, in elements.
+  // Row-major strides, in elements. An empty shape's strides count only its trailing dims
+  // up to the last zero one, as PyTorch's do, and are 0 where that product would overflow:
+  // no element is ever addressed through them.
   std::vector<std::int64_t> contiguous_strides() const {
+    const bool empty = numel() == 0;
     std::vector<std::int64_t> strides(dims_.size());
     std::int64_t s = 1;
     for (std::size_t i = dims_.size(); i-- > 0;) {
       strides[i] = s;
-      s *= dims_[i];
+      if (__builtin_mul_overflow(s, dims_[i], &s)) {
+        if (!empty) detail::shape_overflow("contiguous_strides", str());
+        s = 0;
+      }
     }
     return strides;
   }

@@ -21,19 +21,29 @@ namespace kiln::data {
 // decodes to at most 256 MiB (RGBA). A file whose header asks for more is refused before
 // anything is allocated, as is one too short for the pixels its header announces.
 inline constexpr std::uint64_t default_max_image_pixels = std::uint64_t{1} << 26;
+// An image of more than min_pixels_per_byte_check pixels (2048 × 2048) may have at most
+// this many pixels per byte of its file. Photographs have 1 to 5 (a 12-megapixel JPEG
+// takes 2 to 5 MB), while a flat JPEG or a PNG of zeros reaches hundreds: a 1 MB file could
+// ask for gigabytes of pixels. With the defaults, a file of at most 1 MB decodes to at
+// most 8 megapixels.
+inline constexpr std::uint64_t default_max_image_pixels_per_byte = 8;
+inline constexpr std::uint64_t min_pixels_per_byte_check = std::uint64_t{1} << 22;
 
 // Decodes an image file's bytes into u8 [C, H, W]. `channels` 0 keeps the file's (1 grey,
 // 2 grey + alpha, 3 RGB, 4 RGBA); 1 to 4 converts. `name` stands for the file in errors.
 TensorData decode_image(std::span<const std::uint8_t> bytes, std::string_view name, int channels = 0,
-                        std::uint64_t max_pixels = default_max_image_pixels);
+                        std::uint64_t max_pixels = default_max_image_pixels,
+                        std::uint64_t max_pixels_per_byte = default_max_image_pixels_per_byte);
 TensorData read_image(const std::filesystem::path& path, int channels = 0,
-                      std::uint64_t max_pixels = default_max_image_pixels);
+                      std::uint64_t max_pixels = default_max_image_pixels,
+                      std::uint64_t max_pixels_per_byte = default_max_image_pixels_per_byte);
 
 struct ImageFolderOptions {
   int channels = 0;  // as in decode_image; set it when the files differ and batches must match
   // File name endings that count as images (compared without case); other files are skipped.
   std::vector<std::string> extensions = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".pgm", ".ppm"};
-  std::uint64_t max_pixels = default_max_image_pixels;  // as in decode_image
+  std::uint64_t max_pixels = default_max_image_pixels;                    // as in decode_image
+  std::uint64_t max_pixels_per_byte = default_max_image_pixels_per_byte;  // as in decode_image
 };
 
 class ImageFolder {

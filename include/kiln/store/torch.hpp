@@ -9,6 +9,7 @@
 #include "kiln/store/named_tensors.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -23,6 +24,11 @@ struct TorchLoadOptions {
   // gives "model.w"). Values that are neither tensors nor dicts (an epoch number, a
   // string) are an error naming their key, or skipped when this is true.
   bool skip_non_tensors = false;
+  // The most bytes the tensors (and their names, twice) may take once read; 0: 16 times
+  // the file's size plus 32 MiB. Views that repeat their storage's elements (stride 0) or
+  // one tensor under many names make more than the file holds, so a small hostile file
+  // could otherwise ask for terabytes.
+  std::uint64_t max_bytes = 0;
 };
 
 // Reads the torch.save file at `path` (memory-mapped).
