@@ -166,10 +166,29 @@ struct GeluTanh {
   }
 };
 
+// Integer arithmetic wraps around (two's complement), as PyTorch's integer tensors and
+// every GPU give it. C++'s signed overflow is undefined behaviour, so integer Add, Sub, Mul,
+// Neg, Abs and Pow compute in the unsigned type (at least unsigned int, so that u8 does not
+// promote to a signed int) and convert back, which C++20 defines as modular.
+template <class T> inline constexpr bool wraps_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+template <class T> using wrap_unsigned_t = std::make_unsigned_t<std::common_type_t<T, unsigned int>>;
+template <class T> constexpr T wrap_add(T a, T b) {
+  return static_cast<T>(static_cast<wrap_unsigned_t<T>>(a) + static_cast<wrap_unsigned_t<T>>(b));
+}
+template <class T> constexpr T wrap_sub(T a, T b) {
+  return static_cast<T>(static_cast<wrap_unsigned_t<T>>(a) - static_cast<wrap_unsigned_t<T>>(b));
+}
+template <class T> constexpr T wrap_mul(T a, T b) {
+  return static_cast<T>(static_cast<wrap_unsigned_t<T>>(a) * static_cast<wrap_unsigned_t<T>>(b));
+}
+
 // ---------------------------------------------------------------- unary, numeric
 struct Neg {
   KILN_OP_HEADER(Neg, "neg", numeric)
-  template <class T> static T apply(const T& x) { return T(-x); }
+  template <class T> static T apply(const T& x) {
+    if constexpr (wraps_v<T>) return wrap_sub(T(0), x);
+    else return T(-x);
+  }
   template <class T> static T grad(const T&, const T&, const T& dy) { return -dy; }
 };
 struct Sign {
@@ -182,7 +201,10 @@ struct Sign {
 };
 struct Abs {
   KILN_OP_HEADER(Abs, "abs", numeric)
-  template <class T> static T apply(const T& x) { return fn::abs(x); }
+  template <class T> static T apply(const T& x) {
+    if constexpr (wraps_v<T> && std::is_signed_v<T>) return x < 0 ? wrap_sub(T(0), x) : x;
+    else return fn::abs(x);
+  }
   template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * Sign::apply(x); }
 };
 struct Relu {
@@ -214,19 +236,28 @@ struct LogicalNot {
 // ---------------------------------------------------------------- binary, numeric
 struct Add {
   KILN_OP_HEADER(Add, "add", numeric)
-  template <class T> static T apply(const T& a, const T& b) { return T(a + b); }
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (wraps_v<T>) return wrap_add(a, b);
+    else return T(a + b);
+  }
   template <class T> static T grad_lhs(const T&, const T&, const T&, const T& dy) { return dy; }
   template <class T> static T grad_rhs(const T&, const T&, const T&, const T& dy) { return dy; }
 };
 struct Sub {
   KILN_OP_HEADER(Sub, "sub", numeric)
-  template <class T> static T apply(const T& a, const T& b) { return T(a - b); }
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (wraps_v<T>) return wrap_sub(a, b);
+    else return T(a - b);
+  }
   template <class T> static T grad_lhs(const T&, const T&, const T&, const T& dy) { return dy; }
   template <class T> static T grad_rhs(const T&, const T&, const T&, const T& dy) { return -dy; }
 };
 struct Mul {
   KILN_OP_HEADER(Mul, "mul", numeric)
-  template <class T> static T apply(const T& a, const T& b) { return T(a * b); }
+  template <class T> static T apply(const T& a, const T& b) {
+    if constexpr (wraps_v<T>) return wrap_mul(a, b);
+    else return T(a * b);
+  }
   template <class T> static T grad_lhs(const T&, const T& b, const T&, const T& dy) { return dy * b; }
   template <class T> static T grad_rhs(const T& a, const T&, const T&, const T& dy) { return dy * a; }
 };
@@ -280,8 +311,8 @@ struct Pow {
     if constexpr (std::is_integral_v<T>) {
       if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b % 2) ? -1 : 1) : 0);
       T result = 1, base = a;
-      for (T e = b; e > 0; e >>= 1, base *= base)
-        if (e & 1) result *= base;
+      for (T e = b; e > 0; e >>= 1, base = wrap_mul(base, base))
+        if (e & 1) result = wrap_mul(result, base);
       return result;
     } else {
       return fn::pow(a, b);
