@@ -42,10 +42,13 @@ class Shape {
   // The number of elements. A shape whose dims multiply past 2^63 - 1 is an error (a
   // shape with a zero dim holds 0 elements, whatever the others are).
   std::int64_t numel() const {
-    if (std::find(dims_.begin(), dims_.end(), 0) != dims_.end()) return 0;
     std::int64_t n = 1;
-    for (auto d : dims_)
-      if (__builtin_mul_overflow(n, d, &n)) detail::shape_overflow("numel", str());
+    bool overflow = false;
+    for (auto d : dims_) {
+      if (d == 0) return 0;
+      overflow |= __builtin_mul_overflow(n, d, &n);
+    }
+    if (overflow) detail::shape_overflow("numel", str());
     return n;
   }
 
