@@ -93,17 +93,21 @@ template <class T> struct Simd {
   Simd log1p() const {
     return math<Traits::HasLog1p>([](auto p) { return Eigen::internal::plog1p(p); }, std::log1p);
   }
-  // The exact instruction: Eigen's fast float sqrt is off by an ulp, flushes tiny results
-  // to 0 and gives NaN for inf.
+  // The exact instruction: Eigen's fast sqrt (an rsqrt estimate refined by Newton steps,
+  // for float everywhere and for double with AVX-512) is off by an ulp, flushes tiny
+  // results to 0 and gives NaN for inf.
   Simd sqrt() const {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float> && sizeof(Packet) == 64) return of(_mm512_sqrt_ps(v));
+    if constexpr (std::is_same_v<T, double> && sizeof(Packet) == 64) return of(_mm512_sqrt_pd(v));
 #endif
 #if defined(__AVX__)
     if constexpr (std::is_same_v<T, float> && sizeof(Packet) == 32) return of(_mm256_sqrt_ps(v));
+    if constexpr (std::is_same_v<T, double> && sizeof(Packet) == 32) return of(_mm256_sqrt_pd(v));
 #endif
 #if defined(__SSE2__)
     if constexpr (std::is_same_v<T, float> && sizeof(Packet) == 16) return of(_mm_sqrt_ps(v));
+    if constexpr (std::is_same_v<T, double> && sizeof(Packet) == 16) return of(_mm_sqrt_pd(v));
 #endif
     return math<Traits::HasSqrt>([](auto p) { return Eigen::internal::psqrt(p); }, std::sqrt);
   }
