@@ -18,7 +18,7 @@ template <class B> struct Cnn {
   kiln::nn::Conv2d<B> conv1, conv2;
   kiln::nn::MaxPool2d<B> pool{{2, 2}};
   kiln::nn::Linear<B> fc1, fc2;
-  KILN_MODULE(conv1, conv2, fc1, fc2)
+  KILN_MODULE(conv1, conv2, pool, fc1, fc2)
 
   Cnn()
       : conv1(1, 32, {3, 3}, {.padding = {1, 1}}),

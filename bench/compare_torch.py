@@ -4,9 +4,10 @@
 PyTorch is run at its best: every interpreter given with --torch-python (default: Debian's
 /usr/bin/python3 with torch 1.13, and /opt/kiln-bench-venv/bin/python with a current torch
 from PyPI if present), eager and torch.compile, and the fastest time per workload wins.
-PyTorch runs in its own process with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE
-ATEN_CPU_CAPABILITY=avx2 and glibc malloc settings that keep freed memory mapped; Kiln
-keeps the machine's settings. Nothing here is needed by the build or the tests.
+PyTorch runs in its own process with OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE,
+ATEN_CPU_CAPABILITY set from this CPU's flags (avx512 where it has AVX-512 F/BW/VL/DQ, else
+avx2, else default) and glibc malloc settings that keep freed memory mapped; Kiln keeps
+the machine's settings. Nothing here is needed by the build or the tests.
 
 Kiln's Vulkan benchmarks (vulkan/...) have no PyTorch twin: they run only when --filter
 matches them, and are listed with no PyTorch figure.
@@ -31,14 +32,39 @@ import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
+def aten_cpu_capability():
+    """PyTorch's best kernel set for this CPU. Read from the CPU's flags, because the
+    machines differ (Zen 1 and Zen 3 have no AVX-512, where "avx512" dies of an illegal
+    instruction; Zen 4 and 5 have it)."""
+    try:
+        flags = set()
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        return "default"
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "avx512"
+    if {"avx2", "fma"} <= flags:
+        return "avx2"
+    return "default"
+
+
 TORCH_ENV = {
     "OPENBLAS_CORETYPE": "SkylakeX",
     "OMP_WAIT_POLICY": "PASSIVE",
-    # This machine's CPU (AMD Zen3) has no AVX-512: with "avx512" PyTorch dies of an illegal instruction.
-    "ATEN_CPU_CAPABILITY": "avx2",
+    "ATEN_CPU_CAPABILITY": aten_cpu_capability(),
     "MALLOC_MMAP_MAX_": "0",
     "MALLOC_TRIM_THRESHOLD_": "68719476736",
 }
+
+
+def ms(value):
+    """Milliseconds with three decimals, or five below 0.1 ms (the per-op overhead rows)."""
+    return f"{value:.3f}" if not value < 0.1 else f"{value:.5f}"
 
 
 def run_kiln(build, pattern):
@@ -108,7 +134,7 @@ def compare_epoch(args, pythons):
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
-            f"({os.cpu_count()} cores), 2 threads each, by `bench/compare_torch.py --epoch`.",
+            f"({os.cpu_count()} cores, PyTorch with ATEN_CPU_CAPABILITY={TORCH_ENV['ATEN_CPU_CAPABILITY']}), 2 threads each, by `bench/compare_torch.py --epoch`.",
             "",
             "| Fashion-MNIST CNN, one epoch (60k images, batch 64) | Kiln | PyTorch at its best | Kiln / PyTorch time |",
             "|---|---:|---:|---:|",
@@ -154,22 +180,22 @@ def main():
     print(header)
     for name, k, t, ratio, label in rows:
         if label == "-":  # no PyTorch twin (the Vulkan benchmarks)
-            print(f"{name:40} {k:10.3f} {'-':>11} {'-':>8}   -")
+            print(f"{name:40} {ms(k):>10} {'-':>11} {'-':>8}   -")
         else:
-            print(f"{name:40} {k:10.3f} {t:11.3f} {ratio:8.2f}x  {label}")
+            print(f"{name:40} {ms(k):>10} {ms(t):>11} {ratio:8.2f}x  {label}")
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
-            f"({os.cpu_count()} cores), 2 threads each, by `bench/compare_torch.py`.",
+            f"({os.cpu_count()} cores, PyTorch with ATEN_CPU_CAPABILITY={TORCH_ENV['ATEN_CPU_CAPABILITY']}), 2 threads each, by `bench/compare_torch.py`.",
             "",
             "| workload | Kiln (ms) | PyTorch at its best (ms) | Kiln speedup | PyTorch config |",
             "|---|---:|---:|---:|---|",
         ]
         for name, k, t, ratio, label in rows:
             if label == "-":
-                lines.append(f"| {name} | {k:.3f} | - | - | - |")
+                lines.append(f"| {name} | {ms(k)} | - | - | - |")
             else:
-                lines.append(f"| {name} | {k:.3f} | {t:.3f} | {ratio:.2f}× | {label} |")
+                lines.append(f"| {name} | {ms(k)} | {ms(t)} | {ratio:.2f}× | {label} |")
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 
