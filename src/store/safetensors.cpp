@@ -6,6 +6,8 @@
 #include "json.hpp"
 #include "mapped_file.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <new>

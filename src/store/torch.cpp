@@ -10,6 +10,8 @@
 
 #include "kiln/core/error.hpp"
 
+#include <fmt/ranges.h>
+
 #include <array>
 #include <new>
 #include <cstring>

@@ -6,6 +6,8 @@
 
 #include <kiln/store/safetensors.hpp>
 
+#include <fmt/ranges.h>
+
 namespace kiln::store::test {
 namespace {
 

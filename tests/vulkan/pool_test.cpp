@@ -6,6 +6,7 @@
 #include "vulkan_test.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <string>

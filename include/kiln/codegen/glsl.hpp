@@ -6,6 +6,8 @@
 
 #include "kiln/codegen/expr.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -5,7 +5,6 @@
 #include "kiln/core/error.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
