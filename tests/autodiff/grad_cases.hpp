@@ -248,7 +248,7 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       {"index_select", [](const In& in) { return flat(in.x2(0).index_select(0, in.i1(0))); }},
       {"index_select_dim1", [](const In& in) { return flat(in.x2(0).index_select(1, in.i1(0))); }},
       {"index_add", [](const In& in) { return flat(in.x2(0).index_add(0, in.i1(0), in.x2(1))); }},
-      {"select_assign", [](const In& in) { return flat(in.x2(0).select_assign(1, in.i1(0), in.x2(1))); }},
+      {"index_add_dim1", [](const In& in) { return flat(in.x2(0).index_add(1, in.i1(0), in.x2(1))); }},
       // ---- dtype and device
       {"cast_f64", [](const In& in) { return flat(in.x2(0).cast(DType::f64)); }},
       {"to_float_f64", [](const In& in) { return flat(in.x2(0).to_float(DType::f64)); }},

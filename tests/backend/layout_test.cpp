@@ -404,7 +404,7 @@ TYPED_TEST(Layout, IndexAddAccumulatesSlices) {
   const auto& c = golden("layout", "index_add");
   for (DType dtype : {DType::f32, DType::f64}) {
     const auto x = c.tensor<B, 2>("x", dtype);
-    EXPECT_CLOSE(x.select_assign(0, c.tensor<B, 1, Int>("index0"), c.tensor<B, 2>("values0", dtype)), c["out0"]);
+    EXPECT_CLOSE(x.index_add(0, c.tensor<B, 1, Int>("index0"), c.tensor<B, 2>("values0", dtype)), c["out0"]);
     EXPECT_CLOSE(x.index_add(-1, c.tensor<B, 1, Int>("index1"), c.tensor<B, 2>("values1", dtype)), c["out1"]);
     // Transposed input and values give the transposed result.
     const auto values_t = c.tensor<B, 2>("values1", dtype).transpose();

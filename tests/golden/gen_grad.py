@@ -261,7 +261,7 @@ def layout_cases(w):
     case(w, "index_select_dim1", lambda x: x.index_select(1, index), [rand(2, 5)], ints=[index])
     index = torch.tensor([1, 3, 1])
     case(w, "index_add", lambda x, v: x.index_add(0, index, v), [rand(4, 3), rand(3, 3)], ints=[index])
-    case(w, "select_assign", lambda x, v: x.index_add(1, index, v), [rand(3, 4), rand(3, 3)], ints=[index])
+    case(w, "index_add_dim1", lambda x, v: x.index_add(1, index, v), [rand(3, 4), rand(3, 3)], ints=[index])
 
 
 def cast_cases(w):

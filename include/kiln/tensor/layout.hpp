@@ -195,11 +195,8 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
     return wrap(B::index_select(prim(), static_cast<std::int64_t>(normalize_dim("index_select", dim, D)),
                                 index.primitive()));
   }
-  // Adds values' slices into the slices at `index` along dim (Burn's select_assign, torch.index_add).
-  Self select_assign(std::int64_t dim, const Tensor<B, 1, Int>& index, const Self& values) const {
-    return wrap(B::index_add(prim(), static_cast<std::int64_t>(normalize_dim("select_assign", dim, D)),
-                             index.primitive(), values.primitive()));
-  }
+  // Adds values' slices into the slices at `index` along dim, duplicates summed (torch.index_add;
+  // Burn's select_assign).
   Self index_add(std::int64_t dim, const Tensor<B, 1, Int>& index, const Self& values) const {
     return wrap(B::index_add(prim(), static_cast<std::int64_t>(normalize_dim("index_add", dim, D)),
                              index.primitive(), values.primitive()));
