@@ -66,7 +66,7 @@ template <kiln::Backend B> int train(const Options& options, const typename B::D
                                     options.lr, options.epochs * static_cast<std::int64_t>(train_loader.size())),
                                 .output_dir = options.output,
                                 .resume = options.resume,
-                                .best_model = kiln::train::BestModel{.metric = "accuracy", .mode = kiln::train::Mode::max},
+                                .best_model = kiln::train::BestModel{.metric = "accuracy", .goal = kiln::train::Goal::maximize},
                                 .title = fmt::format("Fashion-MNIST on {}", B::name)},
                                step, step);
   const kiln::train::FitResult fit = learner.fit(train_loader, test_loader, options.epochs);

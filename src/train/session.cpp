@@ -65,9 +65,9 @@ std::string new_run_id() {
 }
 
 // Whether `value` improves on `best` by more than `min_delta`.
-bool improves(double value, const std::optional<double>& best, Mode mode, double min_delta) {
+bool improves(double value, const std::optional<double>& best, Goal goal, double min_delta) {
   if (!best) return true;
-  return mode == Mode::min ? value < *best - min_delta : value > *best + min_delta;
+  return goal == Goal::minimize ? value < *best - min_delta : value > *best + min_delta;
 }
 
 }  // namespace
@@ -336,7 +336,7 @@ EpochSummary Session::end_epoch() {
   if (options_.best_model) {
     const BestModel& b = *options_.best_model;
     const double v = watched(b.metric, b.split, "BestModel");
-    if (std::isfinite(v) && improves(v, s.best_value, b.mode, 0)) {
+    if (std::isfinite(v) && improves(v, s.best_value, b.goal, 0)) {
       s.best_value = v;
       s.best_epoch = record.epoch;
       summary.new_best = wants_best_model();
@@ -345,7 +345,7 @@ EpochSummary Session::end_epoch() {
   if (options_.early_stopping) {
     const EarlyStopping& e = *options_.early_stopping;
     const double v = watched(e.metric, e.split, "EarlyStopping");
-    if (std::isfinite(v) && improves(v, s.early_best, e.mode, e.min_delta)) {
+    if (std::isfinite(v) && improves(v, s.early_best, e.goal, e.min_delta)) {
       s.early_best = v;
       s.early_bad_epochs = 0;
     } else {

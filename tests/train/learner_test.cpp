@@ -285,7 +285,7 @@ TEST(Learner, EarlyStoppingStopsAtTheExpectedEpoch) {
   EXPECT_EQ(b.result.epochs, 6);
   // Mode max: 2, 2, 2 after 1 never improves on the first 2.
   const RunResult c = run({.epochs = 8, .scripted = {1, 2, 2, 2, 5, 6, 7, 8},
-                           .early_stopping = train::EarlyStopping{.metric = "scripted", .mode = train::Mode::max,
+                           .early_stopping = train::EarlyStopping{.metric = "scripted", .goal = train::Goal::maximize,
                                                                   .patience = 2}});
   EXPECT_EQ(c.result.epochs, 4);
   // Patience not used up: the run completes.
@@ -306,7 +306,7 @@ TEST(Learner, EarlyStoppingStopsAtTheExpectedEpoch) {
 TEST(Learner, KeepsTheBestModel) {
   const fs::path dir = fresh_dir("best");
   const RunResult r = run({.dir = dir, .epochs = 5, .scripted = {1, 3, 5, 2, 4},
-                           .best_model = train::BestModel{.metric = "scripted", .mode = train::Mode::max}});
+                           .best_model = train::BestModel{.metric = "scripted", .goal = train::Goal::maximize}});
   EXPECT_EQ(r.result.best_epoch, 3);
   EXPECT_EQ(r.result.best_value, 5.0);
   const auto best = store::SafetensorsFile::open(dir / "best.safetensors");

@@ -23,15 +23,16 @@
 
 namespace kiln::train {
 
-// Whether a smaller or a larger value of a metric is better.
-enum class Mode { min, max };
+// Whether a smaller or a larger value of a metric is better (PyTorch's and Lightning's
+// mode="min" / "max"; nn::Mode is something else: a module's train / eval switch).
+enum class Goal { minimize, maximize };
 
 // The metric that decides which model is the best (written to <output_dir>/best.safetensors
 // each time an epoch improves on it).
 struct BestModel {
   std::string metric = "loss";
   Split split = Split::valid;
-  Mode mode = Mode::min;
+  Goal goal = Goal::minimize;
 };
 
 // Stops training once `patience` epochs in a row have not improved the metric by more than
@@ -39,7 +40,7 @@ struct BestModel {
 struct EarlyStopping {
   std::string metric = "loss";
   Split split = Split::valid;
-  Mode mode = Mode::min;
+  Goal goal = Goal::minimize;
   std::int64_t patience = 3;
   double min_delta = 0;
 };
