@@ -16,7 +16,7 @@
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/layout.hpp"
-#include "kiln/ops/module.hpp"
+#include "kiln/ops/nn.hpp"
 #include "kiln/ops/reduce.hpp"
 
 #include <concepts>

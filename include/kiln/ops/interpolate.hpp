@@ -4,7 +4,7 @@
 // with these weights. Backends compute the taps of both axes and apply them.
 #pragma once
 
-#include "kiln/ops/module.hpp"
+#include "kiln/ops/nn.hpp"
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"

@@ -4,7 +4,7 @@
 // the convolution with the same weight.
 #pragma once
 
-#include "kiln/ops/module.hpp"
+#include "kiln/ops/nn.hpp"
 #include "kiln/tensor/tensor.hpp"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 // Options are explicit: unlike PyTorch, a stride left at its default is 1, not the kernel size.
 #pragma once
 
-#include "kiln/ops/module.hpp"
+#include "kiln/ops/nn.hpp"
 #include "kiln/tensor/tensor.hpp"
 
 #include <array>
