@@ -11,6 +11,7 @@
 
 #include <array>
 #include <concepts>
+#include <initializer_list>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -446,13 +447,31 @@ template <Backend B> struct Autodiff {
  private:
   // `value` as the result of `op` over inputs with these nodes (null: not tracked), whose
   // gradients `rule` computes. Nothing is recorded under NoGradGuard, when no input is
-  // tracked, or when the result is not a float tensor.
+  // tracked, or when the result is not a float tensor; then nothing is allocated either
+  // (the inputs arrive as an initializer list, and become the node's vector only when a
+  // node is made), since most ops of an inference or optimizer step track nothing.
+  template <class Rule>
+  static Primitive record(std::string_view op, InnerPrimitive value, std::initializer_list<std::shared_ptr<Node>> inputs,
+                          Rule&& rule) {
+    if (!should_record(inputs, value)) return from_inner(std::move(value));
+    return make_node(op, std::move(value), std::vector<std::shared_ptr<Node>>(inputs), std::forward<Rule>(rule));
+  }
+  // The same for a run-time number of inputs (cat).
   template <class Rule>
   static Primitive record(std::string_view op, InnerPrimitive value, std::vector<std::shared_ptr<Node>> inputs,
                           Rule&& rule) {
+    if (!should_record(inputs, value)) return from_inner(std::move(value));
+    return make_node(op, std::move(value), std::move(inputs), std::forward<Rule>(rule));
+  }
+  template <class Nodes> static bool should_record(const Nodes& inputs, const InnerPrimitive& value) {
+    if (!autodiff::grad_mode()) return false;
     bool tracked = false;
     for (const auto& n : inputs) tracked = tracked || n != nullptr;
-    if (!tracked || !autodiff::grad_mode() || !is_float(B::dtype(value))) return from_inner(std::move(value));
+    return tracked && is_float(B::dtype(value));
+  }
+  template <class Rule>
+  static Primitive make_node(std::string_view op, InnerPrimitive value, std::vector<std::shared_ptr<Node>> inputs,
+                             Rule&& rule) {
     auto node = std::make_shared<Node>(op, B::shape(value));
     node->inputs = std::move(inputs);
     node->backward = std::forward<Rule>(rule);
@@ -553,8 +572,8 @@ template <Backend B> struct Autodiff {
   }
 };
 
-// Defined out of the class, so that a backend's library can compile them once for Autodiff
-// over it (kiln/autodiff/instances.hpp): GCC compiles in-class members in every file that
+// Defined out of the class, so that they can be compiled once for Autodiff over each
+// backend (kiln/autodiff/instances.hpp): GCC compiles in-class members in every file that
 // calls them, extern template or not.
 
 template <Backend B>
