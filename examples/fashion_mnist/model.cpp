@@ -3,7 +3,7 @@
 // backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan (the CPU
 // otherwise) and FASHION_MODEL_AUTODIFF Autodiff over it, for training (the backend itself,
 // for testing and inference, otherwise). The layers' convolution, pooling, linear and
-// initialization code comes compiled from the backend's library (kiln/<backend>/instances.hpp),
+// initialization code comes compiled in libkiln_<backend>_instances (kiln/<backend>/instances.hpp),
 // so this file holds little more than the model itself and rebuilds in seconds.
 #include "model.hpp"
 

@@ -14,8 +14,9 @@
 #include "kiln/train.hpp"
 
 // Autodiff over each installed backend, and the nn layers' building blocks (conv, pooling,
-// linear, initialization) on it, come compiled from the backend's library: these declare
-// them extern, so that a program compiles calls to them instead of their bodies.
+// linear, initialization) on it, come compiled in libkiln_<backend>_instances, which
+// kiln::<backend> links: these declare them extern, so that a program compiles calls to
+// them instead of their bodies.
 #if __has_include("kiln/cpu/instances.hpp")
 #include "kiln/cpu/instances.hpp"
 #endif

@@ -67,7 +67,8 @@ if(STEP STREQUAL "install")
 
   # Each backend is a shared library whose dependencies and flags are private: its
   # exported interface must be its include dir, kiln::core and the libraries its consumers
-  # get with it (kiln::store, kiln::data, kiln::train), nothing more.
+  # get with it (kiln::store, kiln::data, kiln::train, and its compiled instances
+  # kiln::<name>_instances, whose own interface is the backend), nothing more.
   # check_exported(<Name> <target> <interface link libraries> <words that must not appear>...)
   function(check_exported name target interface)
     file(READ ${config_dir}/Kiln${name}Targets.cmake targets)
@@ -83,7 +84,9 @@ if(STEP STREQUAL "install")
       fail("${target} should link only ${interface} in its interface:\n${targets}")
     endif()
   endfunction()
-  check_exported(Cpu kiln::cpu "kiln::core;kiln::store;kiln::data;kiln::train" march fopenmp openmp eigen dnnl)
+  check_exported(Cpu kiln::cpu "kiln::core;kiln::store;kiln::data;kiln::train;kiln::cpu_instances" march fopenmp
+                 openmp eigen dnnl)
+  check_exported(Cpu kiln::cpu_instances "kiln::cpu")
   # kiln::store (weights I/O), kiln::data (datasets and readers) and kiln::train (the
   # training loop's compiled parts) are exported with kiln::core and depend on nothing
   # else: zlib, stb_image and threads stay private.
@@ -93,7 +96,9 @@ if(STEP STREQUAL "install")
     fail("KilnCoreTargets.cmake should define kiln::train, linking only kiln::store:\n${core_targets}")
   endif()
   if(VULKAN_BUILT)
-    check_exported(Vulkan kiln::vulkan "kiln::core;kiln::store;kiln::data;kiln::train" glslang spirv libvulkan vulkan::vulkan)
+    check_exported(Vulkan kiln::vulkan "kiln::core;kiln::store;kiln::data;kiln::train;kiln::vulkan_instances" glslang
+                   spirv libvulkan vulkan::vulkan)
+    check_exported(Vulkan kiln::vulkan_instances "kiln::vulkan")
   endif()
   # An installed library finds the other Kiln libraries it needs (libkiln_train needs
   # libkiln_store) beside itself, wherever the prefix is: its RUNPATH is $ORIGIN and nothing
@@ -101,8 +106,9 @@ if(STEP STREQUAL "install")
   # with --as-needed leaves libkiln_store out of a program that calls only kiln::train).
   # Its other dependencies live in the system's library dirs.
   file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
+       ${prefix}/*/libkiln_cpu_instances.so.*.*.* ${prefix}/*/libkiln_vulkan_instances.so.*.*.*
        ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.* ${prefix}/*/libkiln_train.so.*.*.*)
-  foreach(library kiln_cpu kiln_store kiln_data kiln_train)
+  foreach(library kiln_cpu kiln_cpu_instances kiln_store kiln_data kiln_train)
     if(NOT libraries MATCHES "lib${library}\\.so\\.")
       fail("lib${library}.so.<version> was not installed")
     endif()

@@ -63,8 +63,8 @@ struct Init {
   // signs set by R's diagonal.
   static Init orthogonal(double gain = 1.0) { return {Kind::orthogonal, gain}; }
 
-  // A tensor of `dims` filled this way. Defined out of line, below, so that a backend's library
-  // can compile it once (kiln/nn/instances.hpp).
+  // A tensor of `dims` filled this way. Defined out of line, below, so that it can be compiled
+  // once per backend (kiln/nn/instances.hpp).
   template <class B, std::size_t D>
   Tensor<B, D> make(const typename Tensor<B, D>::Dims& dims, const typename B::Device& device = {}) const;
 

@@ -1,14 +1,14 @@
 // The building blocks the nn layers run on (convolution, pooling, linear, the initializers
 // and the layers' weight set-up),
-// listed once for explicit instantiation. A backend's library compiles them for itself and
-// for Autodiff over it (backends/<name>/src/instances*.cpp), and <kiln/<name>/instances.hpp>
+// listed once for explicit instantiation. libkiln_<name>_instances compiles them for each
+// built backend and for Autodiff over it (src/instances/), and <kiln/<name>/instances.hpp>
 // declares them extern: a file that includes it compiles calls to them, not their bodies
 // (and not the Autodiff rules and checks they pull in). That is what keeps the rebuild of a
 // model file short (bench/compile_time.sh). Without that header everything still works: the
 // templates are instantiated in place, as for any other backend.
 //
 //   KILN_NN_INSTANCES(extern, kiln::Cpu)   declarations
-//   KILN_NN_INSTANCES(, kiln::Cpu)         definitions (in the backend's library)
+//   KILN_NN_INSTANCES(, kiln::Cpu)         definitions (in libkiln_cpu_instances)
 #pragma once
 
 #include "kiln/nn/conv.hpp"

@@ -22,7 +22,7 @@ struct LinearOptions {
 namespace kiln::functional {
 
 // x [..., in] @ weight[out, in]^T (+ bias [out]) → [..., out], as torch.nn.functional.linear.
-// A free function template, so that a backend's library can compile it once (kiln/nn/instances.hpp).
+// A free function template, so that it can be compiled once per backend (kiln/nn/instances.hpp).
 template <Backend B, std::size_t D>
 Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight, const std::optional<Tensor<B, 1>>& bias) {
   KILN_CHECK(x.dim(-1) == weight.dim(1), "linear: input of shape {} has {} features in its last dim, expected {}",
@@ -38,8 +38,8 @@ namespace kiln::nn {
 
 namespace detail {
 // A linear layer's weight [out, in] and optional bias [out], PyTorch's default initialization
-// unless `options` names others. A free function template, so that a backend's library can
-// compile it once (kiln/nn/instances.hpp).
+// unless `options` names others. A free function template, so that it can be compiled once
+// per backend (kiln/nn/instances.hpp).
 template <class B>
 void init_linear(Param<Tensor<B, 2>>& weight, std::optional<Param<Tensor<B, 1>>>& bias, std::int64_t in,
                  std::int64_t out, const LinearOptions& options, const typename B::Device& device) {
