@@ -57,6 +57,26 @@ TYPED_TEST(GradCheckSuite, EveryGoldenCaseHasAFunctionAndBack) {
   for (const auto& name : fixtures) EXPECT_TRUE(functions.count(name)) << name << " has no function in grad_cases.hpp";
 }
 
+// The gradient cases are checked against the op catalogue: every op with a gradient
+// formula needs a case, named after it for unary ops, "<name>_broadcast" and
+// "<name>_scalar" for binary ones; an op without one fails here by name.
+TEST(GradCatalogue, EveryDifferentiableOpHasAGradientCheck) {
+  std::set<std::string> cases;
+  for (const auto& k : test::grad_cases<Autodiff<Cpu>>()) cases.insert(k.name);
+  auto require = [&](std::string_view op, const std::string& name) {
+    EXPECT_TRUE(cases.count(name)) << "the catalogue op '" << op << "' has no gradient check '" << name
+                                   << "' in tests/autodiff/grad_cases.hpp";
+  };
+#define KILN_CHECK_UNARY(Op) require(ops::Op::name, std::string(ops::Op::name));
+#define KILN_CHECK_BINARY(Op)                                          \
+  require(ops::Op::name, std::string(ops::Op::name) + "_broadcast"); \
+  require(ops::Op::name, std::string(ops::Op::name) + "_scalar");
+  KILN_DIFFERENTIABLE_UNARY_OPS(KILN_CHECK_UNARY)
+  KILN_DIFFERENTIABLE_BINARY_OPS(KILN_CHECK_BINARY)
+#undef KILN_CHECK_UNARY
+#undef KILN_CHECK_BINARY
+}
+
 TYPED_TEST(GradCheckSuite, GradientsMatchTorchAutograd) {
   using AD = Autodiff<TypeParam>;
   for (const auto& k : test::grad_cases<AD>()) {
