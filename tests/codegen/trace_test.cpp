@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -274,6 +276,33 @@ TEST(CodegenTrace, NodesCheckTheirArguments) {
   EXPECT_FALSE(make_node(Kind::select, {m, x, x})->mask);
   EXPECT_TRUE(make_node(Kind::lt, {x, x})->mask);
   EXPECT_EQ(kiln::codegen::input_count(make_node(Kind::add, {make_input(3), x})), 4);
+}
+
+// The node kinds' table: distinct names, and make_node accepts each kind with the operands
+// its row names (and types the result as the row says), rejecting the other operand type.
+TEST(CodegenTrace, EveryKindOfTheTableMakesANode) {
+  using namespace kiln::codegen;
+  const NodePtr x = make_input(0), m = make_input(1, true);
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < kind_count; ++i) {
+    const Kind kind = static_cast<Kind>(i);
+    const KindInfo& info = kind_info(kind);
+    SCOPED_TRACE(info.name);
+    EXPECT_TRUE(names.insert(info.name).second) << "two kinds are named " << info.name;
+    if (info.operands == Operands::none) continue;
+    const NodePtr good = info.operands == Operands::masks ? m : x, bad = good == m ? x : m;
+    std::vector<NodePtr> args(static_cast<std::size_t>(info.arity), good);
+    if (info.operands == Operands::select) args[0] = m;
+    const NodePtr n = make_node(kind, args);
+    EXPECT_EQ(n->mask, info.result == Result::mask) << "result type";
+    if (info.operands != Operands::select) {
+      args.back() = bad;
+      EXPECT_THROW(make_node(kind, args), kiln::Error);
+    }
+    args.push_back(good);
+    EXPECT_THROW(make_node(kind, args), kiln::Error) << "one argument too many";
+  }
+  EXPECT_EQ(names.size(), kind_count);
 }
 
 }  // namespace

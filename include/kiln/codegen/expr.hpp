@@ -8,7 +8,9 @@
 #include "kiln/ops/elementwise.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,86 +57,83 @@ constexpr ScalarType scalar_type_of(DType dtype) {
 }
 
 // ---------------------------------------------------------------- nodes
+// The node kinds, one row each and nowhere else: the enum, the names, the arities and the
+// operand and result types below are all derived from this table.
+//   X(kind, name, arity, operands, result)
+// operands: none, numbers, masks, or select (a mask, then two values of one type);
+// result: number, mask, branches (select: the type of its branches) or given (an input
+// is numeric or a mask as it was made).
+// The numeric kinds have the meaning of kiln::fn and of C++'s operators on the tree's type
+// (so div on integers truncates; the catalogue's integer Div is int_div); round_even is
+// fn::round, halves to even. max / min need not handle NaN: fn::max checks isnan first.
+// int_div, int_rem and int_pow are the catalogue's integer branches of Div, Rem and Pow
+// (integer trees only).
+#define KILN_CODEGEN_NODE_KINDS(X)                                                          \
+  X(input, "input", 0, none, given)          /* in<index>: a kernel operand */              \
+  X(constant, "constant", 0, none, number)   /* typed by the tree's ScalarType */           \
+  X(neg, "neg", 1, numbers, number)                                                         \
+  X(exp, "exp", 1, numbers, number)                                                         \
+  X(log, "log", 1, numbers, number)                                                         \
+  X(log1p, "log1p", 1, numbers, number)                                                     \
+  X(sqrt, "sqrt", 1, numbers, number)                                                       \
+  X(abs, "abs", 1, numbers, number)                                                         \
+  X(sin, "sin", 1, numbers, number)                                                         \
+  X(cos, "cos", 1, numbers, number)                                                         \
+  X(tan, "tan", 1, numbers, number)                                                         \
+  X(tanh, "tanh", 1, numbers, number)                                                       \
+  X(erf, "erf", 1, numbers, number)                                                         \
+  X(floor, "floor", 1, numbers, number)                                                     \
+  X(ceil, "ceil", 1, numbers, number)                                                       \
+  X(round_even, "round_even", 1, numbers, number)                                           \
+  X(add, "add", 2, numbers, number)                                                         \
+  X(sub, "sub", 2, numbers, number)                                                         \
+  X(mul, "mul", 2, numbers, number)                                                         \
+  X(div, "div", 2, numbers, number)                                                         \
+  X(max, "max", 2, numbers, number)                                                         \
+  X(min, "min", 2, numbers, number)                                                         \
+  X(pow, "pow", 2, numbers, number)                                                         \
+  X(int_div, "int_div", 2, numbers, number)                                                 \
+  X(int_rem, "int_rem", 2, numbers, number)                                                 \
+  X(int_pow, "int_pow", 2, numbers, number)                                                 \
+  X(select, "select", 3, select, branches)   /* (mask, a, b): a where mask else b */        \
+  X(isnan, "isnan", 1, numbers, mask)                                                       \
+  X(isinf, "isinf", 1, numbers, mask)                                                       \
+  X(lt, "lt", 2, numbers, mask)                                                             \
+  X(le, "le", 2, numbers, mask)                                                             \
+  X(gt, "gt", 2, numbers, mask)                                                             \
+  X(ge, "ge", 2, numbers, mask)                                                             \
+  X(eq, "eq", 2, numbers, mask)                                                             \
+  X(ne, "ne", 2, numbers, mask)                                                             \
+  X(logical_and, "and", 2, masks, mask)                                                     \
+  X(logical_or, "or", 2, masks, mask)                                                       \
+  X(logical_xor, "xor", 2, masks, mask)                                                     \
+  X(logical_not, "not", 1, masks, mask)
+
 // What a node computes. An enum rather than strings, so that a renderer's switch is
 // checked by the compiler (-Wswitch) when a kind is added.
-enum class Kind : std::uint8_t {
-  input,     // in<index>: a kernel operand (numeric, or bool when the node is a mask)
-  constant,  // a number, typed by the tree's ScalarType when rendered
-  // numeric → numeric, with the meaning of kiln::fn and C++'s operators on the tree's type
-  // (so div on integers truncates; the catalogue's integer Div is int_div); round_even is
-  // fn::round, halves to even. max / min need not handle NaN: fn::max checks isnan first.
-  neg, exp, log, log1p, sqrt, abs, sin, cos, tan, tanh, erf, floor, ceil, round_even,
-  add, sub, mul, div, max, min, pow,
-  // the catalogue's integer branches of Div, Rem and Pow (integer trees only)
-  int_div, int_rem, int_pow,
-  select,  // (mask, a, b): a where mask else b; a and b both numeric or both masks
-  // numeric → mask
-  isnan, isinf, lt, le, gt, ge, eq, ne,
-  // mask → mask
-  logical_and, logical_or, logical_xor, logical_not,
+#define KILN_DETAIL_KIND_ENUM(kind, name, arity, operands, result) kind,
+enum class Kind : std::uint8_t { KILN_CODEGEN_NODE_KINDS(KILN_DETAIL_KIND_ENUM) };
+#undef KILN_DETAIL_KIND_ENUM
+
+enum class Operands : std::uint8_t { none, numbers, masks, select };
+enum class Result : std::uint8_t { given, number, mask, branches };
+struct KindInfo {
+  std::string_view name;
+  int arity;
+  Operands operands;
+  Result result;
 };
 
-constexpr std::string_view kind_name(Kind k) {
-  switch (k) {
-    case Kind::input: return "input";
-    case Kind::constant: return "constant";
-    case Kind::neg: return "neg";
-    case Kind::exp: return "exp";
-    case Kind::log: return "log";
-    case Kind::log1p: return "log1p";
-    case Kind::sqrt: return "sqrt";
-    case Kind::abs: return "abs";
-    case Kind::sin: return "sin";
-    case Kind::cos: return "cos";
-    case Kind::tan: return "tan";
-    case Kind::tanh: return "tanh";
-    case Kind::erf: return "erf";
-    case Kind::floor: return "floor";
-    case Kind::ceil: return "ceil";
-    case Kind::round_even: return "round_even";
-    case Kind::add: return "add";
-    case Kind::sub: return "sub";
-    case Kind::mul: return "mul";
-    case Kind::div: return "div";
-    case Kind::max: return "max";
-    case Kind::min: return "min";
-    case Kind::pow: return "pow";
-    case Kind::int_div: return "int_div";
-    case Kind::int_rem: return "int_rem";
-    case Kind::int_pow: return "int_pow";
-    case Kind::select: return "select";
-    case Kind::isnan: return "isnan";
-    case Kind::isinf: return "isinf";
-    case Kind::lt: return "lt";
-    case Kind::le: return "le";
-    case Kind::gt: return "gt";
-    case Kind::ge: return "ge";
-    case Kind::eq: return "eq";
-    case Kind::ne: return "ne";
-    case Kind::logical_and: return "and";
-    case Kind::logical_or: return "or";
-    case Kind::logical_xor: return "xor";
-    case Kind::logical_not: return "not";
-  }
-  return "?";
-}
+#define KILN_DETAIL_KIND_INFO(kind, name, arity, operands, result) \
+  KindInfo{name, arity, Operands::operands, Result::result},
+inline constexpr KindInfo kind_infos[] = {KILN_CODEGEN_NODE_KINDS(KILN_DETAIL_KIND_INFO)};
+#undef KILN_DETAIL_KIND_INFO
+inline constexpr std::size_t kind_count = std::size(kind_infos);
 
+constexpr const KindInfo& kind_info(Kind k) { return kind_infos[static_cast<std::size_t>(k)]; }
+constexpr std::string_view kind_name(Kind k) { return kind_info(k).name; }
 // How many arguments a kind takes.
-constexpr int kind_arity(Kind k) {
-  switch (k) {
-    case Kind::input:
-    case Kind::constant: return 0;
-    case Kind::neg: case Kind::exp: case Kind::log: case Kind::log1p: case Kind::sqrt: case Kind::abs:
-    case Kind::sin: case Kind::cos: case Kind::tan: case Kind::tanh: case Kind::erf: case Kind::floor:
-    case Kind::ceil: case Kind::round_even: case Kind::isnan: case Kind::isinf: case Kind::logical_not: return 1;
-    case Kind::add: case Kind::sub: case Kind::mul: case Kind::div: case Kind::max: case Kind::min: case Kind::pow:
-    case Kind::int_div: case Kind::int_rem: case Kind::int_pow: case Kind::lt: case Kind::le: case Kind::gt:
-    case Kind::ge: case Kind::eq: case Kind::ne: case Kind::logical_and: case Kind::logical_or:
-    case Kind::logical_xor: return 2;
-    case Kind::select: return 3;
-  }
-  return 0;
-}
+constexpr int kind_arity(Kind k) { return kind_info(k).arity; }
 
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
@@ -163,25 +162,21 @@ inline NodePtr make_node(Kind kind, std::vector<NodePtr> args) {
   KILN_CHECK(static_cast<int>(args.size()) == kind_arity(kind), "codegen: {} takes {} arguments, got {}", name,
              kind_arity(kind), args.size());
   for (const NodePtr& a : args) KILN_CHECK(a != nullptr, "codegen: {} got a null argument", name);
-  bool mask = false;
-  switch (kind) {
-    case Kind::select:
+  const KindInfo& info = kind_info(kind);
+  switch (info.operands) {
+    case Operands::select:
       KILN_CHECK(args[0]->mask && args[1]->mask == args[2]->mask,
                  "codegen: select takes a mask and two values of the same kind");
-      mask = args[1]->mask;
       break;
-    case Kind::logical_and:
-    case Kind::logical_or:
-    case Kind::logical_xor:
-    case Kind::logical_not:
+    case Operands::masks:
       for (const NodePtr& a : args) KILN_CHECK(a->mask, "codegen: {} takes masks", name);
-      mask = true;
       break;
-    default:
+    case Operands::numbers:
       for (const NodePtr& a : args) KILN_CHECK(!a->mask, "codegen: {} takes numbers, not masks", name);
-      mask = kind == Kind::isnan || kind == Kind::isinf || kind == Kind::lt || kind == Kind::le ||
-             kind == Kind::gt || kind == Kind::ge || kind == Kind::eq || kind == Kind::ne;
+      break;
+    case Operands::none: break;
   }
+  const bool mask = info.result == Result::mask || (info.result == Result::branches && args[1]->mask);
   return std::make_shared<const Node>(Node{kind, mask, std::move(args), 0, 0});
 }
 
