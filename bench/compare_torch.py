@@ -62,7 +62,7 @@ TORCH_ENV = {
 }
 
 
-def ms(value):
+def fmt_ms(value):
     """Milliseconds with three decimals, or five below 0.1 ms (the per-op overhead rows)."""
     return f"{value:.3f}" if not value < 0.1 else f"{value:.5f}"
 
@@ -180,9 +180,9 @@ def main():
     print(header)
     for name, k, t, ratio, label in rows:
         if label == "-":  # no PyTorch twin (the Vulkan benchmarks)
-            print(f"{name:40} {ms(k):>10} {'-':>11} {'-':>8}   -")
+            print(f"{name:40} {fmt_ms(k):>10} {'-':>11} {'-':>8}   -")
         else:
-            print(f"{name:40} {ms(k):>10} {ms(t):>11} {ratio:8.2f}x  {label}")
+            print(f"{name:40} {fmt_ms(k):>10} {fmt_ms(t):>11} {ratio:8.2f}x  {label}")
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
@@ -193,9 +193,9 @@ def main():
         ]
         for name, k, t, ratio, label in rows:
             if label == "-":
-                lines.append(f"| {name} | {ms(k)} | - | - | - |")
+                lines.append(f"| {name} | {fmt_ms(k)} | - | - | - |")
             else:
-                lines.append(f"| {name} | {ms(k)} | {ms(t)} | {ratio:.2f}× | {label} |")
+                lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(t)} | {ratio:.2f}× | {label} |")
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 
