@@ -92,7 +92,43 @@ template <class B> void exp(benchmark::State& state) {
 }
 BENCHMARK(exp<Cpu>)->Name("exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The cost of one op on a tiny tensor (1k floats), where the host's work around the kernel
+// (checks, finding the kernel, allocating the result) is most of the time: a unary op, a
+// binary op, and a gradient formula (tanh's, as Autodiff calls it). On Vulkan the
+// dispatches are recorded and submitted in batches, so the time per op includes its share
+// of the submission and of the kernel run.
+enum class Overhead { unary, binary, gradient };
+template <class B> void op_overhead(benchmark::State& state, Overhead which) {
+  if (!ready<B>(state)) return;
+  using V = kiln::Tensor<B, 1>;
+  const auto x = V::random({1024}, kiln::Distribution::normal(0, 1));
+  const auto y = x.tanh();
+  const auto dy = V::random({1024}, kiln::Distribution::normal(0, 1));
+  const auto step = [&] {
+    switch (which) {
+      case Overhead::unary: return x.exp().primitive();
+      case Overhead::binary: return (x * y).primitive();
+      case Overhead::gradient:
+        return B::template unary_backward<kiln::ops::Tanh>(x.primitive(), y.primitive(), dy.primitive());
+    }
+    return x.primitive();
+  };
+  benchmark::DoNotOptimize(B::into_data(step()));  // compiles the kernel where there is one to compile
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+  benchmark::DoNotOptimize(B::into_data(step()));  // waits for what is still queued
+}
+void op_overhead_cpu(benchmark::State& state, Overhead which) { op_overhead<Cpu>(state, which); }
+BENCHMARK_CAPTURE(op_overhead_cpu, exp, Overhead::unary)->Name("op_overhead_1k/exp")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_cpu, mul, Overhead::binary)->Name("op_overhead_1k/mul")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_cpu, tanh_backward, Overhead::gradient)
+    ->Name("op_overhead_1k/tanh_backward")->UseRealTime();
+
 #ifdef KILN_BENCH_VULKAN
+void op_overhead_vulkan(benchmark::State& state, Overhead which) { op_overhead<kiln::Vulkan>(state, which); }
+BENCHMARK_CAPTURE(op_overhead_vulkan, exp, Overhead::unary)->Name("vulkan/op_overhead_1k/exp")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_vulkan, mul, Overhead::binary)->Name("vulkan/op_overhead_1k/mul")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_vulkan, tanh_backward, Overhead::gradient)
+    ->Name("vulkan/op_overhead_1k/tanh_backward")->UseRealTime();
 BENCHMARK(matmul<kiln::Vulkan>)
     ->Name("vulkan/matmul_f32")
     ->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)

@@ -40,6 +40,12 @@ def workloads(compile_mode):
     w["gelu_16M"] = maybe_compile(lambda: torch.nn.functional.gelu(a))
     w["exp_16M"] = maybe_compile(lambda: torch.exp(a))
     w["sum_16M"] = maybe_compile(lambda: a.sum())
+    # One op on a tiny tensor: the per-op overhead (bench/ops_bench.cpp's op_overhead).
+    tx, tdy = torch.randn(1024), torch.randn(1024)
+    ty = torch.tanh(tx)
+    w["op_overhead_1k/exp"] = maybe_compile(lambda: torch.exp(tx))
+    w["op_overhead_1k/mul"] = maybe_compile(lambda: tx * ty)
+    w["op_overhead_1k/tanh_backward"] = maybe_compile(lambda: torch.ops.aten.tanh_backward(tdy, ty))
     m = torch.randn(4096, 4096)
     w["sum_dim_4096x4096/0"] = maybe_compile(lambda: m.sum(0, keepdim=True))
     w["sum_dim_4096x4096/1"] = maybe_compile(lambda: m.sum(1, keepdim=True))

@@ -163,6 +163,33 @@ TEST_F(VulkanOps, WhereAndStridedOperandsMatchTheCpu) {
   EXPECT_TRUE(same(cpu_view, view, 0.0));
 }
 
+// No work on the hot path: once an op has run for a dtype and kernel variant, running it
+// again, at other sizes, with other scalars or fill values, traces, renders and hashes
+// nothing (kiln::vulkan::elementwise_renders counts every rendering, in this test or the
+// ones before it in the process).
+TEST_F(VulkanOps, RepeatedElementwiseOpsRenderNothing) {
+  using V = Vulkan;
+  auto run = [](std::int64_t n, double scalar) {
+    const auto x = V::from_data(sample(Shape{n}, DType::f32, 7), {});
+    const auto y = V::unary<ops::Tanh>(x);
+    const auto z = V::binary<ops::Mul>(x, y);
+    const auto s = V::binary_scalar<ops::Add>(z, scalar);
+    const auto dx = V::unary_backward<ops::Tanh>(x, y, s);
+    const auto db = V::binary_backward<ops::Mul>(x, y, z, dx, ops::Operand::rhs);
+    const auto f = V::full(Shape{n}, scalar, DType::f32, {});
+    return V::into_data(V::where(V::binary<ops::Less>(x, y), db, V::cast(V::cast(f, DType::f64), DType::f32)));
+  };
+  const TensorData first = run(1000, 0.5);
+  const std::uint64_t renders = vulkan::elementwise_renders();
+  EXPECT_GT(renders, 0u);
+  for (const auto& [n, scalar] : {std::pair<std::int64_t, double>{1000, 0.5}, {10, 0.7}, {4097, -3.25}}) {
+    const TensorData again = run(n, scalar);
+    EXPECT_EQ(again.numel(), n);
+  }
+  EXPECT_EQ(vulkan::elementwise_renders(), renders) << "a repeated op rendered a kernel again";
+  EXPECT_TRUE(all_close(run(1000, 0.5), first, 0, 0));
+}
+
 TEST_F(VulkanOps, BadInputIsAnError) {
   const auto f = Vulkan::from_data(sample(Shape{2, 3}, DType::f32, 14), {});
   const auto i = Vulkan::from_data(sample(Shape{2, 3}, DType::i32, 15), {});

@@ -3,6 +3,9 @@
 
 #include "kiln/vulkan/backend.hpp"
 
+#include <array>
+#include <vector>
+
 namespace kiln {
 
 using vulkan::VulkanTensor;
@@ -35,8 +38,13 @@ TensorData Vulkan::into_data(const Primitive& p) {
 Vulkan::Primitive Vulkan::full(const Shape& shape, double value, DType dtype, const Device& device) {
   check_device(device);
   vulkan::check_dtype_supported("full", dtype);
-  vulkan::ElementwiseSpec fill{{}, dtype, "", vulkan::literal(value, dtype), dtype == DType::boolean};
-  return vulkan::run_elementwise(fill, {}, shape);
+  // The value travels as a one-element buffer, broadcast by the copy kernel: one kernel per
+  // dtype serves every value (a kernel with the value as a literal would compile anew for
+  // each learning rate or scalar operand).
+  const VulkanTensor one = from_data(TensorData::from(std::vector<double>{value}, Shape{1}).convert(dtype), device);
+  if (shape.numel() == 1) return reshape(one, shape);
+  const std::array<const VulkanTensor*, 1> inputs{&one};
+  return vulkan::run_elementwise(vulkan::copy_spec(dtype), inputs, shape);
 }
 
 // Drawn on the host from the same counter-based stream as every backend, then uploaded.
@@ -56,15 +64,19 @@ Vulkan::Primitive Vulkan::cast(const Primitive& p, DType dtype) {
   if (p.dtype == dtype) return p;
   vulkan::check_dtype_supported("cast", p.dtype);
   vulkan::check_dtype_supported("cast", dtype);
-  std::string value = "in0";
-  bool is_bool = false;
-  if (dtype == DType::boolean) {
-    value = p.dtype == DType::boolean ? "in0" : fmt::format("in0 != {}(0)", vulkan::value_type(p.dtype));
-    is_bool = true;
-  } else if (p.dtype == DType::boolean) {
-    value = fmt::format("in0 ? {}(1) : {}(0)", vulkan::value_type(dtype), vulkan::value_type(dtype));
-  }
-  vulkan::ElementwiseSpec spec{{p.dtype}, dtype, "", value, is_bool};
+  static vulkan::SpecCache cache(dtype_count * dtype_count);
+  const auto& spec = cache.get(vulkan::dtype_slot(p.dtype, dtype), [&] {
+    vulkan::count_render();
+    std::string value = "in0";
+    bool is_bool = false;
+    if (dtype == DType::boolean) {
+      value = p.dtype == DType::boolean ? "in0" : fmt::format("in0 != {}(0)", vulkan::value_type(p.dtype));
+      is_bool = true;
+    } else if (p.dtype == DType::boolean) {
+      value = fmt::format("in0 ? {}(1) : {}(0)", vulkan::value_type(dtype), vulkan::value_type(dtype));
+    }
+    return vulkan::ElementwiseSpec{{p.dtype}, dtype, "", value, is_bool};
+  });
   const std::array<const VulkanTensor*, 1> inputs{&p};
   return vulkan::run_elementwise(spec, inputs, p.shape);
 }

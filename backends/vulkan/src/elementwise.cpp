@@ -1,6 +1,7 @@
 // Elementwise ops on the Vulkan backend: each op's formula from the catalogue is traced
 // into the codegen IR, rendered to GLSL and run by the generated elementwise kernel
-// (kernels.cpp); compiled pipelines are cached by source.
+// (kernels.cpp). Each op's spec is made once per dtype (a SpecCache per op), so a repeated
+// op traces and renders nothing and finds its pipeline by the spec's key.
 #include "kernels.hpp"
 
 #include "kiln/codegen/glsl.hpp"
@@ -17,6 +18,7 @@ namespace {
 
 vulkan::ElementwiseSpec spec_of(const codegen::NodePtr& root, codegen::ScalarType type, std::vector<DType> inputs,
                                 DType out, bool predicate) {
+  vulkan::count_render();
   codegen::GlslExpression e = codegen::render_glsl(root, type);
   return {std::move(inputs), predicate ? DType::boolean : out, std::move(e.helpers), std::move(e.value), predicate};
 }
@@ -38,9 +40,11 @@ void check_scalar(std::string_view op, double value, DType dtype) {
 // in float either way and rounds to a's dtype once).
 template <class Op> VulkanTensor run_binary(const VulkanTensor& a, const VulkanTensor& b) {
   const Shape shape = a.shape == b.shape ? a.shape : broadcast_shapes(Op::name, a.shape, b.shape);
-  const auto type = codegen::scalar_type_of(a.dtype);
-  const auto spec =
-      spec_of(codegen::trace_binary<Op>(type), type, {a.dtype, b.dtype}, a.dtype, ops::is_predicate<Op>);
+  static vulkan::SpecCache cache(dtype_count * dtype_count);
+  const auto& spec = cache.get(vulkan::dtype_slot(a.dtype, b.dtype), [&] {
+    const auto type = codegen::scalar_type_of(a.dtype);
+    return spec_of(codegen::trace_binary<Op>(type), type, {a.dtype, b.dtype}, a.dtype, ops::is_predicate<Op>);
+  });
   const std::array<const VulkanTensor*, 2> inputs{&a, &b};
   return vulkan::run_elementwise(spec, inputs, shape);
 }
@@ -50,8 +54,11 @@ template <class Op> VulkanTensor run_binary(const VulkanTensor& a, const VulkanT
 template <class Op> Vulkan::Primitive Vulkan::unary(const Primitive& x) {
   ops::check_domain<Op>(x.dtype);
   vulkan::check_dtype_supported(Op::name, x.dtype);
-  const auto type = codegen::scalar_type_of(x.dtype);
-  const auto spec = spec_of(codegen::trace_unary<Op>(type), type, {x.dtype}, x.dtype, ops::is_predicate<Op>);
+  static vulkan::SpecCache cache(dtype_count);
+  const auto& spec = cache.get(static_cast<std::size_t>(x.dtype), [&] {
+    const auto type = codegen::scalar_type_of(x.dtype);
+    return spec_of(codegen::trace_unary<Op>(type), type, {x.dtype}, x.dtype, ops::is_predicate<Op>);
+  });
   const std::array<const VulkanTensor*, 1> inputs{&x};
   return vulkan::run_elementwise(spec, inputs, x.shape);
 }
@@ -85,8 +92,12 @@ Vulkan::Primitive Vulkan::where(const Primitive& cond, const Primitive& a, const
   vulkan::check_dtype_supported("where", a.dtype);
   const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape, a.shape), b.shape);
   // Selection moves elements: 16-bit floats as their bits.
-  vulkan::ElementwiseSpec spec{{cond.dtype, a.dtype, b.dtype}, a.dtype, "", "in0 ? in1 : in2",
-                               a.dtype == DType::boolean, true};
+  static vulkan::SpecCache cache(dtype_count);
+  const auto& spec = cache.get(static_cast<std::size_t>(a.dtype), [&] {
+    vulkan::count_render();
+    return vulkan::ElementwiseSpec{{cond.dtype, a.dtype, b.dtype}, a.dtype, "", "in0 ? in1 : in2",
+                                   a.dtype == DType::boolean, true};
+  });
   const std::array<const VulkanTensor*, 3> inputs{&cond, &a, &b};
   return vulkan::run_elementwise(spec, inputs, shape);
 }
@@ -99,8 +110,11 @@ Vulkan::Primitive Vulkan::unary_backward(const Primitive& x, const Primitive& y,
   }
   KILN_CHECK(is_float(dy.dtype), "{} backward: expected float tensors, got {}", Op::name, dy.dtype);
   vulkan::check_dtype_supported(Op::name, dy.dtype);
-  const auto type = codegen::scalar_type_of(dy.dtype);
-  const auto spec = spec_of(codegen::trace_unary_grad<Op>(type), type, {x.dtype, y.dtype, dy.dtype}, dy.dtype, false);
+  static vulkan::SpecCache cache(dtype_count);
+  const auto& spec = cache.get(static_cast<std::size_t>(dy.dtype), [&] {
+    const auto type = codegen::scalar_type_of(dy.dtype);
+    return spec_of(codegen::trace_unary_grad<Op>(type), type, {x.dtype, y.dtype, dy.dtype}, dy.dtype, false);
+  });
   const std::array<const VulkanTensor*, 3> inputs{&x, &y, &dy};
   return vulkan::run_elementwise(spec, inputs, dy.shape);
 }
@@ -118,10 +132,14 @@ Vulkan::Primitive Vulkan::binary_backward(const Primitive& a, const Primitive& b
              "{} backward: operands {} and {} broadcast to {}, but y is {} and dy is {}", Op::name, a.shape, b.shape,
              shape, y.shape, dy.shape);
   vulkan::check_dtype_supported(Op::name, dy.dtype);
-  const auto type = codegen::scalar_type_of(dy.dtype);
-  const auto root = operand == ops::Operand::lhs ? codegen::trace_binary_grad<Op, ops::Operand::lhs>(type)
-                                                 : codegen::trace_binary_grad<Op, ops::Operand::rhs>(type);
-  const auto spec = spec_of(root, type, {a.dtype, b.dtype, y.dtype, dy.dtype}, dy.dtype, false);
+  static vulkan::SpecCache cache(2 * dtype_count);
+  const std::size_t side = operand == ops::Operand::lhs ? 0 : 1;
+  const auto& spec = cache.get(side * dtype_count + static_cast<std::size_t>(dy.dtype), [&] {
+    const auto type = codegen::scalar_type_of(dy.dtype);
+    const auto root = side == 0 ? codegen::trace_binary_grad<Op, ops::Operand::lhs>(type)
+                                : codegen::trace_binary_grad<Op, ops::Operand::rhs>(type);
+    return spec_of(root, type, {a.dtype, b.dtype, y.dtype, dy.dtype}, dy.dtype, false);
+  });
   const std::array<const VulkanTensor*, 4> inputs{&a, &b, &y, &dy};
   return vulkan::run_elementwise(spec, inputs, dy.shape);
 }

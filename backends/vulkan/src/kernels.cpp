@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 namespace kiln::vulkan {
 namespace {
@@ -56,6 +59,7 @@ std::string glsl_extensions(std::initializer_list<DType> dtypes) {
 // Strided: each input's index from the output index and its strides; flat: offset + i * step.
 // scalar[k]: input k is a single element (flat kernels only).
 std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, const std::vector<bool>& scalar) {
+  count_render();
   bool half = is_half(spec.out);
   std::string s = "#version 450\n" + glsl_extensions({spec.out});
   for (DType d : spec.inputs) {
@@ -122,7 +126,67 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, 
 }
 
 
+std::atomic<std::uint64_t> renders{0};
+std::atomic<std::uint64_t> next_spec_key{1};
+
+// The pipelines of cached specs, by the spec's key and the kernel's variant (strided or
+// flat, output strided, which inputs are single elements): a repeated op finds its pipeline
+// here without building its shader text. The pipelines themselves belong to the Context.
+class PipelineIndex {
+ public:
+  static PipelineIndex& get() {
+    static PipelineIndex index;
+    return index;
+  }
+  template <class Make> const Pipeline& find_or_make(std::uint64_t key, std::uint64_t variant, Make&& make) {
+    const Key k{key, variant};
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = pipelines_.find(k); it != pipelines_.end()) return *it->second;
+    }
+    const Pipeline& pipeline = make();
+    std::lock_guard lock(mutex_);
+    pipelines_.emplace(k, &pipeline);
+    return pipeline;
+  }
+
+ private:
+  struct Key {
+    std::uint64_t spec, variant;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const { return std::hash<std::uint64_t>{}(k.spec * 0x9E3779B97F4A7C15ull ^ k.variant); }
+  };
+  std::mutex mutex_;
+  std::unordered_map<Key, const Pipeline*, Hash> pipelines_;
+};
+
 }  // namespace
+
+void count_render() { renders.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t elementwise_renders() { return renders.load(std::memory_order_relaxed); }
+
+struct SpecCache::State {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<ElementwiseSpec>> specs;
+};
+SpecCache::SpecCache(std::size_t slots) : state_(std::make_unique<State>()) { state_->specs.resize(slots); }
+SpecCache::~SpecCache() = default;
+const ElementwiseSpec* SpecCache::find(std::size_t slot) {
+  std::lock_guard lock(state_->mutex);
+  KILN_CHECK(slot < state_->specs.size(), "vulkan: spec slot {} of {}", slot, state_->specs.size());
+  return state_->specs[slot].get();
+}
+const ElementwiseSpec& SpecCache::put(std::size_t slot, ElementwiseSpec spec) {
+  std::lock_guard lock(state_->mutex);
+  auto& kept = state_->specs[slot];
+  if (!kept) {  // another thread may have made it meanwhile: the first one stays
+    spec.key = next_spec_key.fetch_add(1, std::memory_order_relaxed);
+    kept = std::make_unique<ElementwiseSpec>(std::move(spec));
+  }
+  return *kept;
+}
 
 const Pipeline& kernel_pipeline(std::string_view op, DType dtype, const std::string& variant,
                                 std::uint32_t bindings) {
@@ -263,12 +327,19 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
   for (std::size_t k = 0; k < inputs.size() && !strided; ++k) scalar[k] = inputs[k]->numel() == 1;
   std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
   for (const VulkanTensor* t : inputs) buffers.push_back(t->buffer);
-  const Pipeline& pipeline =
-      context.pipeline(shader(spec, strided, out_strided, scalar), static_cast<std::uint32_t>(buffers.size()));
+  const auto bindings = static_cast<std::uint32_t>(buffers.size());
+  auto make = [&]() -> const Pipeline& { return context.pipeline(shader(spec, strided, out_strided, scalar), bindings); };
+  std::uint64_t variant = (strided ? 1u : 0u) | (out_strided ? 2u : 0u);
+  for (std::size_t k = 0; k < scalar.size(); ++k) variant |= scalar[k] ? std::uint64_t{4} << k : 0;
+  const Pipeline& pipeline = spec.key != 0 ? PipelineIndex::get().find_or_make(spec.key, variant, make) : make();
   dispatch_invocations("vulkan elementwise", pipeline, buffers, n);
 }
 
-ElementwiseSpec copy_spec(DType dtype) { return {{dtype}, dtype, "", "in0", dtype == DType::boolean, true}; }
+const ElementwiseSpec& copy_spec(DType dtype) {
+  static SpecCache cache(dtype_count);
+  return cache.get(static_cast<std::size_t>(dtype),
+                   [&] { return ElementwiseSpec{{dtype}, dtype, "", "in0", dtype == DType::boolean, true}; });
+}
 
 VulkanTensor contiguous(const VulkanTensor& x) {
   if (x.is_contiguous()) return x;

@@ -10,6 +10,9 @@
 
 #include "context.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +22,9 @@ namespace kiln::vulkan {
 
 // An elementwise kernel: out = value(in0, in1, ...), where `value` is a GLSL expression
 // over variables in0... of each input's value type (bool inputs arrive as `bool`).
+// Specs are made once and kept in a SpecCache, which gives each its key: a number that
+// names the spec for as long as the process runs, so that the pipelines of a repeated op
+// are found by that number without tracing, rendering or hashing any source.
 struct ElementwiseSpec {
   std::vector<DType> inputs;
   DType out = DType::f32;
@@ -28,7 +34,35 @@ struct ElementwiseSpec {
   // f16 / bf16 operands move as their 16 bits (as uint) instead of converting to float and
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
+  std::uint64_t key = 0;  // given by SpecCache; 0: not cached (the pipeline is found by its source)
 };
+
+// Specs by a small slot number (a dtype, or a pair of them), each made by `make` the first
+// time its slot is asked for and kept for the process. Thread-safe.
+class SpecCache {
+ public:
+  explicit SpecCache(std::size_t slots);
+  ~SpecCache();
+  SpecCache(const SpecCache&) = delete;
+  SpecCache& operator=(const SpecCache&) = delete;
+  template <class Make> const ElementwiseSpec& get(std::size_t slot, Make&& make) {
+    if (const ElementwiseSpec* spec = find(slot)) return *spec;
+    return put(slot, make());
+  }
+
+ private:
+  const ElementwiseSpec* find(std::size_t slot);
+  const ElementwiseSpec& put(std::size_t slot, ElementwiseSpec spec);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+// The slot of a pair of dtypes in a SpecCache of dtype_count * dtype_count slots.
+constexpr std::size_t dtype_slot(DType a, DType b = DType::f32) {
+  return static_cast<std::size_t>(a) * dtype_count + static_cast<std::size_t>(b);
+}
+// How many times an elementwise spec or shader was rendered (traced formulas rendered to
+// GLSL, and shader texts built): kiln::vulkan::elementwise_renders() reports it.
+void count_render();
 
 // The SPIR-V words of a kernels/glsl variant, empty when the build has none of that name
 // (defined in spirv_kernels.cpp, which backends/vulkan/CMakeLists.txt generates with the
@@ -54,7 +88,7 @@ VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const Vulkan
 void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
                           const VulkanTensor& out);
 // The identity kernel of a dtype (copies).
-ElementwiseSpec copy_spec(DType dtype);
+const ElementwiseSpec& copy_spec(DType dtype);
 // `x` itself when contiguous, else a contiguous copy.
 VulkanTensor contiguous(const VulkanTensor& x);
 

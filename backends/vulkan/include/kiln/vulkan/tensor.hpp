@@ -30,6 +30,12 @@ std::vector<DeviceInfo> devices();
 // Why Vulkan cannot run here, or an empty string when it can.
 std::string unavailable_reason();
 
+// How many elementwise kernels the process has rendered so far (a catalogue formula traced
+// and rendered to GLSL, or a shader text built). Each op renders once per dtype and kernel
+// variant; repeating it, at any shape or with any scalar, renders nothing (the kernels are
+// found by number), which tests and benchmarks check with this count.
+std::uint64_t elementwise_renders();
+
 }  // namespace kiln::vulkan
 
 namespace kiln {
