@@ -1,5 +1,5 @@
 # Writes the GLSL functions that a C++ header holds as macros (the KILN_GLSL_... definitions
-# of include/kiln/codegen/glsl_half.hpp) to a GLSL include file, so that the kernels of
+# of src/codegen/glsl_half.hpp) to a GLSL include file, so that the kernels of
 # kernels/glsl compiled at build time use the very text that the kernels generated at run
 # time get through KILN_GLSL_SOURCE, and that tests/codegen checks as C++. Run by
 # backends/vulkan/CMakeLists.txt at build time:

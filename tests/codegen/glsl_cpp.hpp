@@ -1,11 +1,11 @@
-// The GLSL helpers of kiln/codegen/glsl.hpp compiled as C++: the same macro text that
+// The GLSL helpers of src/codegen/glsl_helpers.hpp compiled as C++: the same macro text that
 // render_glsl emits, with GLSL's builtins mapped to <cmath> and shims for the GLSL-only
 // ones (the bit casts, frexp's out parameter), so the tests can run exactly the code a
 // shader runs (on the CPU's libm). `inline` goes in front of each, as this header is
 // included by several test files.
 #pragma once
 
-#include <kiln/codegen/glsl.hpp>
+#include "codegen/glsl.hpp"
 
 #include <bit>
 #include <cmath>

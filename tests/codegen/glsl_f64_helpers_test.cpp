@@ -1,4 +1,4 @@
-// Codegen: the f64 GLSL helpers of kiln/codegen/glsl.hpp (exp, log, log1p, sin, cos, tan,
+// Codegen: the f64 GLSL helpers of src/codegen/glsl_helpers.hpp (exp, log, log1p, sin, cos, tan,
 // tanh, erf, pow), compiled as C++ from the very text the shaders get (glsl_cpp.hpp):
 // accuracy against the C library in long double on millions of arguments over the whole
 // double range and near the hard spots (overflow and underflow thresholds, subnormals,

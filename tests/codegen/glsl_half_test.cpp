@@ -1,10 +1,10 @@
-// Codegen: the GLSL 16-bit float conversions of kiln/codegen/glsl_half.hpp, compiled as
+// Codegen: the GLSL 16-bit float conversions of src/codegen/glsl_half.hpp, compiled as
 // C++ from the very text the shaders get, against kiln::Half and kiln::BFloat16: every
 // 16-bit pattern to float, and floats to 16 bits over every exponent, the rounding ties,
 // the overflow and subnormal edges, infinities and NaNs.
 #include "glslc.hpp"
 
-#include <kiln/codegen/glsl_half.hpp>
+#include "codegen/glsl_half.hpp"
 #include <kiln/core/half.hpp>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Codegen: the GLSL helpers of kiln/codegen/glsl.hpp, compiled as C++ from the very text
+// Codegen: the GLSL helpers of src/codegen/glsl_helpers.hpp, compiled as C++ from the very text
 // the shaders get (glsl_cpp.hpp): accuracy of erf, log1p and tanh over the float range,
 // std::pow's special cases, and the integer helpers exhaustively (u8) or on edge grids
 // against the catalogue's integer branches.

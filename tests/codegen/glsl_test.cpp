@@ -5,7 +5,7 @@
 #include "evaluate.hpp"
 #include "glslc.hpp"
 
-#include <kiln/codegen/glsl.hpp>
+#include "codegen/glsl.hpp"
 
 #include <gtest/gtest.h>
 

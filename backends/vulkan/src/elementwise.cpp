@@ -4,7 +4,7 @@
 // op traces and renders nothing and finds its pipeline by the spec's key.
 #include "kernels.hpp"
 
-#include "kiln/codegen/glsl.hpp"
+#include "codegen/glsl.hpp"
 #include "kiln/ops/pow_scalar.hpp"
 #include "kiln/vulkan/backend.hpp"
 

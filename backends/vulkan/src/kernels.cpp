@@ -2,7 +2,7 @@
 // buffer, dispatch.
 #include "kernels.hpp"
 
-#include "kiln/codegen/glsl_half.hpp"
+#include "codegen/glsl_half.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,7 @@
 // A small expression IR for generating kernel source: the op catalogue's formulas,
 // instantiated with the symbolic Expr / Mask types below, record a tree of Nodes that a
-// renderer (codegen/glsl.hpp, later CUDA, Metal...) turns into one kernel expression.
+// renderer (src/codegen/cstyle.hpp with a table per language: GLSL, CUDA) turns into one kernel
+// expression.
 #pragma once
 
 #include "kiln/core/dtype.hpp"
@@ -59,73 +60,76 @@ constexpr ScalarType scalar_type_of(DType dtype) {
 // ---------------------------------------------------------------- nodes
 // The node kinds, one row each and nowhere else: the enum, the names, the arities and the
 // operand and result types below are all derived from this table.
-//   X(kind, name, arity, operands, result)
+//   X(kind, name, arity, operands, result, types)
 // operands: none, numbers, masks, or select (a mask, then two values of one type);
 // result: number, mask, branches (select: the type of its branches) or given (an input
-// is numeric or a mask as it was made).
+// is numeric or a mask as it was made); types: the tree types it exists in (any, floats,
+// integers), which every renderer checks.
 // The numeric kinds have the meaning of kiln::fn and of C++'s operators on the tree's type
 // (so div on integers truncates; the catalogue's integer Div is int_div); round_even is
 // fn::round, halves to even. max / min need not handle NaN: fn::max checks isnan first.
 // int_div, int_rem and int_pow are the catalogue's integer branches of Div, Rem and Pow
 // (integer trees only).
-#define KILN_CODEGEN_NODE_KINDS(X)                                                          \
-  X(input, "input", 0, none, given)          /* in<index>: a kernel operand */              \
-  X(constant, "constant", 0, none, number)   /* typed by the tree's ScalarType */           \
-  X(neg, "neg", 1, numbers, number)                                                         \
-  X(exp, "exp", 1, numbers, number)                                                         \
-  X(log, "log", 1, numbers, number)                                                         \
-  X(log1p, "log1p", 1, numbers, number)                                                     \
-  X(sqrt, "sqrt", 1, numbers, number)                                                       \
-  X(abs, "abs", 1, numbers, number)                                                         \
-  X(sin, "sin", 1, numbers, number)                                                         \
-  X(cos, "cos", 1, numbers, number)                                                         \
-  X(tan, "tan", 1, numbers, number)                                                         \
-  X(tanh, "tanh", 1, numbers, number)                                                       \
-  X(erf, "erf", 1, numbers, number)                                                         \
-  X(floor, "floor", 1, numbers, number)                                                     \
-  X(ceil, "ceil", 1, numbers, number)                                                       \
-  X(round_even, "round_even", 1, numbers, number)                                           \
-  X(add, "add", 2, numbers, number)                                                         \
-  X(sub, "sub", 2, numbers, number)                                                         \
-  X(mul, "mul", 2, numbers, number)                                                         \
-  X(div, "div", 2, numbers, number)                                                         \
-  X(max, "max", 2, numbers, number)                                                         \
-  X(min, "min", 2, numbers, number)                                                         \
-  X(pow, "pow", 2, numbers, number)                                                         \
-  X(int_div, "int_div", 2, numbers, number)                                                 \
-  X(int_rem, "int_rem", 2, numbers, number)                                                 \
-  X(int_pow, "int_pow", 2, numbers, number)                                                 \
-  X(select, "select", 3, select, branches)   /* (mask, a, b): a where mask else b */        \
-  X(isnan, "isnan", 1, numbers, mask)                                                       \
-  X(isinf, "isinf", 1, numbers, mask)                                                       \
-  X(lt, "lt", 2, numbers, mask)                                                             \
-  X(le, "le", 2, numbers, mask)                                                             \
-  X(gt, "gt", 2, numbers, mask)                                                             \
-  X(ge, "ge", 2, numbers, mask)                                                             \
-  X(eq, "eq", 2, numbers, mask)                                                             \
-  X(ne, "ne", 2, numbers, mask)                                                             \
-  X(logical_and, "and", 2, masks, mask)                                                     \
-  X(logical_or, "or", 2, masks, mask)                                                       \
-  X(logical_xor, "xor", 2, masks, mask)                                                     \
-  X(logical_not, "not", 1, masks, mask)
+#define KILN_CODEGEN_NODE_KINDS(X)                                                                 \
+  X(input, "input", 0, none, given, any)          /* in<index>: a kernel operand */                \
+  X(constant, "constant", 0, none, number, any)   /* typed by the tree's ScalarType */             \
+  X(neg, "neg", 1, numbers, number, any)                                                           \
+  X(exp, "exp", 1, numbers, number, floats)                                                        \
+  X(log, "log", 1, numbers, number, floats)                                                        \
+  X(log1p, "log1p", 1, numbers, number, floats)                                                    \
+  X(sqrt, "sqrt", 1, numbers, number, floats)                                                      \
+  X(abs, "abs", 1, numbers, number, any)                                                           \
+  X(sin, "sin", 1, numbers, number, floats)                                                        \
+  X(cos, "cos", 1, numbers, number, floats)                                                        \
+  X(tan, "tan", 1, numbers, number, floats)                                                        \
+  X(tanh, "tanh", 1, numbers, number, floats)                                                      \
+  X(erf, "erf", 1, numbers, number, floats)                                                        \
+  X(floor, "floor", 1, numbers, number, floats)                                                    \
+  X(ceil, "ceil", 1, numbers, number, floats)                                                      \
+  X(round_even, "round_even", 1, numbers, number, floats)                                          \
+  X(add, "add", 2, numbers, number, any)                                                           \
+  X(sub, "sub", 2, numbers, number, any)                                                           \
+  X(mul, "mul", 2, numbers, number, any)                                                           \
+  X(div, "div", 2, numbers, number, any)                                                           \
+  X(max, "max", 2, numbers, number, any)                                                           \
+  X(min, "min", 2, numbers, number, any)                                                           \
+  X(pow, "pow", 2, numbers, number, floats)                                                        \
+  X(int_div, "int_div", 2, numbers, number, integers)                                              \
+  X(int_rem, "int_rem", 2, numbers, number, integers)                                              \
+  X(int_pow, "int_pow", 2, numbers, number, integers)                                              \
+  X(select, "select", 3, select, branches, any)   /* (mask, a, b): a where mask else b */          \
+  X(isnan, "isnan", 1, numbers, mask, any)                                                         \
+  X(isinf, "isinf", 1, numbers, mask, any)                                                         \
+  X(lt, "lt", 2, numbers, mask, any)                                                               \
+  X(le, "le", 2, numbers, mask, any)                                                               \
+  X(gt, "gt", 2, numbers, mask, any)                                                               \
+  X(ge, "ge", 2, numbers, mask, any)                                                               \
+  X(eq, "eq", 2, numbers, mask, any)                                                               \
+  X(ne, "ne", 2, numbers, mask, any)                                                               \
+  X(logical_and, "and", 2, masks, mask, any)                                                       \
+  X(logical_or, "or", 2, masks, mask, any)                                                         \
+  X(logical_xor, "xor", 2, masks, mask, any)                                                       \
+  X(logical_not, "not", 1, masks, mask, any)
 
 // What a node computes. An enum rather than strings, so that a renderer's switch is
 // checked by the compiler (-Wswitch) when a kind is added.
-#define KILN_DETAIL_KIND_ENUM(kind, name, arity, operands, result) kind,
+#define KILN_DETAIL_KIND_ENUM(kind, name, arity, operands, result, types) kind,
 enum class Kind : std::uint8_t { KILN_CODEGEN_NODE_KINDS(KILN_DETAIL_KIND_ENUM) };
 #undef KILN_DETAIL_KIND_ENUM
 
 enum class Operands : std::uint8_t { none, numbers, masks, select };
 enum class Result : std::uint8_t { given, number, mask, branches };
+enum class Types : std::uint8_t { any, floats, integers };
 struct KindInfo {
   std::string_view name;
   int arity;
   Operands operands;
   Result result;
+  Types types;
 };
 
-#define KILN_DETAIL_KIND_INFO(kind, name, arity, operands, result) \
-  KindInfo{name, arity, Operands::operands, Result::result},
+#define KILN_DETAIL_KIND_INFO(kind, name, arity, operands, result, types) \
+  KindInfo{name, arity, Operands::operands, Result::result, Types::types},
 inline constexpr KindInfo kind_infos[] = {KILN_CODEGEN_NODE_KINDS(KILN_DETAIL_KIND_INFO)};
 #undef KILN_DETAIL_KIND_INFO
 inline constexpr std::size_t kind_count = std::size(kind_infos);
@@ -334,7 +338,7 @@ inline void check_grad_type(std::string_view op, ScalarType t) {
 
 // Div, Rem and Pow take an `if constexpr (std::is_integral_v<T>)` branch for integers,
 // which a symbolic T cannot follow: for integer trees they become one node each, whose
-// renderings mirror those branches (see the helpers in codegen/glsl.hpp).
+// renderings mirror those branches (see the helpers in src/codegen/glsl_helpers.hpp).
 template <class Op> constexpr bool has_integer_branch =
     std::is_same_v<Op, ops::Div> || std::is_same_v<Op, ops::Rem> || std::is_same_v<Op, ops::Pow>;
 template <class Op> constexpr Kind integer_kind() {

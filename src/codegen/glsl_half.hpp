@@ -4,13 +4,13 @@
 // kiln::Half and kiln::BFloat16 (core/half.hpp), round-to-nearest-even, written in integer
 // arithmetic so no driver rounding mode or denormal flushing changes a bit; tests/codegen
 // compiles the same text as C++ and checks every f16 / bf16 value and a sweep of floats
-// against core/half.hpp. Written with the rules of the helpers in codegen/glsl.hpp. The
+// against core/half.hpp. Written with the rules of the helpers in codegen/glsl_helpers.hpp. The
 // Vulkan build also writes the four macros' bodies to kiln_half.glsl for the kernels of
 // kernels/glsl (cmake/glsl_include_from_header.cmake): keep each a "#define NAME \" line
 // followed by its body.
 #pragma once
 
-#include "kiln/codegen/glsl.hpp"
+#include "codegen/glsl_helpers.hpp"
 
 #include <string_view>
 

@@ -1,9 +1,11 @@
-// GLSL rendering of codegen trees (codegen/expr.hpp): one GLSL 4.50 expression per tree,
-// plus the helper functions it calls where GLSL has no builtin with the catalogue's
-// meaning (erf, log1p, tanh, pow of negative bases, the integer Div / Rem / Pow, and every
-// transcendental function in f64).
+// The GLSL helper library of the GLSL renderer (glsl.hpp): the functions a rendered
+// expression calls where GLSL has no builtin with the catalogue's meaning (erf, log1p,
+// tanh, pow of negative bases, the integer Div / Rem / Pow, and every transcendental
+// function in f64), and exact GLSL constants. Private to Kiln (src/codegen/); the tests
+// compile the same helper text as C++.
 #pragma once
 
+#include "codegen/cstyle.hpp"
 #include "kiln/codegen/expr.hpp"
 
 #include <fmt/ranges.h>
@@ -514,19 +516,9 @@ inline std::string glsl_constant(double v, ScalarType t) {
   }
 }
 
-// ---------------------------------------------------------------- rendering
-struct GlslExpression {
-  std::string helpers;  // GLSL functions that `value` calls, each once, to place before its use
-  std::string value;    // one expression over in0, in1...; of glsl_type(t), or bool for a mask root
-};
-
 namespace detail {
 
-struct GlslHelper {
-  std::string_view name;
-  std::string_view source;
-  std::span<const Kind> needs = {};  // the kinds whose helpers `source` calls, to place before it
-};
+using GlslHelper = Helper;
 
 // The helper function that renders `kind` in type t. Only called for the kinds below, and
 // in f64 also for exp, log, sin, cos and tan.
@@ -569,110 +561,5 @@ inline GlslHelper glsl_helper(Kind kind, ScalarType t) {
 }
 
 }  // namespace detail
-
-// Renders `root`, a tree computing in type t. f64 trees compute exp, log, sin, cos and tan
-// with the f64 helpers above, as GLSL's builtins for them take float only. Throws
-// kiln::Error for what GLSL cannot do: float-only kinds in integer trees; integer kinds in
-// float trees; numbers in a bool tree.
-// NaN, infinities and signed zeros behave as in the catalogue only where the shader keeps
-// them: Vulkan lets drivers assume they never occur unless the SPIR-V declares
-// SignedZeroInfNanPreserve (VK_KHR_shader_float_controls), which the caller should request.
-// Shared subtrees repeat in the text (GLSL has no let); shader compilers merge them.
-inline GlslExpression render_glsl(const NodePtr& root, ScalarType t) {
-  KILN_CHECK(root != nullptr, "render_glsl: null tree");
-  GlslExpression out;
-  std::vector<std::string_view> used;                    // helpers already in out.helpers
-  std::unordered_map<const Node*, std::string> rendered;  // shared subtrees render once (and repeat as text)
-
-  auto add_helper = [&](auto& self, Kind kind) -> std::string_view {
-    const detail::GlslHelper h = detail::glsl_helper(kind, t);
-    if (std::find(used.begin(), used.end(), h.name) == used.end()) {
-      for (const Kind need : h.needs) self(self, need);
-      used.push_back(h.name);
-      out.helpers += h.source;
-      out.helpers += '\n';
-    }
-    return h.name;
-  };
-  auto helper = [&](Kind kind) { return std::string(add_helper(add_helper, kind)); };
-  // isnan / isinf of an integer, or of a finite constant, is false: kiln::fn::max's NaN
-  // checks vanish for integer trees and for constant operands (fn::min(x, constant(x, 20))).
-  auto always_false = [&](const Node& n) {
-    if (n.kind != Kind::isnan && n.kind != Kind::isinf) return false;
-    const Node& x = *n.args[0];
-    return !is_float(t) || (x.kind == Kind::constant && std::isfinite(x.value));
-  };
-
-  auto render = [&](auto& self, const Node& n) -> std::string {
-    if (auto it = rendered.find(&n); it != rendered.end()) return it->second;
-    const std::string_view name = kind_name(n.kind);
-    KILN_CHECK(t != ScalarType::boolean || n.mask, "render_glsl: a bool tree has the numeric node {}", name);
-    std::vector<std::string> a;
-    for (const NodePtr& arg : n.args) {
-      // The folded select never renders its dead branch (or the condition).
-      if (n.kind == Kind::select && always_false(*n.args[0])) break;
-      a.push_back(self(self, *arg));
-    }
-    auto require_float = [&] {
-      KILN_CHECK(is_float(t), "render_glsl: {} needs a float type, got {}", name, scalar_type_name(t));
-    };
-    auto call = [&](std::string_view fn) { return fmt::format("{}({})", fn, fmt::join(a, ", ")); };
-    auto infix = [&](std::string_view op) { return fmt::format("({} {} {})", a[0], op, a[1]); };
-
-    std::string s;
-    switch (n.kind) {
-      case Kind::input: s = fmt::format("in{}", n.index); break;
-      case Kind::constant: s = glsl_constant(n.value, t); break;
-      case Kind::neg:  // u8 wraps, as T(-x) does in C++
-        s = t == ScalarType::u8 ? fmt::format("(uint8_t(0) - {})", a[0]) : fmt::format("(-{})", a[0]);
-        break;
-      case Kind::abs: s = t == ScalarType::u8 ? a[0] : call("abs"); break;  // std::abs of a u8 is the value
-      case Kind::exp: case Kind::log: case Kind::sin: case Kind::cos: case Kind::tan:
-        require_float();
-        s = call(t == ScalarType::f32 ? std::string(name) : helper(n.kind));
-        break;
-      case Kind::sqrt: case Kind::floor: case Kind::ceil:
-        require_float();
-        s = call(name);
-        break;
-      case Kind::round_even:
-        require_float();
-        s = call(t == ScalarType::f32 ? std::string("roundEven") : helper(n.kind));
-        break;
-      case Kind::log1p: case Kind::tanh: case Kind::erf: case Kind::pow:
-        require_float();
-        s = call(helper(n.kind));
-        break;
-      case Kind::add: s = infix("+"); break;
-      case Kind::sub: s = infix("-"); break;
-      case Kind::mul: s = infix("*"); break;
-      case Kind::div: s = infix("/"); break;
-      case Kind::max: s = call("max"); break;
-      case Kind::min: s = call("min"); break;
-      case Kind::int_div: case Kind::int_rem: case Kind::int_pow:
-        KILN_CHECK(is_integer(t), "render_glsl: {} needs an integer type, got {}", name, scalar_type_name(t));
-        s = call(helper(n.kind));
-        break;
-      case Kind::select:
-        s = always_false(*n.args[0]) ? self(self, *n.args[2]) : fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
-        break;
-      case Kind::isnan: case Kind::isinf: s = always_false(n) ? "false" : call(name); break;
-      case Kind::lt: s = infix("<"); break;
-      case Kind::le: s = infix("<="); break;
-      case Kind::gt: s = infix(">"); break;
-      case Kind::ge: s = infix(">="); break;
-      case Kind::eq: s = infix("=="); break;
-      case Kind::ne: s = infix("!="); break;
-      case Kind::logical_and: s = infix("&&"); break;
-      case Kind::logical_or: s = infix("||"); break;
-      case Kind::logical_xor: s = infix("!="); break;
-      case Kind::logical_not: s = fmt::format("(!{})", a[0]); break;
-    }
-    rendered.emplace(&n, s);
-    return s;
-  };
-  out.value = render(render, *root);
-  return out;
-}
 
 }  // namespace kiln::codegen

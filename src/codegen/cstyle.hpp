@@ -1,0 +1,131 @@
+// The renderer base of the GPU backends: turns a codegen tree (kiln/codegen/expr.hpp) into
+// one expression of a C-like language, plus the helper functions it calls, from a table of
+// spellings. What every language shares lives here once: the type rules of the node kinds
+// (from expr.hpp's table), the folding of isnan / isinf where they are always false, the
+// order of helpers (each after the helpers it calls), and rendering each shared subtree
+// once. What differs is a Language: how each kind is spelled in each type, how constants
+// are written, and where a helper function comes from. GLSL (glsl.hpp) and CUDA C++
+// (cuda.hpp) are two such tables. Private to Kiln's backends and tests (src/codegen/).
+#pragma once
+
+#include "kiln/codegen/expr.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::codegen {
+
+// A function a rendered expression calls: its name, its definition, and the kinds whose
+// helpers that definition calls (to be placed before it).
+struct Helper {
+  std::string_view name;
+  std::string_view source;
+  std::span<const Kind> needs = {};
+};
+
+// How a language writes one kind in one type: a pattern whose {0}, {1}, {2} are the
+// rendered arguments ("({0} + {1})", "expf({0})"), or a call of the language's helper for
+// the kind (`helper`), or nothing (the kind does not exist in that type; the type rules of
+// expr.hpp's table already reject most of those).
+struct Spelling {
+  std::string_view pattern;
+  bool helper = false;
+};
+inline constexpr Spelling call_helper{{}, true};
+
+// A language's table. One row of `spellings` per node kind (in expr.hpp's order), one
+// column per ScalarType (f32, f64, i32, i64, u8, bool); input and constant rows are unused.
+struct Language {
+  std::string_view name;  // in errors: "glsl", "cuda"
+  std::array<std::array<Spelling, 6>, kind_count> spellings;
+  std::string (*constant)(double value, ScalarType t);
+  Helper (*helper)(Kind kind, ScalarType t);
+  std::string_view (*input)(int index);  // an operand's name; in<index> unless overridden
+};
+
+struct Expression {
+  std::string helpers;  // the functions `value` calls, each once, each after those it calls
+  std::string value;    // one expression over in0, in1...; of type t, or bool for a mask root
+};
+
+// Renders `root`, a tree computing in type t, in `language`. Throws kiln::Error, naming the
+// language, the kind and the type, for what the tree's type rules or the language forbid.
+// Shared subtrees repeat in the text (the expression has no let); compilers merge them.
+inline Expression render(const Language& language, const NodePtr& root, ScalarType t) {
+  KILN_CHECK(root != nullptr, "render_{}: null tree", language.name);
+  Expression out;
+  std::vector<std::string_view> used;                    // helpers already in out.helpers
+  std::unordered_map<const Node*, std::string> rendered;  // shared subtrees render once
+
+  auto add_helper = [&](auto& self, Kind kind) -> std::string_view {
+    const Helper h = language.helper(kind, t);
+    KILN_CHECK(!h.name.empty(), "render_{}: no helper for {} in {}", language.name, kind_name(kind),
+               scalar_type_name(t));
+    if (std::find(used.begin(), used.end(), h.name) == used.end()) {
+      for (const Kind need : h.needs) self(self, need);
+      used.push_back(h.name);
+      out.helpers += h.source;
+      out.helpers += '\n';
+    }
+    return h.name;
+  };
+  // isnan / isinf of an integer, or of a finite constant, is false: kiln::fn::max's NaN
+  // checks vanish for integer trees and for constant operands (fn::min(x, constant(x, 20))).
+  auto always_false = [&](const Node& n) {
+    if (n.kind != Kind::isnan && n.kind != Kind::isinf) return false;
+    const Node& x = *n.args[0];
+    return !is_float(t) || (x.kind == Kind::constant && std::isfinite(x.value));
+  };
+
+  auto render_node = [&](auto& self, const Node& n) -> std::string {
+    if (auto it = rendered.find(&n); it != rendered.end()) return it->second;
+    const KindInfo& info = kind_info(n.kind);
+    KILN_CHECK(t != ScalarType::boolean || n.mask, "render_{}: a bool tree has the numeric node {}", language.name,
+               info.name);
+    KILN_CHECK(info.types != Types::floats || is_float(t), "render_{}: {} needs a float type, got {}", language.name,
+               info.name, scalar_type_name(t));
+    KILN_CHECK(info.types != Types::integers || is_integer(t), "render_{}: {} needs an integer type, got {}",
+               language.name, info.name, scalar_type_name(t));
+    std::string s;
+    if (n.kind == Kind::input) {
+      s = language.input ? std::string(language.input(n.index)) : fmt::format("in{}", n.index);
+    } else if (n.kind == Kind::constant) {
+      s = language.constant(n.value, t);
+    } else if (n.kind == Kind::select && always_false(*n.args[0])) {
+      s = self(self, *n.args[2]);  // the folded select never renders its dead branch (or the condition)
+    } else if (always_false(n)) {
+      s = "false";
+    } else {
+      std::array<std::string, 3> a;
+      for (std::size_t i = 0; i < n.args.size(); ++i) a[i] = self(self, *n.args[i]);
+      const Spelling& spelling = language.spellings[static_cast<std::size_t>(n.kind)][static_cast<std::size_t>(t)];
+      if (spelling.helper) {
+        const std::string_view fn = add_helper(add_helper, n.kind);
+        s = fmt::format("{}({})", fn, a[0]);
+        for (std::size_t i = 1; i < n.args.size(); ++i) s.insert(s.size() - 1, ", " + a[i]);
+      } else {
+        KILN_CHECK(!spelling.pattern.empty(), "render_{}: {} is not available in {}", language.name, info.name,
+                   scalar_type_name(t));
+        s = fmt::format(fmt::runtime(spelling.pattern), a[0], a[1], a[2]);
+      }
+    }
+    rendered.emplace(&n, s);
+    return s;
+  };
+  out.value = render_node(render_node, *root);
+  return out;
+}
+
+// A row of a Language's spellings: the same spelling in every type (the kinds whose
+// meaning the language's operators already have in each), or one per type.
+constexpr std::array<Spelling, 6> every_type(Spelling s) { return {s, s, s, s, s, s}; }
+
+}  // namespace kiln::codegen

@@ -1,0 +1,140 @@
+// Codegen: the CUDA C++ table (src/codegen/cuda.hpp). Every catalogue op in every dtype of
+// its domain (f16 and bf16 included, through their conversions) and every gradient formula
+// in every float dtype becomes an elementwise kernel; all of them, in one source, are
+// compiled to PTX by NVRTC for compute_90 and the PTX to SASS by ptxas -arch=sm_90. No GPU
+// is needed; without the CUDA toolkit at configure time the test reports itself skipped.
+#include "codegen/cuda.hpp"
+
+#include <gtest/gtest.h>
+
+#ifdef KILN_HAVE_NVRTC
+#include <nvrtc.h>
+#endif
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace codegen = kiln::codegen;
+namespace ops = kiln::ops;
+using kiln::DType;
+
+std::vector<DType> dtypes_of(ops::Domain d) {
+  if (d == ops::Domain::boolean) return {DType::boolean};
+  std::vector<DType> floats{DType::f32, DType::f64, DType::f16, DType::bf16};
+  if (d == ops::Domain::float_only) return floats;
+  floats.insert(floats.end(), {DType::i32, DType::i64, DType::u8});
+  return floats;
+}
+
+struct Kernels {
+  std::string source = codegen::cuda_prelude();
+  std::vector<std::string> helpers;
+  int count = 0;
+
+  void add(const std::string& what, DType dtype, const codegen::NodePtr& tree, int inputs, DType out) {
+    const auto type = codegen::scalar_type_of(dtype);
+    const codegen::Expression e = codegen::render_cuda(tree, type);
+    const std::vector<DType> in(static_cast<std::size_t>(inputs), dtype);
+    const std::string name = fmt::format("k{}_{}_{}", count++, what, kiln::dtype_name(dtype));
+    source += codegen::cuda_elementwise_kernel(name, e, in, out, helpers);
+  }
+};
+
+// Every forward op in every dtype of its domain; every gradient in every float dtype.
+Kernels every_kernel() {
+  Kernels k;
+#define KILN_ADD(Op)                                                                              \
+  for (DType d : dtypes_of(ops::Op::domain))                                                      \
+    k.add(std::string(ops::Op::name), d, codegen::trace_unary<ops::Op>(codegen::scalar_type_of(d)), 1, \
+          ops::is_predicate<ops::Op> ? DType::boolean : d);
+  KILN_UNARY_OPS(KILN_ADD)
+#undef KILN_ADD
+#define KILN_ADD(Op)                                                                               \
+  for (DType d : dtypes_of(ops::Op::domain))                                                       \
+    k.add(std::string(ops::Op::name), d, codegen::trace_binary<ops::Op>(codegen::scalar_type_of(d)), 2, \
+          ops::is_predicate<ops::Op> ? DType::boolean : d);
+  KILN_BINARY_OPS(KILN_ADD)
+#undef KILN_ADD
+  for (DType d : dtypes_of(ops::Domain::float_only)) {
+    const auto t = codegen::scalar_type_of(d);
+#define KILN_ADD(Op) k.add(std::string(ops::Op::name) + "_grad", d, codegen::trace_unary_grad<ops::Op>(t), 3, d);
+    KILN_DIFFERENTIABLE_UNARY_OPS(KILN_ADD)
+#undef KILN_ADD
+#define KILN_ADD(Op)                                                                                      \
+  k.add(std::string(ops::Op::name) + "_grad_lhs", d, codegen::trace_binary_grad<ops::Op, ops::Operand::lhs>(t), 4, d); \
+  k.add(std::string(ops::Op::name) + "_grad_rhs", d, codegen::trace_binary_grad<ops::Op, ops::Operand::rhs>(t), 4, d);
+    KILN_DIFFERENTIABLE_BINARY_OPS(KILN_ADD)
+#undef KILN_ADD
+  }
+  return k;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// The renderings themselves, without a compiler: exact spellings of a few kinds.
+TEST(CodegenCuda, SpellsOpsWithCudasMathLibraryAndWrappingIntegers) {
+  using codegen::ScalarType;
+  EXPECT_EQ(codegen::render_cuda(codegen::trace_unary<ops::Exp>(ScalarType::f32), ScalarType::f32).value, "expf(in0)");
+  EXPECT_EQ(codegen::render_cuda(codegen::trace_unary<ops::Erf>(ScalarType::f64), ScalarType::f64).value, "erf(in0)");
+  EXPECT_EQ(codegen::render_cuda(codegen::trace_binary<ops::Add>(ScalarType::i32), ScalarType::i32).value,
+            "((int)((unsigned)(in0) + (unsigned)(in1)))");
+  const auto div = codegen::render_cuda(codegen::trace_binary<ops::Div>(ScalarType::i64), ScalarType::i64);
+  EXPECT_EQ(div.value, "kiln_int_div_i64(in0, in1)");
+  EXPECT_EQ(div.helpers.rfind("__device__ int64_t kiln_int_div_i64(int64_t a, int64_t b)", 0), 0u) << div.helpers;
+  // Constants are bit patterns: 0.5f, and -0.0 keeps its sign.
+  EXPECT_EQ(codegen::detail::cuda_constant(0.5, ScalarType::f32), "__uint_as_float(0x3f000000u)");
+  EXPECT_EQ(codegen::detail::cuda_constant(-0.0, ScalarType::f64), "__longlong_as_double(0x8000000000000000ull)");
+  EXPECT_THROW(codegen::render_cuda(codegen::make_node(codegen::Kind::exp, {codegen::make_input(0)}), ScalarType::i32),
+               kiln::Error);
+}
+
+TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
+#ifndef KILN_HAVE_NVRTC
+  GTEST_SKIP() << "the CUDA toolkit (NVRTC, ptxas) was not found when Kiln was configured";
+#else
+  const Kernels kernels = every_kernel();
+  nvrtcProgram program;
+  ASSERT_EQ(nvrtcCreateProgram(&program, kernels.source.c_str(), "kiln_elementwise.cu", 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  const char* options[] = {"--gpu-architecture=compute_90", "--std=c++17"};
+  const nvrtcResult compiled = nvrtcCompileProgram(program, 2, options);
+  std::size_t log_size = 0;
+  nvrtcGetProgramLogSize(program, &log_size);
+  std::string log(log_size, '\0');
+  nvrtcGetProgramLog(program, log.data());
+  ASSERT_EQ(compiled, NVRTC_SUCCESS) << log.substr(0, 20000);
+  std::size_t ptx_size = 0;
+  nvrtcGetPTXSize(program, &ptx_size);
+  std::string ptx(ptx_size, '\0');
+  nvrtcGetPTX(program, ptx.data());
+  nvrtcDestroyProgram(&program);
+  ptx.resize(ptx.find('\0') == std::string::npos ? ptx.size() : ptx.find('\0'));
+  EXPECT_EQ(occurrences(ptx, ".entry "), static_cast<std::size_t>(kernels.count)) << "one PTX entry per kernel";
+
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kiln_cuda_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "kernels.ptx") << ptx; }
+  const std::string command = fmt::format("\"{}\" -arch=sm_90 \"{}\" -o \"{}\" 2>&1", KILN_PTXAS,
+                                          (dir / "kernels.ptx").string(), (dir / "kernels.cubin").string());
+  const int status = std::system(command.c_str());
+  EXPECT_EQ(status, 0) << command;
+  EXPECT_GT(std::filesystem::file_size(dir / "kernels.cubin"), 0u);
+  std::filesystem::remove_all(dir);
+  std::printf("CUDA: %d elementwise kernels (every catalogue op and gradient formula in every dtype) compiled for sm_90\n",
+              kernels.count);
+#endif
+}
