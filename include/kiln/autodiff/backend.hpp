@@ -74,7 +74,7 @@ template <Backend B> struct Autodiff {
                "backward: this tensor of shape {} does not require grad (no input of the ops that made it "
                "requires grad, or it was computed under NoGradGuard)",
                B::shape(root.value));
-    InnerPrimitive seed = B::full(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
+    InnerPrimitive seed = provided::full<B>(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
     return autodiff::run_backward<InnerPrimitive>(
         root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
           return B::template binary<ops::Add>(a, b);
@@ -96,11 +96,11 @@ template <Backend B> struct Autodiff {
   }
   static TensorData into_data(const Primitive& p) { return B::into_data(p.value); }
   static Primitive full(const Shape& shape, double value, DType dtype, const Device& device) {
-    return from_inner(B::full(shape, value, dtype, device));
+    return from_inner(provided::full<B>(shape, value, dtype, device));
   }
   static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
                           const Device& device) {
-    return from_inner(B::random(shape, distribution, stream, dtype, device));
+    return from_inner(provided::random<B>(shape, distribution, stream, dtype, device));
   }
   static Shape shape(const Primitive& p) { return B::shape(p.value); }
   static DType dtype(const Primitive& p) { return B::dtype(p.value); }
@@ -127,7 +127,7 @@ template <Backend B> struct Autodiff {
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b) {
     return record("where", B::where(cond.value, a.value, b.value), {nullptr, a.node, b.node},
                   [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive zero = B::full(Shape{}, 0.0, B::dtype(dy), B::device(dy));
+                    const InnerPrimitive zero = provided::full<B>(Shape{}, 0.0, B::dtype(dy), B::device(dy));
                     if (s.needs(1)) s.put(1, sum_to(B::where(c, dy, zero), sa));
                     if (s.needs(2)) s.put(2, sum_to(B::where(c, zero, dy), sb));
                   });
@@ -177,7 +177,7 @@ template <Backend B> struct Autodiff {
   }
 
   static Primitive reduce_all(const Primitive& x, ops::ReduceOp op) {
-    InnerPrimitive y = B::reduce_all(x.value, op);
+    InnerPrimitive y = provided::reduce_all<B>(x.value, op);
     const Shape xs = B::shape(x.value);
     const Shape ones(std::vector<std::int64_t>(xs.rank(), 1));
     switch (op) {
@@ -199,7 +199,7 @@ template <Backend B> struct Autodiff {
                         const InnerPrimitive hit = B::template binary<ops::LogicalOr>(
                             B::template binary<ops::Equal>(x, B::reshape(y, ones)), B::template unary<ops::IsNan>(x));
                         const InnerPrimitive mask = B::cast(hit, B::dtype(x));
-                        const InnerPrimitive count = B::reshape(B::reduce_all(mask, ops::ReduceOp::sum), ones);
+                        const InnerPrimitive count = B::reshape(provided::reduce_all<B>(mask, ops::ReduceOp::sum), ones);
                         const InnerPrimitive share =
                             B::template binary<ops::Div>(B::reshape(dy, ones), count);
                         s.put(0, B::template binary<ops::Mul>(mask, share));
@@ -239,7 +239,7 @@ template <Backend B> struct Autodiff {
     auto [values, indices] = B::sort(x.value, dim, descending);
     Primitive sorted = record("sort", std::move(values), {x.node},
                               [indices, xs = B::shape(x.value), dim](const InnerPrimitive& dy, Sink& s) {
-                                const InnerPrimitive zeros = B::full(xs, 0.0, B::dtype(dy), B::device(dy));
+                                const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
                                 s.put(0, B::scatter(zeros, dim, indices, dy, ops::ScatterMode::assign));
                               });
     return {std::move(sorted), from_inner(std::move(indices))};
@@ -289,21 +289,21 @@ template <Backend B> struct Autodiff {
     std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
     return record("slice", B::slice(x.value, ranges), {x.node},
                   [r, xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::slice_assign(B::full(xs, 0.0, B::dtype(dy), B::device(dy)), r, dy));
+                    s.put(0, B::slice_assign(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), r, dy));
                   });
   }
   static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value) {
     std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
     return record("slice_assign", B::slice_assign(x.value, ranges, value.value), {x.node, value.node},
                   [r, vs = B::shape(value.value)](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, B::slice_assign(dy, r, B::full(vs, 0.0, B::dtype(dy), B::device(dy))));
+                    if (s.needs(0)) s.put(0, B::slice_assign(dy, r, provided::full<B>(vs, 0.0, B::dtype(dy), B::device(dy))));
                     if (s.needs(1)) s.put(1, B::slice(dy, r));
                   });
   }
   static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims) {
     std::vector<std::int64_t> d(dims.begin(), dims.end());
-    return record("flip", B::flip(x.value, dims), {x.node},
-                  [d](const InnerPrimitive& dy, Sink& s) { s.put(0, B::flip(dy, d)); });
+    return record("flip", provided::flip<B>(x.value, dims), {x.node},
+                  [d](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::flip<B>(dy, d)); });
   }
   static Primitive cat(std::span<const Primitive> xs, std::int64_t dim) {
     std::vector<InnerPrimitive> values;
@@ -314,7 +314,7 @@ template <Backend B> struct Autodiff {
       nodes.push_back(x.node);
       sizes.push_back(B::shape(x.value)[static_cast<std::size_t>(dim)]);
     }
-    return record("cat", B::cat(values, dim), std::move(nodes), [sizes, dim](const InnerPrimitive& dy, Sink& s) {
+    return record("cat", provided::cat<B>(values, dim), std::move(nodes), [sizes, dim](const InnerPrimitive& dy, Sink& s) {
       std::int64_t start = 0;
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         if (s.needs(i)) s.put(i, B::slice(dy, along(B::shape(dy), dim, start, sizes[i])));
@@ -325,7 +325,7 @@ template <Backend B> struct Autodiff {
   static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
     return record("gather", B::gather(x.value, dim, index.value), {x.node, nullptr},
                   [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive zeros = B::full(xs, 0.0, B::dtype(dy), B::device(dy));
+                    const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
                     s.put(0, B::scatter(zeros, dim, index, dy, ops::ScatterMode::add));
                   });
   }
@@ -338,7 +338,7 @@ template <Backend B> struct Autodiff {
                       if (mode == ops::ScatterMode::add) {
                         s.put(0, dy);
                       } else {
-                        const InnerPrimitive zeros = B::full(ss, 0.0, B::dtype(dy), B::device(dy));
+                        const InnerPrimitive zeros = provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy));
                         s.put(0, B::scatter(dy, dim, index, zeros, ops::ScatterMode::assign));
                       }
                     }
@@ -351,22 +351,22 @@ template <Backend B> struct Autodiff {
                       } else {
                         std::vector<ops::SliceRange> corner;
                         for (std::size_t d = 0; d < is.rank(); ++d) corner.push_back({0, is[d], 1});
-                        s.put(2, B::slice_assign(B::full(ss, 0.0, B::dtype(dy), B::device(dy)), corner, g));
+                        s.put(2, B::slice_assign(provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy)), corner, g));
                       }
                     }
                   });
   }
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
-    return record("index_select", B::index_select(x.value, dim, index.value), {x.node, nullptr},
+    return record("index_select", provided::index_select<B>(x.value, dim, index.value), {x.node, nullptr},
                   [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::index_add(B::full(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
+                    s.put(0, provided::index_add<B>(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
                   });
   }
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values) {
-    return record("index_add", B::index_add(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
+    return record("index_add", provided::index_add<B>(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
                   [dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
                     if (s.needs(0)) s.put(0, dy);
-                    if (s.needs(2)) s.put(2, B::index_select(dy, dim, index));
+                    if (s.needs(2)) s.put(2, provided::index_select<B>(dy, dim, index));
                   });
   }
 
@@ -409,14 +409,14 @@ template <Backend B> struct Autodiff {
     auto [out, indices] = B::max_pool2d(x.value, o);
     Primitive values = record("max_pool2d", std::move(out), {x.node},
                               [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
-                                s.put(0, B::max_pool2d_backward(x, dy, indices, o));
+                                s.put(0, provided::max_pool2d_backward<B>(x, dy, indices, o));
                               });
     return {std::move(values), from_inner(std::move(indices))};
   }
   static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
                                        const ops::Pool2dOptions& o) {
     reject_tracked("max_pool2d_backward", {&x, &dy});
-    return from_inner(B::max_pool2d_backward(x.value, dy.value, indices.value, o));
+    return from_inner(provided::max_pool2d_backward<B>(x.value, dy.value, indices.value, o));
   }
   static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
     return record("avg_pool2d", B::avg_pool2d(x.value, o), {x.node},
@@ -488,7 +488,7 @@ template <Backend B> struct Autodiff {
   }
 
   static InnerPrimitive zeros_like(const InnerPrimitive& x) {
-    return B::full(B::shape(x), 0.0, B::dtype(x), B::device(x));
+    return provided::full<B>(B::shape(x), 0.0, B::dtype(x), B::device(x));
   }
 
   // Sums a gradient of a broadcast result back to the shape of the operand that was broadcast.
@@ -551,7 +551,7 @@ template <Backend B> struct Autodiff {
 
   static InnerPrimitive reverse_cumsum(const InnerPrimitive& x, std::int64_t dim) {
     const std::array<std::int64_t, 1> d{dim};
-    return B::flip(B::cumulative(B::flip(x, d), ops::CumulativeOp::sum, dim), d);
+    return provided::flip<B>(B::cumulative(provided::flip<B>(x, d), ops::CumulativeOp::sum, dim), d);
   }
 
   // For each element, the product of the other elements along dim, exact when some are zero:
@@ -559,16 +559,16 @@ template <Backend B> struct Autodiff {
   static InnerPrimitive product_of_others(const InnerPrimitive& x, std::int64_t dim) {
     const Shape xs = B::shape(x);
     const std::int64_t n = xs[static_cast<std::size_t>(dim)];
-    if (n <= 1) return B::full(xs, 1.0, B::dtype(x), B::device(x));
+    if (n <= 1) return provided::full<B>(xs, 1.0, B::dtype(x), B::device(x));
     const std::array<std::int64_t, 1> d{dim};
     std::vector<std::int64_t> one_dims = xs.dims();
     one_dims[static_cast<std::size_t>(dim)] = 1;
-    const InnerPrimitive ones = B::full(Shape(one_dims), 1.0, B::dtype(x), B::device(x));
+    const InnerPrimitive ones = provided::full<B>(Shape(one_dims), 1.0, B::dtype(x), B::device(x));
     const InnerPrimitive before = B::cumulative(x, ops::CumulativeOp::prod, dim);
-    const InnerPrimitive after = B::flip(B::cumulative(B::flip(x, d), ops::CumulativeOp::prod, dim), d);
+    const InnerPrimitive after = provided::flip<B>(B::cumulative(provided::flip<B>(x, d), ops::CumulativeOp::prod, dim), d);
     const std::array<InnerPrimitive, 2> left{ones, B::slice(before, along(xs, dim, 0, n - 1))};
     const std::array<InnerPrimitive, 2> right{B::slice(after, along(xs, dim, 1, n - 1)), ones};
-    return B::template binary<ops::Mul>(B::cat(left, dim), B::cat(right, dim));
+    return B::template binary<ops::Mul>(provided::cat<B>(left, dim), provided::cat<B>(right, dim));
   }
 };
 
@@ -645,7 +645,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, d
                   [a = a.value, scalar, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
                     // The scalar as a one-element tensor that broadcasts against a.
                     const InnerPrimitive b =
-                        B::full(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
+                        provided::full<B>(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
                                 B::device(a));
                     s.put(0, B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs));
                   });

@@ -2,6 +2,14 @@
 // contract's documentation; `static_assert(kiln::Backend<MyBackend>)` next to a backend
 // proves it complete.
 //
+// A new backend's author writes the required primitives below first: with them alone,
+// every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: full,
+// random, reduce_all, index_select, index_add, flip, cat, max_pool2d_backward) have
+// default implementations built from the required ones; a backend defines a static member
+// of the same name and signature only to make one faster, and the conformance suite tests
+// the default against it (tests/backend/provided_test.cpp). The fused composites below
+// (FusedSoftmax, FusedLayerNorm) work the same way.
+//
 // A backend has one cheap-to-copy, reference-counted handle type, `B::Primitive`, which
 // carries its own shape and dtype. Float, Int and Bool tensors share it (the aliases
 // FloatTensor/IntTensor/BoolTensor name the roles); the tensor layer enforces kinds at
@@ -14,6 +22,7 @@
 #include "kiln/core/rng.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
+#include "kiln/backend/provided.hpp"
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/layout.hpp"
 #include "kiln/ops/nn.hpp"
@@ -30,11 +39,11 @@
 namespace kiln {
 
 template <class B>
-concept Backend = requires(const typename B::Primitive& p, std::span<const typename B::Primitive> many,
+concept Backend = requires(const typename B::Primitive& p,
                            const std::optional<typename B::Primitive>& maybe, const TensorData& data,
                            const typename B::Device& device, const Shape& shape, DType dtype, double scalar,
                            std::span<const std::int64_t> dims, std::span<const ops::SliceRange> ranges,
-                           std::int64_t dim, bool flag, Distribution distribution, RandomStream stream,
+                           std::int64_t dim, bool flag,
                            const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool,
                            const ops::InterpolateOptions& interpolate) {
   typename B::Device;
@@ -45,9 +54,6 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
   // --- creation and host transfer
   { B::from_data(data, device) } -> std::same_as<typename B::Primitive>;
   { B::into_data(p) } -> std::same_as<TensorData>;
-  { B::full(shape, scalar, dtype, device) } -> std::same_as<typename B::Primitive>;
-  // element i draws distribution.sample(stream.seed, stream.offset + i): the same numbers on every backend.
-  { B::random(shape, distribution, stream, dtype, device) } -> std::same_as<typename B::Primitive>;
   { B::shape(p) } -> std::same_as<Shape>;
   { B::dtype(p) } -> std::same_as<DType>;
   { B::device(p) } -> std::same_as<typename B::Device>;
@@ -67,7 +73,6 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
 
   // --- reductions (the reduced dim is kept with size 1), scans, sorting
   { B::reduce(p, ops::ReduceOp::sum, dim) } -> std::same_as<typename B::Primitive>;
-  { B::reduce_all(p, ops::ReduceOp::sum) } -> std::same_as<typename B::Primitive>;  // shape [1]
   { B::arg_reduce(p, ops::ArgReduceOp::argmax, dim) } -> std::same_as<typename B::Primitive>;  // i64
   { B::cumulative(p, ops::CumulativeOp::sum, dim) } -> std::same_as<typename B::Primitive>;
   // stable sort along dim: {values, i64 indices}
@@ -82,19 +87,14 @@ concept Backend = requires(const typename B::Primitive& p, std::span<const typen
   { B::expand(p, shape) } -> std::same_as<typename B::Primitive>;
   { B::slice(p, ranges) } -> std::same_as<typename B::Primitive>;
   { B::slice_assign(p, ranges, p) } -> std::same_as<typename B::Primitive>;
-  { B::flip(p, dims) } -> std::same_as<typename B::Primitive>;
-  { B::cat(many, dim) } -> std::same_as<typename B::Primitive>;
   { B::gather(p, dim, p) } -> std::same_as<typename B::Primitive>;
   { B::scatter(p, dim, p, p, ops::ScatterMode::add) } -> std::same_as<typename B::Primitive>;
-  { B::index_select(p, dim, p) } -> std::same_as<typename B::Primitive>;
-  { B::index_add(p, dim, p, p) } -> std::same_as<typename B::Primitive>;  // out = p; out[index[i]] += values[i]
 
   // --- neural-network ops, in 2-d NCHW form
   { B::conv2d(p, p, maybe, conv) } -> std::same_as<typename B::Primitive>;
   { B::conv2d_backward_input(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;   // (dy, weight, x shape)
   { B::conv2d_backward_weight(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;  // (x, dy, weight shape)
   { B::max_pool2d(p, pool) } -> std::same_as<std::pair<typename B::Primitive, typename B::Primitive>>;  // {out, i64 flat hw index}
-  { B::max_pool2d_backward(p, p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy, indices)
   { B::avg_pool2d(p, pool) } -> std::same_as<typename B::Primitive>;
   { B::avg_pool2d_backward(p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy)
   { B::adaptive_avg_pool2d(p, dims) } -> std::same_as<typename B::Primitive>;

@@ -72,8 +72,8 @@ template <Backend B> double clip_grad_norm(GradientsParams<B>& grads, double max
   std::optional<typename B::Primitive> total;
   grads.for_each([&](nn::ParamId, typename B::Primitive& g) {
     const auto a = B::template unary<ops::Abs>(g);
-    const auto part = inf_norm ? B::reduce_all(a, ops::ReduceOp::max)
-                               : B::reduce_all(B::template binary_scalar<ops::Pow>(a, norm_type), ops::ReduceOp::sum);
+    const auto part = inf_norm ? provided::reduce_all<B>(a, ops::ReduceOp::max)
+                               : provided::reduce_all<B>(B::template binary_scalar<ops::Pow>(a, norm_type), ops::ReduceOp::sum);
     total = !total ? part : inf_norm ? B::template binary<ops::Maximum>(*total, part) : B::template binary<ops::Add>(*total, part);
   });
   const double reduced = total ? B::into_data(B::cast(*total, DType::f64)).template to_vec<double>()[0] : 0.0;

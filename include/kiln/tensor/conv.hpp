@@ -87,7 +87,7 @@ typename B::Primitive conv_transpose_nchw(const typename B::Primitive& x, const 
     to[2 + i] = {0, std::max<std::int64_t>(length, 0), 1};
   }
   const auto full = B::conv2d_backward_input(x, w, Shape(std::move(full_dims)), unpadded);
-  const auto zeros = B::full(out_shape, 0.0, B::dtype(x), B::device(x));
+  const auto zeros = provided::full<B>(out_shape, 0.0, B::dtype(x), B::device(x));
   if (from[2].size == 0 || from[3].size == 0) return zeros;
   return B::slice_assign(zeros, to, B::slice(full, from));
 }

@@ -168,13 +168,13 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   // Writes `value` where mask is true.
   Self mask_fill(const BoolTensor& mask, double value) const {
     detail::check_scalar_for_kind<K>("mask_fill", value);
-    return wrap(B::where(mask.primitive(), B::full(Shape{}, value, self().dtype(), self().device()), prim()));
+    return wrap(B::where(mask.primitive(), provided::full<B>(Shape{}, value, self().dtype(), self().device()), prim()));
   }
 
   // A one-element tensor of this rank, dtype and device, which broadcasts against this one.
   Self scalar_like(std::string_view op, double value) const {
     detail::check_scalar_for_kind<K>(op, value);
-    return wrap(B::full(Shape(std::vector<std::int64_t>(D, 1)), value, self().dtype(), self().device()));
+    return wrap(provided::full<B>(Shape(std::vector<std::int64_t>(D, 1)), value, self().dtype(), self().device()));
   }
 
 };

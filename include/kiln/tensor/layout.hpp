@@ -164,7 +164,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
       seen[n] = true;
       normalized.push_back(static_cast<std::int64_t>(n));
     }
-    return wrap(B::flip(prim(), normalized));
+    return wrap(provided::flip<B>(prim(), normalized));
   }
   // Rolls elements along dim by `shift` (positive moves towards higher indices), like torch.roll.
   Self roll(std::int64_t shift, std::int64_t dim) const {
@@ -192,13 +192,13 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
   }
   // The slices at `index` along dim (torch.index_select).
   Self index_select(std::int64_t dim, const Tensor<B, 1, Int>& index) const {
-    return wrap(B::index_select(prim(), static_cast<std::int64_t>(normalize_dim("index_select", dim, D)),
+    return wrap(provided::index_select<B>(prim(), static_cast<std::int64_t>(normalize_dim("index_select", dim, D)),
                                 index.primitive()));
   }
   // Adds values' slices into the slices at `index` along dim, duplicates summed (torch.index_add;
   // Burn's select_assign).
   Self index_add(std::int64_t dim, const Tensor<B, 1, Int>& index, const Self& values) const {
-    return wrap(B::index_add(prim(), static_cast<std::int64_t>(normalize_dim("index_add", dim, D)),
+    return wrap(provided::index_add<B>(prim(), static_cast<std::int64_t>(normalize_dim("index_add", dim, D)),
                              index.primitive(), values.primitive()));
   }
 
@@ -251,7 +251,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
       KILN_CHECK(t.dtype() == tensors[0].dtype(), "cat: dtypes {} and {} differ", tensors[0].dtype(), t.dtype());
       prims.push_back(t.primitive());
     }
-    return Self(B::cat(prims, static_cast<std::int64_t>(d)));
+    return Self(provided::cat<B>(prims, static_cast<std::int64_t>(d)));
   }
 
  private:
@@ -288,7 +288,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
       KILN_CHECK(before >= 0 && after >= 0, "pad: negative padding {} / {} on dim {}", before, after, d);
       std::vector<std::int64_t> dims = s.dims();
       dims[d] = size + before + after;
-      const Primitive filled = B::full(Shape(dims), value, self().dtype(), self().device());
+      const Primitive filled = provided::full<B>(Shape(dims), value, self().dtype(), self().device());
       std::vector<ops::SliceRange> ranges(D);
       for (std::size_t i = 0; i < D; ++i) ranges[i] = {0, dims[i], 1};
       ranges[d] = {before, size, 1};
@@ -308,7 +308,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
     }
     const auto n = static_cast<std::int64_t>(index.size());
     const Primitive idx = B::from_data(TensorData::from(index, Shape{n}).convert(DType::i64), self().device());
-    return wrap(B::index_select(prim(), dim, idx));
+    return wrap(provided::index_select<B>(prim(), dim, idx));
   }
 };
 

@@ -26,11 +26,11 @@ template <class B, std::size_t D, class K> class ReduceApi : public TensorMixin<
 
  public:
   // ---- over all elements → shape [1]
-  Scalar sum() const requires Numeric<K> { return Scalar(B::reduce_all(prim(), ops::ReduceOp::sum)); }
-  Scalar prod() const requires Numeric<K> { return Scalar(B::reduce_all(prim(), ops::ReduceOp::prod)); }
-  Scalar mean() const requires std::same_as<K, Float> { return Scalar(B::reduce_all(prim(), ops::ReduceOp::mean)); }
-  Scalar max() const requires Numeric<K> { return Scalar(B::reduce_all(prim(), ops::ReduceOp::max)); }
-  Scalar min() const requires Numeric<K> { return Scalar(B::reduce_all(prim(), ops::ReduceOp::min)); }
+  Scalar sum() const requires Numeric<K> { return Scalar(provided::reduce_all<B>(prim(), ops::ReduceOp::sum)); }
+  Scalar prod() const requires Numeric<K> { return Scalar(provided::reduce_all<B>(prim(), ops::ReduceOp::prod)); }
+  Scalar mean() const requires std::same_as<K, Float> { return Scalar(provided::reduce_all<B>(prim(), ops::ReduceOp::mean)); }
+  Scalar max() const requires Numeric<K> { return Scalar(provided::reduce_all<B>(prim(), ops::ReduceOp::max)); }
+  Scalar min() const requires Numeric<K> { return Scalar(provided::reduce_all<B>(prim(), ops::ReduceOp::min)); }
 
   // ---- along one dim, kept with size 1
   Self sum_dim(std::int64_t dim) const requires Numeric<K> {
@@ -101,8 +101,8 @@ template <class B, std::size_t D, class K> class ReduceApi : public TensorMixin<
   }
 
   // ---- Bool reductions (any kind: non-zero counts as true)
-  Tensor<B, 1, Bool> any() const { return Tensor<B, 1, Bool>(B::reduce_all(as_bool(), ops::ReduceOp::max)); }
-  Tensor<B, 1, Bool> all() const { return Tensor<B, 1, Bool>(B::reduce_all(as_bool(), ops::ReduceOp::min)); }
+  Tensor<B, 1, Bool> any() const { return Tensor<B, 1, Bool>(provided::reduce_all<B>(as_bool(), ops::ReduceOp::max)); }
+  Tensor<B, 1, Bool> all() const { return Tensor<B, 1, Bool>(provided::reduce_all<B>(as_bool(), ops::ReduceOp::min)); }
   Tensor<B, D, Bool> any_dim(std::int64_t dim) const {
     return Tensor<B, D, Bool>(B::reduce(as_bool(), ops::ReduceOp::max, checked_dim("any_dim", dim)));
   }

@@ -99,7 +99,7 @@ class Tensor : public ElementwiseApi<B, D, K>,
   }
   static Tensor full(const Dims& dims, double value, const Device& device = {}, DType dtype = K::default_dtype) {
     check_dtype("full", dtype);
-    return Tensor(B::full(to_shape(dims), value, dtype, device));
+    return Tensor(provided::full<B>(to_shape(dims), value, dtype, device));
   }
   static Tensor zeros(const Dims& dims, const Device& device = {}, DType dtype = K::default_dtype) {
     return full(dims, 0.0, device, dtype);
@@ -112,7 +112,7 @@ class Tensor : public ElementwiseApi<B, D, K>,
                        DType dtype = K::default_dtype) {
     check_dtype("random", dtype);
     const Shape shape = to_shape(dims);
-    return Tensor(B::random(shape, distribution, take_random_stream(static_cast<std::uint64_t>(shape.numel())), dtype,
+    return Tensor(provided::random<B>(shape, distribution, take_random_stream(static_cast<std::uint64_t>(shape.numel())), dtype,
                             device));
   }
   static Tensor arange(std::int64_t start, std::int64_t end, std::int64_t step = 1, const Device& device = {},
@@ -132,11 +132,11 @@ class Tensor : public ElementwiseApi<B, D, K>,
     for (std::int64_t i = 0; i < n; ++i) values[static_cast<std::size_t>(i * n + i)] = 1.0;
     return Tensor(B::from_data(TensorData::from(values, Shape{n, n}).convert(dtype), device));
   }
-  Tensor zeros_like() const { return Tensor(B::full(shape(), 0.0, dtype(), device())); }
-  Tensor ones_like() const { return Tensor(B::full(shape(), 1.0, dtype(), device())); }
-  Tensor full_like(double value) const { return Tensor(B::full(shape(), value, dtype(), device())); }
+  Tensor zeros_like() const { return Tensor(provided::full<B>(shape(), 0.0, dtype(), device())); }
+  Tensor ones_like() const { return Tensor(provided::full<B>(shape(), 1.0, dtype(), device())); }
+  Tensor full_like(double value) const { return Tensor(provided::full<B>(shape(), value, dtype(), device())); }
   Tensor random_like(Distribution distribution) const {
-    return Tensor(B::random(shape(), distribution, take_random_stream(static_cast<std::uint64_t>(numel())), dtype(),
+    return Tensor(provided::random<B>(shape(), distribution, take_random_stream(static_cast<std::uint64_t>(numel())), dtype(),
                             device()));
   }
 

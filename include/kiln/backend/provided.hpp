@@ -1,0 +1,219 @@
+// The provided primitives: composites of the required ones (kiln/backend/backend.hpp), each
+// with one default implementation written here, from the required primitives only. A
+// backend overrides one only for speed, by defining a static member of the same name and
+// signature; a concept detects it. Everything above the backends calls them as
+//   kiln::provided::index_select<B>(x, dim, index)
+// which is B::index_select where B defines it, and kiln::defaults::index_select<B> where it
+// does not. The conformance suite runs each default on every backend against the
+// override (tests/backend/provided_test.cpp), so the default stays the reference.
+#pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/rng.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor_data.hpp"
+#include "kiln/ops/layout.hpp"
+#include "kiln/ops/nn.hpp"
+#include "kiln/ops/reduce.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+namespace defaults {
+
+// A tensor of `shape` filled with `value` (converted as TensorData::convert does), uploaded.
+template <class B>
+typename B::Primitive full(const Shape& shape, double value, DType dtype, const typename B::Device& device) {
+  std::vector<std::byte> bytes(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  visit_dtype(dtype, [&]<class T>() {
+    const T v = from_double<T>(value);
+    T* p = reinterpret_cast<T*>(bytes.data());
+    for (std::int64_t i = 0; i < shape.numel(); ++i) p[i] = v;
+  });
+  return B::from_data(TensorData(std::move(bytes), shape, dtype), device);
+}
+
+// Element i draws distribution.sample(stream.seed, stream.offset + i), on the host.
+template <class B>
+typename B::Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                             const typename B::Device& device) {
+  std::vector<double> values(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = distribution.sample(stream.seed, stream.offset + i);
+  return B::from_data(TensorData::from(values, shape).convert(dtype), device);
+}
+
+// The reduction of every element: a reduction along the one dim of the flattened tensor.
+template <class B> typename B::Primitive reduce_all(const typename B::Primitive& x, ops::ReduceOp op) {
+  return B::reduce(B::reshape(x, Shape{B::shape(x).numel()}), op, 0);
+}
+
+namespace detail {
+// index [k] as a tensor of `shape` (whose size along dim is k) that holds index[i] at
+// position i along dim: what gather and scatter take for index_select and index_add.
+template <class B>
+typename B::Primitive index_along(std::string_view op, const typename B::Primitive& index, std::int64_t dim,
+                                  const Shape& shape) {
+  const Shape is = B::shape(index);
+  KILN_CHECK(is.rank() == 1 && B::dtype(index) == DType::i64, "{}: the index must be a 1-d i64 tensor, got {} {}",
+             op, is, B::dtype(index));
+  std::vector<std::int64_t> dims(shape.rank(), 1);
+  dims[static_cast<std::size_t>(dim)] = is[0];
+  return B::expand(B::reshape(index, Shape(dims)), shape);
+}
+}  // namespace detail
+
+// The slices of x at `index` along dim: a gather with the index spread over the other dims.
+template <class B>
+typename B::Primitive index_select(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index) {
+  Shape shape = B::shape(x);
+  shape[static_cast<std::size_t>(dim)] = B::shape(index).rank() == 1 ? B::shape(index)[0] : 0;
+  return B::gather(x, dim, detail::index_along<B>("index_select", index, dim, shape));
+}
+
+// out = x; out's slices at index[i] along dim += values' slice i: a scatter-add.
+template <class B>
+typename B::Primitive index_add(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index,
+                                const typename B::Primitive& values) {
+  return B::scatter(x, dim, detail::index_along<B>("index_add", index, dim, B::shape(values)), values,
+                    ops::ScatterMode::add);
+}
+
+// Reversed along each of `dims`: an index_select with the indices n-1 ... 0.
+template <class B> typename B::Primitive flip(const typename B::Primitive& x, std::span<const std::int64_t> dims);
+
+// The tensors one after the other along dim: each copied into its range of a new tensor.
+template <class B> typename B::Primitive cat(std::span<const typename B::Primitive> xs, std::int64_t dim);
+
+// The gradient of max_pool2d from its indices (flat positions in each H x W plane): dy's
+// elements added at those positions of a zero tensor of x's shape, a scatter-add.
+template <class B>
+typename B::Primitive max_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                          const typename B::Primitive& indices, const ops::Pool2dOptions&) {
+  const Shape xs = B::shape(x), ys = B::shape(dy);
+  KILN_CHECK(xs.rank() == 4 && ys.rank() == 4 && B::shape(indices) == ys && xs[0] == ys[0] && xs[1] == ys[1],
+             "max_pool2d_backward: x {}, dy {} and indices {} do not match", xs, ys, B::shape(indices));
+  const Shape planes{xs[0], xs[1], xs[2] * xs[3]}, flat{ys[0], ys[1], ys[2] * ys[3]};
+  const auto zeros = B::from_data(TensorData(std::vector<std::byte>(static_cast<std::size_t>(planes.numel()) *
+                                                                     dtype_size(B::dtype(dy))),
+                                             planes, B::dtype(dy)),
+                                  B::device(dy));
+  const auto sum = B::scatter(zeros, 2, B::reshape(indices, flat), B::reshape(dy, flat), ops::ScatterMode::add);
+  return B::reshape(sum, xs);
+}
+
+}  // namespace defaults
+
+// Which provided primitives B overrides.
+namespace provided::detail {
+template <class B>
+concept HasFull = requires(const Shape& s, double v, DType d, const typename B::Device& dev) { B::full(s, v, d, dev); };
+template <class B>
+concept HasRandom = requires(const Shape& s, Distribution dist, RandomStream stream, DType d,
+                             const typename B::Device& dev) { B::random(s, dist, stream, d, dev); };
+template <class B>
+concept HasReduceAll = requires(const typename B::Primitive& p, ops::ReduceOp op) { B::reduce_all(p, op); };
+template <class B>
+concept HasIndexSelect = requires(const typename B::Primitive& p, std::int64_t dim) { B::index_select(p, dim, p); };
+template <class B>
+concept HasIndexAdd = requires(const typename B::Primitive& p, std::int64_t dim) { B::index_add(p, dim, p, p); };
+template <class B>
+concept HasFlip = requires(const typename B::Primitive& p, std::span<const std::int64_t> dims) { B::flip(p, dims); };
+template <class B>
+concept HasCat = requires(std::span<const typename B::Primitive> xs, std::int64_t dim) { B::cat(xs, dim); };
+template <class B>
+concept HasMaxPool2dBackward = requires(const typename B::Primitive& p, const ops::Pool2dOptions& o) {
+  B::max_pool2d_backward(p, p, p, o);
+};
+}  // namespace provided::detail
+
+namespace provided {
+
+template <class B>
+typename B::Primitive full(const Shape& shape, double value, DType dtype, const typename B::Device& device) {
+  if constexpr (detail::HasFull<B>) return B::full(shape, value, dtype, device);
+  else return defaults::full<B>(shape, value, dtype, device);
+}
+template <class B>
+typename B::Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                             const typename B::Device& device) {
+  if constexpr (detail::HasRandom<B>) return B::random(shape, distribution, stream, dtype, device);
+  else return defaults::random<B>(shape, distribution, stream, dtype, device);
+}
+// shape [1]
+template <class B> typename B::Primitive reduce_all(const typename B::Primitive& x, ops::ReduceOp op) {
+  if constexpr (detail::HasReduceAll<B>) return B::reduce_all(x, op);
+  else return defaults::reduce_all<B>(x, op);
+}
+template <class B>
+typename B::Primitive index_select(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index) {
+  if constexpr (detail::HasIndexSelect<B>) return B::index_select(x, dim, index);
+  else return defaults::index_select<B>(x, dim, index);
+}
+// out = x; out[index[i]] += values[i] along dim
+template <class B>
+typename B::Primitive index_add(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index,
+                                const typename B::Primitive& values) {
+  if constexpr (detail::HasIndexAdd<B>) return B::index_add(x, dim, index, values);
+  else return defaults::index_add<B>(x, dim, index, values);
+}
+template <class B> typename B::Primitive flip(const typename B::Primitive& x, std::span<const std::int64_t> dims) {
+  if constexpr (detail::HasFlip<B>) return B::flip(x, dims);
+  else return defaults::flip<B>(x, dims);
+}
+template <class B> typename B::Primitive cat(std::span<const typename B::Primitive> xs, std::int64_t dim) {
+  if constexpr (detail::HasCat<B>) return B::cat(xs, dim);
+  else return defaults::cat<B>(xs, dim);
+}
+// (x, dy, indices)
+template <class B>
+typename B::Primitive max_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                          const typename B::Primitive& indices, const ops::Pool2dOptions& options) {
+  if constexpr (detail::HasMaxPool2dBackward<B>) return B::max_pool2d_backward(x, dy, indices, options);
+  else return defaults::max_pool2d_backward<B>(x, dy, indices, options);
+}
+
+}  // namespace provided
+
+template <class B> typename B::Primitive defaults::flip(const typename B::Primitive& x, std::span<const std::int64_t> dims) {
+  typename B::Primitive out = x;
+  for (const std::int64_t d : dims) {
+    const std::int64_t n = B::shape(x)[static_cast<std::size_t>(d)];
+    std::vector<std::int64_t> reversed(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) reversed[static_cast<std::size_t>(i)] = n - 1 - i;
+    out = provided::index_select<B>(out, d, B::from_data(TensorData::from(reversed, Shape{n}), B::device(x)));
+  }
+  return out;
+}
+
+template <class B> typename B::Primitive defaults::cat(std::span<const typename B::Primitive> xs, std::int64_t dim) {
+  KILN_CHECK(!xs.empty(), "cat: no tensors");
+  const auto d = static_cast<std::size_t>(dim);
+  Shape shape = B::shape(xs[0]);
+  shape[d] = 0;
+  for (const auto& x : xs) {
+    const Shape s = B::shape(x);
+    bool fits = s.rank() == shape.rank() && B::dtype(x) == B::dtype(xs[0]);
+    for (std::size_t i = 0; fits && i < s.rank(); ++i) fits = i == d || s[i] == shape[i];
+    KILN_CHECK(fits, "cat: {} {} does not fit {} {} along dim {}", s, B::dtype(x), B::shape(xs[0]), B::dtype(xs[0]),
+               dim);
+    shape[d] += s[d];
+  }
+  typename B::Primitive out = provided::full<B>(shape, 0.0, B::dtype(xs[0]), B::device(xs[0]));
+  std::vector<ops::SliceRange> ranges;
+  for (std::size_t i = 0; i < shape.rank(); ++i) ranges.push_back({0, shape[i], 1});
+  std::int64_t start = 0;
+  for (const auto& x : xs) {
+    const std::int64_t n = B::shape(x)[d];
+    ranges[d] = {start, n, 1};
+    if (n > 0) out = B::slice_assign(out, ranges, x);
+    start += n;
+  }
+  return out;
+}
+
+}  // namespace kiln
