@@ -94,6 +94,26 @@ TYPED_TEST(Provided, MaxPool2dBackwardMatchesTheOverride) {
                       provided::max_pool2d_backward<B>(x, dy, index, pool), 1e-6));
 }
 
+TYPED_TEST(Provided, InterpolateAndItsBackwardMatchTheOverrides) {
+  using B = TypeParam;
+  const auto x = sample<B>(Shape{2, 3, 5, 7}, 12);
+  for (auto mode : {ops::InterpolateMode::nearest, ops::InterpolateMode::bilinear, ops::InterpolateMode::bicubic}) {
+    for (bool align : {false, true}) {
+      if (mode == ops::InterpolateMode::nearest && align) continue;
+      for (const std::array<std::int64_t, 2>& size : {std::array<std::int64_t, 2>{10, 14}, {3, 4}, {5, 9}}) {
+        SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode) << " align " << align << " to "
+                                          << size[0] << "x" << size[1]);
+        const ops::InterpolateOptions o{mode, align};
+        const auto y = defaults::interpolate<B>(x, size, o);
+        EXPECT_TRUE(same<B>(y, provided::interpolate<B>(x, size, o), 1e-5));
+        const auto dy = sample<B>(B::shape(y), 13);
+        EXPECT_TRUE(same<B>(defaults::interpolate_backward<B>(x, dy, o), provided::interpolate_backward<B>(x, dy, o),
+                            1e-5));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- a backend of required primitives only
 
 namespace {
@@ -110,7 +130,6 @@ struct MinimalCpu : private Cpu {
   using Cpu::reshape, Cpu::permute, Cpu::expand, Cpu::slice, Cpu::slice_assign, Cpu::gather, Cpu::scatter;
   using Cpu::conv2d, Cpu::conv2d_backward_input, Cpu::conv2d_backward_weight, Cpu::max_pool2d;
   using Cpu::avg_pool2d, Cpu::avg_pool2d_backward, Cpu::adaptive_avg_pool2d, Cpu::adaptive_avg_pool2d_backward;
-  using Cpu::interpolate, Cpu::interpolate_backward;
 };
 
 }  // namespace
@@ -118,7 +137,7 @@ struct MinimalCpu : private Cpu {
 static_assert(Backend<MinimalCpu>, "the required primitives alone make a backend");
 static_assert(!provided::detail::HasFull<MinimalCpu> && !provided::detail::HasReduceAll<MinimalCpu> &&
                   !provided::detail::HasIndexSelect<MinimalCpu> && !provided::detail::HasCat<MinimalCpu> &&
-                  !provided::detail::HasMaxPool2dBackward<MinimalCpu>,
+                  !provided::detail::HasMaxPool2dBackward<MinimalCpu> && !provided::detail::HasInterpolate<MinimalCpu>,
               "MinimalCpu must hide the provided primitives, so that the defaults run");
 
 TEST(ProvidedOnAMinimalBackend, TheTensorApiRunsOnTheDefaults) {

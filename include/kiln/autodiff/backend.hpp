@@ -436,12 +436,14 @@ template <Backend B> struct Autodiff {
   }
   static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
                                const ops::InterpolateOptions& o) {
-    return record("interpolate", B::interpolate(x.value, output_size, o), {x.node},
-                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, B::interpolate_backward(x, dy, o)); });
+    return record("interpolate", provided::interpolate<B>(x.value, output_size, o), {x.node},
+                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, provided::interpolate_backward<B>(x, dy, o));
+                  });
   }
   static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o) {
     reject_tracked("interpolate_backward", {&x, &dy});
-    return from_inner(B::interpolate_backward(x.value, dy.value, o));
+    return from_inner(provided::interpolate_backward<B>(x.value, dy.value, o));
   }
 
  private:

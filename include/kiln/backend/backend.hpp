@@ -4,7 +4,8 @@
 //
 // A new backend's author writes the required primitives below first: with them alone,
 // every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: full,
-// random, reduce_all, index_select, index_add, flip, cat, max_pool2d_backward) have
+// random, reduce_all, index_select, index_add, flip, cat, max_pool2d_backward,
+// interpolate and its backward) have
 // default implementations built from the required ones; a backend defines a static member
 // of the same name and signature only to make one faster, and the conformance suite tests
 // the default against it (tests/backend/provided_test.cpp). The fused composites below
@@ -44,8 +45,7 @@ concept Backend = requires(const typename B::Primitive& p,
                            const typename B::Device& device, const Shape& shape, DType dtype, double scalar,
                            std::span<const std::int64_t> dims, std::span<const ops::SliceRange> ranges,
                            std::int64_t dim, bool flag,
-                           const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool,
-                           const ops::InterpolateOptions& interpolate) {
+                           const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool) {
   typename B::Device;
   typename B::Primitive;
   { B::name } -> std::convertible_to<std::string_view>;
@@ -99,8 +99,6 @@ concept Backend = requires(const typename B::Primitive& p,
   { B::avg_pool2d_backward(p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy)
   { B::adaptive_avg_pool2d(p, dims) } -> std::same_as<typename B::Primitive>;
   { B::adaptive_avg_pool2d_backward(p, p) } -> std::same_as<typename B::Primitive>;  // (x, dy)
-  { B::interpolate(p, dims, interpolate) } -> std::same_as<typename B::Primitive>;
-  { B::interpolate_backward(p, p, interpolate) } -> std::same_as<typename B::Primitive>;  // (x, dy)
 };
 
 // Fused composites a backend may provide for speed. The tensor API and nn use them when

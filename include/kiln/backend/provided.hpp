@@ -13,6 +13,8 @@
 #include "kiln/core/rng.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
+#include "kiln/ops/elementwise.hpp"
+#include "kiln/ops/interpolate.hpp"
 #include "kiln/ops/layout.hpp"
 #include "kiln/ops/nn.hpp"
 #include "kiln/ops/reduce.hpp"
@@ -106,6 +108,20 @@ typename B::Primitive max_pool2d_backward(const typename B::Primitive& x, const 
   return B::reshape(sum, xs);
 }
 
+// Resampling to output_size (nearest, bilinear, bicubic), separable: along the width, then
+// the height, each output position the weighted sum of its K input taps
+// (kiln/ops/interpolate.hpp's rules, the ones every backend uses), as index_selects,
+// multiplies and adds. The taps are computed in double for f64 tensors and in float
+// otherwise, as the CPU backend does; f16 / bf16 tensors compute each step in their own
+// dtype here, where the backends round once.
+template <class B>
+typename B::Primitive interpolate(const typename B::Primitive& x, std::span<const std::int64_t> output_size,
+                                  const ops::InterpolateOptions& options);
+// Its gradient: the same taps, as index_adds, along the height, then the width.
+template <class B>
+typename B::Primitive interpolate_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                           const ops::InterpolateOptions& options);
+
 }  // namespace defaults
 
 // Which provided primitives B overrides.
@@ -128,6 +144,13 @@ concept HasCat = requires(std::span<const typename B::Primitive> xs, std::int64_
 template <class B>
 concept HasMaxPool2dBackward = requires(const typename B::Primitive& p, const ops::Pool2dOptions& o) {
   B::max_pool2d_backward(p, p, p, o);
+};
+template <class B>
+concept HasInterpolate = requires(const typename B::Primitive& p, std::span<const std::int64_t> size,
+                                  const ops::InterpolateOptions& o) { B::interpolate(p, size, o); };
+template <class B>
+concept HasInterpolateBackward = requires(const typename B::Primitive& p, const ops::InterpolateOptions& o) {
+  B::interpolate_backward(p, p, o);
 };
 }  // namespace provided::detail
 
@@ -177,7 +200,101 @@ typename B::Primitive max_pool2d_backward(const typename B::Primitive& x, const 
   else return defaults::max_pool2d_backward<B>(x, dy, indices, options);
 }
 
+// NCHW x to output_size [h, w]
+template <class B>
+typename B::Primitive interpolate(const typename B::Primitive& x, std::span<const std::int64_t> output_size,
+                                  const ops::InterpolateOptions& options) {
+  if constexpr (detail::HasInterpolate<B>) return B::interpolate(x, output_size, options);
+  else return defaults::interpolate<B>(x, output_size, options);
+}
+// (x, dy)
+template <class B>
+typename B::Primitive interpolate_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                           const ops::InterpolateOptions& options) {
+  if constexpr (detail::HasInterpolateBackward<B>) return B::interpolate_backward(x, dy, options);
+  else return defaults::interpolate_backward<B>(x, dy, options);
+}
+
 }  // namespace provided
+
+namespace defaults::detail {
+
+// The taps of one axis (in -> out positions) as tensors: for each k < K, the input index of
+// every output position, and its weight shaped to broadcast along `axis` of a rank-4 tensor.
+template <class B> struct Taps {
+  std::vector<typename B::Primitive> index, weight;
+};
+template <class B>
+Taps<B> axis_taps(std::int64_t in, std::int64_t out, std::size_t axis, const ops::InterpolateOptions& options,
+                  DType dtype, const typename B::Device& device) {
+  Taps<B> taps;
+  auto build = [&]<class T, int K>() {
+    const ops::AxisTaps<T> t = ops::axis_taps<T, K>(in, out, options.align_corners);
+    std::vector<std::int64_t> weight_dims(4, 1);
+    weight_dims[axis] = out;
+    for (int k = 0; k < K; ++k) {
+      std::vector<std::int64_t> index(static_cast<std::size_t>(out));
+      std::vector<T> weight(static_cast<std::size_t>(out));
+      for (std::int64_t o = 0; o < out; ++o) {
+        index[static_cast<std::size_t>(o)] = t.index[static_cast<std::size_t>(o * K + k)];
+        weight[static_cast<std::size_t>(o)] = t.weight[static_cast<std::size_t>(o * K + k)];
+      }
+      taps.index.push_back(B::from_data(TensorData::from(index, Shape{out}), device));
+      taps.weight.push_back(
+          B::from_data(TensorData::from(weight, Shape(weight_dims)).convert(dtype), device));
+    }
+  };
+  auto with_type = [&]<class T>() {
+    switch (options.mode) {
+      case ops::InterpolateMode::nearest: build.template operator()<T, 1>(); break;
+      case ops::InterpolateMode::bilinear: build.template operator()<T, 2>(); break;
+      case ops::InterpolateMode::bicubic: build.template operator()<T, 4>(); break;
+    }
+  };
+  if (dtype == DType::f64) with_type.template operator()<double>();
+  else with_type.template operator()<float>();
+  return taps;
+}
+
+}  // namespace defaults::detail
+
+template <class B>
+typename B::Primitive defaults::interpolate(const typename B::Primitive& x, std::span<const std::int64_t> output_size,
+                                            const ops::InterpolateOptions& options) {
+  const Shape xs = B::shape(x);
+  ops::check_interpolate(xs, B::dtype(x), output_size);
+  auto along = [&](const typename B::Primitive& t, std::size_t axis, std::int64_t out) {
+    const auto taps = detail::axis_taps<B>(xs[axis], out, axis, options, B::dtype(x), B::device(x));
+    typename B::Primitive sum = t;
+    for (std::size_t k = 0; k < taps.index.size(); ++k) {
+      const auto term = B::template binary<ops::Mul>(
+          provided::index_select<B>(t, static_cast<std::int64_t>(axis), taps.index[k]), taps.weight[k]);
+      sum = k == 0 ? term : B::template binary<ops::Add>(sum, term);
+    }
+    return sum;
+  };
+  return along(along(x, 3, output_size[1]), 2, output_size[0]);
+}
+
+template <class B>
+typename B::Primitive defaults::interpolate_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                                     const ops::InterpolateOptions& options) {
+  const Shape xs = B::shape(x), ys = B::shape(dy);
+  ops::check_interpolate_backward(xs, B::dtype(x), ys, B::dtype(dy));
+  // d: the gradient at the output of the step along `axis`, of size `out` there; the result
+  // has the input's size `in` along it.
+  auto along = [&](const typename B::Primitive& d, std::size_t axis, std::int64_t in, std::int64_t out) {
+    const auto taps = detail::axis_taps<B>(in, out, axis, options, B::dtype(dy), B::device(dy));
+    Shape shape = B::shape(d);
+    shape[axis] = in;
+    typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(dy), B::device(dy));
+    for (std::size_t k = 0; k < taps.index.size(); ++k)
+      sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), taps.index[k],
+                                   B::template binary<ops::Mul>(d, taps.weight[k]));
+    return sum;
+  };
+  return along(along(dy, 2, xs[2], ys[2]), 3, xs[3], ys[3]);
+}
 
 template <class B> typename B::Primitive defaults::flip(const typename B::Primitive& x, std::span<const std::int64_t> dims) {
   typename B::Primitive out = x;

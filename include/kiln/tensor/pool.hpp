@@ -138,7 +138,7 @@ Tensor<B, 4> interpolate(const Tensor<B, 4>& x, const std::array<std::int64_t, 2
   KILN_CHECK(x.dim(2) > 0 && x.dim(3) > 0, "interpolate: input {} has an empty spatial dim", x.shape());
   KILN_CHECK(!options.align_corners || options.mode != ops::InterpolateMode::nearest,
              "interpolate: align_corners applies to bilinear and bicubic modes only, not nearest");
-  return Tensor<B, 4>(B::interpolate(x.primitive(), output_size, options));
+  return Tensor<B, 4>(provided::interpolate<B>(x.primitive(), output_size, options));
 }
 
 // NCL input to [N, C, output_size]: nearest, or linear (InterpolateMode::bilinear).
@@ -151,7 +151,7 @@ Tensor<B, 3> interpolate(const Tensor<B, 3>& x, std::int64_t output_size, const 
   KILN_CHECK(!options.align_corners || options.mode != ops::InterpolateMode::nearest,
              "interpolate: align_corners applies to linear modes only, not nearest");
   const std::array<std::int64_t, 2> size{1, output_size};
-  return detail::from_nchw<B, 3>(B::interpolate(detail::as_nchw(x, 1), size, options), 1);
+  return detail::from_nchw<B, 3>(provided::interpolate<B>(detail::as_nchw(x, 1), size, options), 1);
 }
 
 }  // namespace kiln::functional
