@@ -128,4 +128,30 @@ inline Expression render(const Language& language, const NodePtr& root, ScalarTy
 // meaning the language's operators already have in each), or one per type.
 constexpr std::array<Spelling, 6> every_type(Spelling s) { return {s, s, s, s, s, s}; }
 
+// What every C-like language spells alike: C's operators, in every type. A language's
+// table starts from these rows and replaces those its language spells otherwise.
+constexpr Language c_operators(std::string_view name) {
+  Language l{};
+  l.name = name;
+  auto row = [&](Kind k, std::string_view pattern) {
+    l.spellings[static_cast<std::size_t>(k)] = every_type(Spelling{pattern});
+  };
+  row(Kind::add, "({0} + {1})");
+  row(Kind::sub, "({0} - {1})");
+  row(Kind::mul, "({0} * {1})");
+  row(Kind::div, "({0} / {1})");
+  row(Kind::select, "({0} ? {1} : {2})");
+  row(Kind::lt, "({0} < {1})");
+  row(Kind::le, "({0} <= {1})");
+  row(Kind::gt, "({0} > {1})");
+  row(Kind::ge, "({0} >= {1})");
+  row(Kind::eq, "({0} == {1})");
+  row(Kind::ne, "({0} != {1})");
+  row(Kind::logical_and, "({0} && {1})");
+  row(Kind::logical_or, "({0} || {1})");
+  row(Kind::logical_xor, "({0} != {1})");
+  row(Kind::logical_not, "(!{0})");
+  return l;
+}
+
 }  // namespace kiln::codegen

@@ -75,8 +75,7 @@ inline Helper cuda_helper(Kind kind, ScalarType t) {
 
 // Columns: f32, f64, i32, i64, u8, bool.
 inline constexpr Language cuda_language = [] {
-  Language l{};
-  l.name = "cuda";
+  Language l = c_operators("cuda");
   auto row = [&](Kind k, std::array<Spelling, 6> spellings) { l.spellings[static_cast<std::size_t>(k)] = spellings; };
   constexpr Spelling none{};
   constexpr Spelling h = call_helper;
@@ -124,20 +123,9 @@ inline constexpr Language cuda_language = [] {
   arithmetic(Kind::min, "(({0}) < ({1}) ? ({0}) : ({1}))", "(({0}) < ({1}) ? ({0}) : ({1}))",
              "(({0}) < ({1}) ? ({0}) : ({1}))", "(({0}) < ({1}) ? ({0}) : ({1}))");
   for (Kind k : {Kind::int_div, Kind::int_rem, Kind::int_pow}) row(k, {none, none, h, h, h, none});
-  row(Kind::select, every_type({"({0} ? {1} : {2})"}));
   row(Kind::isnan, every_type({"(({0}) != ({0}))"}));
   row(Kind::isinf, {Spelling{"(fabsf({0}) == __uint_as_float(0x7f800000u))"},
                     Spelling{"(fabs({0}) == __longlong_as_double(0x7ff0000000000000ll))"}, none, none, none, none});
-  row(Kind::lt, every_type({"({0} < {1})"}));
-  row(Kind::le, every_type({"({0} <= {1})"}));
-  row(Kind::gt, every_type({"({0} > {1})"}));
-  row(Kind::ge, every_type({"({0} >= {1})"}));
-  row(Kind::eq, every_type({"({0} == {1})"}));
-  row(Kind::ne, every_type({"({0} != {1})"}));
-  row(Kind::logical_and, every_type({"({0} && {1})"}));
-  row(Kind::logical_or, every_type({"({0} || {1})"}));
-  row(Kind::logical_xor, every_type({"({0} != {1})"}));
-  row(Kind::logical_not, every_type({"(!{0})"}));
   l.constant = cuda_constant;
   l.helper = cuda_helper;
   return l;

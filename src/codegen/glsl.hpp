@@ -18,8 +18,7 @@ namespace detail {
 
 // Columns: f32, f64, i32, i64, u8, bool.
 inline constexpr Language glsl_language = [] {
-  Language l{};
-  l.name = "glsl";
+  Language l = c_operators("glsl");
   auto row = [&](Kind k, std::array<Spelling, 6> spellings) { l.spellings[static_cast<std::size_t>(k)] = spellings; };
   constexpr Spelling none{};
   constexpr Spelling h = call_helper;
@@ -39,26 +38,11 @@ inline constexpr Language glsl_language = [] {
   row(Kind::sqrt, {Spelling{"sqrt({0})"}, Spelling{"sqrt({0})"}, none, none, none, none});
   row(Kind::floor, {Spelling{"floor({0})"}, Spelling{"floor({0})"}, none, none, none, none});
   row(Kind::ceil, {Spelling{"ceil({0})"}, Spelling{"ceil({0})"}, none, none, none, none});
-  row(Kind::add, every_type({"({0} + {1})"}));
-  row(Kind::sub, every_type({"({0} - {1})"}));
-  row(Kind::mul, every_type({"({0} * {1})"}));
-  row(Kind::div, every_type({"({0} / {1})"}));
   row(Kind::max, every_type({"max({0}, {1})"}));
   row(Kind::min, every_type({"min({0}, {1})"}));
   for (Kind k : {Kind::int_div, Kind::int_rem, Kind::int_pow}) row(k, {none, none, h, h, h, none});
-  row(Kind::select, every_type({"({0} ? {1} : {2})"}));
   row(Kind::isnan, every_type({"isnan({0})"}));
   row(Kind::isinf, every_type({"isinf({0})"}));
-  row(Kind::lt, every_type({"({0} < {1})"}));
-  row(Kind::le, every_type({"({0} <= {1})"}));
-  row(Kind::gt, every_type({"({0} > {1})"}));
-  row(Kind::ge, every_type({"({0} >= {1})"}));
-  row(Kind::eq, every_type({"({0} == {1})"}));
-  row(Kind::ne, every_type({"({0} != {1})"}));
-  row(Kind::logical_and, every_type({"({0} && {1})"}));
-  row(Kind::logical_or, every_type({"({0} || {1})"}));
-  row(Kind::logical_xor, every_type({"({0} != {1})"}));
-  row(Kind::logical_not, every_type({"(!{0})"}));
   l.constant = [](double value, ScalarType t) { return glsl_constant(value, t); };
   l.helper = [](Kind kind, ScalarType t) { return glsl_helper(kind, t); };
   return l;
