@@ -114,6 +114,21 @@ TYPED_TEST(Provided, InterpolateAndItsBackwardMatchTheOverrides) {
   }
 }
 
+TYPED_TEST(Provided, AdaptiveAvgPool2dAndItsBackwardMatchTheOverrides) {
+  using B = TypeParam;
+  const auto x = sample<B>(Shape{2, 3, 7, 5}, 14);
+  // Windows that divide evenly, overlap (7 -> 3), are single elements (to 1x1: the mean of
+  // each plane) and repeat inputs (5 -> 8: upsampling).
+  for (const std::array<std::int64_t, 2>& size : {std::array<std::int64_t, 2>{7, 5}, {3, 2}, {1, 1}, {4, 8}}) {
+    SCOPED_TRACE(::testing::Message() << size[0] << "x" << size[1]);
+    const auto y = defaults::adaptive_avg_pool2d<B>(x, size);
+    EXPECT_TRUE(same<B>(y, provided::adaptive_avg_pool2d<B>(x, size), 1e-5));
+    const auto dy = sample<B>(B::shape(y), 15);
+    EXPECT_TRUE(same<B>(defaults::adaptive_avg_pool2d_backward<B>(x, dy),
+                        provided::adaptive_avg_pool2d_backward<B>(x, dy), 1e-5));
+  }
+}
+
 // ---------------------------------------------------------------- a backend of required primitives only
 
 namespace {
@@ -129,7 +144,7 @@ struct MinimalCpu : private Cpu {
   using Cpu::reduce, Cpu::arg_reduce, Cpu::cumulative, Cpu::sort, Cpu::matmul;
   using Cpu::reshape, Cpu::permute, Cpu::expand, Cpu::slice, Cpu::slice_assign, Cpu::gather, Cpu::scatter;
   using Cpu::conv2d, Cpu::conv2d_backward_input, Cpu::conv2d_backward_weight, Cpu::max_pool2d;
-  using Cpu::avg_pool2d, Cpu::avg_pool2d_backward, Cpu::adaptive_avg_pool2d, Cpu::adaptive_avg_pool2d_backward;
+  using Cpu::avg_pool2d, Cpu::avg_pool2d_backward;
 };
 
 }  // namespace
@@ -137,7 +152,8 @@ struct MinimalCpu : private Cpu {
 static_assert(Backend<MinimalCpu>, "the required primitives alone make a backend");
 static_assert(!provided::detail::HasFull<MinimalCpu> && !provided::detail::HasReduceAll<MinimalCpu> &&
                   !provided::detail::HasIndexSelect<MinimalCpu> && !provided::detail::HasCat<MinimalCpu> &&
-                  !provided::detail::HasMaxPool2dBackward<MinimalCpu> && !provided::detail::HasInterpolate<MinimalCpu>,
+                  !provided::detail::HasMaxPool2dBackward<MinimalCpu> && !provided::detail::HasInterpolate<MinimalCpu> &&
+                  !provided::detail::HasAdaptiveAvgPool2d<MinimalCpu>,
               "MinimalCpu must hide the provided primitives, so that the defaults run");
 
 TEST(ProvidedOnAMinimalBackend, TheTensorApiRunsOnTheDefaults) {

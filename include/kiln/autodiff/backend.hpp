@@ -427,12 +427,14 @@ template <Backend B> struct Autodiff {
     return from_inner(B::avg_pool2d_backward(x.value, dy.value, o));
   }
   static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
-    return record("adaptive_avg_pool2d", B::adaptive_avg_pool2d(x.value, output_size), {x.node},
-                  [x = x.value](const InnerPrimitive& dy, Sink& s) { s.put(0, B::adaptive_avg_pool2d_backward(x, dy)); });
+    return record("adaptive_avg_pool2d", provided::adaptive_avg_pool2d<B>(x.value, output_size), {x.node},
+                  [x = x.value](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, provided::adaptive_avg_pool2d_backward<B>(x, dy));
+                  });
   }
   static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
     reject_tracked("adaptive_avg_pool2d_backward", {&x, &dy});
-    return from_inner(B::adaptive_avg_pool2d_backward(x.value, dy.value));
+    return from_inner(provided::adaptive_avg_pool2d_backward<B>(x.value, dy.value));
   }
   static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
                                const ops::InterpolateOptions& o) {

@@ -19,6 +19,8 @@
 #include "kiln/ops/nn.hpp"
 #include "kiln/ops/reduce.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -122,6 +124,16 @@ template <class B>
 typename B::Primitive interpolate_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
                                            const ops::InterpolateOptions& options);
 
+// Adaptive average pooling to output_size: output position o along an axis of size `in`
+// averages the inputs [floor(o in / out), ceil((o + 1) in / out)), as in PyTorch; along the
+// width, then the height, each as K masked index_selects (K the longest window), a sum and
+// a division by the window's length.
+template <class B>
+typename B::Primitive adaptive_avg_pool2d(const typename B::Primitive& x, std::span<const std::int64_t> output_size);
+// Its gradient: dy divided by each window's length, added back into the window.
+template <class B>
+typename B::Primitive adaptive_avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy);
+
 }  // namespace defaults
 
 // Which provided primitives B overrides.
@@ -152,6 +164,12 @@ template <class B>
 concept HasInterpolateBackward = requires(const typename B::Primitive& p, const ops::InterpolateOptions& o) {
   B::interpolate_backward(p, p, o);
 };
+template <class B>
+concept HasAdaptiveAvgPool2d = requires(const typename B::Primitive& p, std::span<const std::int64_t> size) {
+  B::adaptive_avg_pool2d(p, size);
+};
+template <class B>
+concept HasAdaptiveAvgPool2dBackward = requires(const typename B::Primitive& p) { B::adaptive_avg_pool2d_backward(p, p); };
 }  // namespace provided::detail
 
 namespace provided {
@@ -215,6 +233,19 @@ typename B::Primitive interpolate_backward(const typename B::Primitive& x, const
   else return defaults::interpolate_backward<B>(x, dy, options);
 }
 
+// NCHW x to output_size [h, w]
+template <class B>
+typename B::Primitive adaptive_avg_pool2d(const typename B::Primitive& x, std::span<const std::int64_t> output_size) {
+  if constexpr (detail::HasAdaptiveAvgPool2d<B>) return B::adaptive_avg_pool2d(x, output_size);
+  else return defaults::adaptive_avg_pool2d<B>(x, output_size);
+}
+// (x, dy)
+template <class B>
+typename B::Primitive adaptive_avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy) {
+  if constexpr (detail::HasAdaptiveAvgPool2dBackward<B>) return B::adaptive_avg_pool2d_backward(x, dy);
+  else return defaults::adaptive_avg_pool2d_backward<B>(x, dy);
+}
+
 }  // namespace provided
 
 namespace defaults::detail {
@@ -256,7 +287,87 @@ Taps<B> axis_taps(std::int64_t in, std::int64_t out, std::size_t axis, const ops
   return taps;
 }
 
+// The windows of adaptive pooling along one axis (in -> out positions), as tensors: for
+// each k below the longest window, the input index of every output position's k-th element
+// (its window's last where the window is shorter) and whether that element exists, shaped
+// to broadcast along `axis` of a rank-4 tensor; and each window's length, shaped alike.
+template <class B> struct Windows {
+  std::vector<typename B::Primitive> index, present;
+  typename B::Primitive length;
+};
+template <class B>
+Windows<B> adaptive_windows(std::int64_t in, std::int64_t out, std::size_t axis, DType dtype,
+                            const typename B::Device& device) {
+  std::vector<std::int64_t> start(static_cast<std::size_t>(out)), end(start.size());
+  std::int64_t longest = 0;
+  for (std::int64_t o = 0; o < out; ++o) {
+    start[static_cast<std::size_t>(o)] = o * in / out;
+    end[static_cast<std::size_t>(o)] = ((o + 1) * in + out - 1) / out;
+    longest = std::max(longest, end[static_cast<std::size_t>(o)] - start[static_cast<std::size_t>(o)]);
+  }
+  std::vector<std::int64_t> dims(4, 1);
+  dims[axis] = out;
+  Windows<B> w;
+  std::vector<double> length(start.size());
+  for (std::size_t o = 0; o < start.size(); ++o) length[o] = static_cast<double>(end[o] - start[o]);
+  w.length = B::from_data(TensorData::from(length, Shape(dims)).convert(dtype), device);
+  for (std::int64_t k = 0; k < longest; ++k) {
+    std::vector<std::int64_t> index(start.size());
+    std::vector<std::uint8_t> present(start.size());
+    for (std::size_t o = 0; o < start.size(); ++o) {
+      present[o] = start[o] + k < end[o];
+      index[o] = present[o] ? start[o] + k : end[o] - 1;
+    }
+    w.index.push_back(B::from_data(TensorData::from(index, Shape{out}), device));
+    w.present.push_back(B::from_data(TensorData::from(present, Shape(dims)).convert(DType::boolean), device));
+  }
+  return w;
+}
+
 }  // namespace defaults::detail
+
+template <class B>
+typename B::Primitive defaults::adaptive_avg_pool2d(const typename B::Primitive& x,
+                                                    std::span<const std::int64_t> output_size) {
+  ops::check_pool_input_float("adaptive_avg_pool2d", B::shape(x), B::dtype(x));
+  const Shape xs = B::shape(x);
+  ops::adaptive_output_shape("adaptive_avg_pool2d", xs, output_size);
+  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(x), B::device(x));
+  auto along = [&](const typename B::Primitive& t, std::size_t axis, std::int64_t out) {
+    const auto w = detail::adaptive_windows<B>(xs[axis], out, axis, B::dtype(x), B::device(x));
+    typename B::Primitive sum = t;
+    for (std::size_t k = 0; k < w.index.size(); ++k) {
+      const auto term = B::where(w.present[k], provided::index_select<B>(t, static_cast<std::int64_t>(axis), w.index[k]),
+                                 zero);
+      sum = k == 0 ? term : B::template binary<ops::Add>(sum, term);
+    }
+    return B::template binary<ops::Div>(sum, w.length);
+  };
+  return along(along(x, 3, output_size[1]), 2, output_size[0]);
+}
+
+template <class B>
+typename B::Primitive defaults::adaptive_avg_pool2d_backward(const typename B::Primitive& x,
+                                                             const typename B::Primitive& dy) {
+  const Shape xs = B::shape(x), ys = B::shape(dy);
+  ops::check_pool_input_float("adaptive_avg_pool2d_backward", xs, B::dtype(x));
+  KILN_CHECK(ys.rank() == 4, "adaptive_avg_pool2d_backward: dy must be NCHW, got shape {}", ys);
+  const std::array<std::int64_t, 2> size{ys[2], ys[3]};
+  ops::check_pool_gradient("adaptive_avg_pool2d_backward", xs, B::dtype(x), ys, B::dtype(dy),
+                           ops::adaptive_output_shape("adaptive_avg_pool2d_backward", xs, size));
+  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(dy), B::device(dy));
+  auto along = [&](const typename B::Primitive& d, std::size_t axis, std::int64_t in, std::int64_t out) {
+    const auto w = detail::adaptive_windows<B>(in, out, axis, B::dtype(dy), B::device(dy));
+    const auto share = B::template binary<ops::Div>(d, w.length);
+    Shape shape = B::shape(d);
+    shape[axis] = in;
+    typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(dy), B::device(dy));
+    for (std::size_t k = 0; k < w.index.size(); ++k)
+      sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), w.index[k], B::where(w.present[k], share, zero));
+    return sum;
+  };
+  return along(along(dy, 2, xs[2], ys[2]), 3, xs[3], ys[3]);
+}
 
 template <class B>
 typename B::Primitive defaults::interpolate(const typename B::Primitive& x, std::span<const std::int64_t> output_size,

@@ -91,7 +91,7 @@ requires(D == 3 || D == 4) Tensor<B, D> adaptive_avg_pool2d(const Tensor<B, D>& 
   KILN_CHECK(output_size[0] > 0 && output_size[1] > 0,
              "adaptive_avg_pool2d: output size {} must be positive (input {})", output_size, x.shape());
   KILN_CHECK(x.dim(-1) > 0 && x.dim(-2) > 0, "adaptive_avg_pool2d: input {} has an empty spatial dim", x.shape());
-  return detail::from_nchw<B, D>(B::adaptive_avg_pool2d(detail::as_nchw(x, 2), output_size), 2);
+  return detail::from_nchw<B, D>(provided::adaptive_avg_pool2d<B>(detail::as_nchw(x, 2), output_size), 2);
 }
 
 // ---- 1-d pooling on NCL (or unbatched CL) inputs
@@ -124,7 +124,7 @@ requires(D == 2 || D == 3) Tensor<B, D> adaptive_avg_pool1d(const Tensor<B, D>& 
              x.shape());
   KILN_CHECK(x.dim(-1) > 0, "adaptive_avg_pool1d: input {} has an empty length", x.shape());
   const std::array<std::int64_t, 2> size{1, output_size};
-  return detail::from_nchw<B, D>(B::adaptive_avg_pool2d(detail::as_nchw(x, 1), size), 1);
+  return detail::from_nchw<B, D>(provided::adaptive_avg_pool2d<B>(detail::as_nchw(x, 1), size), 1);
 }
 
 // ---- resampling, as torch.nn.functional.interpolate with an explicit output size
