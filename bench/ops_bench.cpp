@@ -109,7 +109,7 @@ template <class B> void op_overhead(benchmark::State& state, Overhead which) {
       case Overhead::unary: return x.exp().primitive();
       case Overhead::binary: return (x * y).primitive();
       case Overhead::gradient:
-        return B::template unary_backward<kiln::ops::Tanh>(x.primitive(), y.primitive(), dy.primitive());
+        return kiln::provided::unary_backward<B, kiln::ops::Tanh>(x.primitive(), y.primitive(), dy.primitive());
     }
     return x.primitive();
   };

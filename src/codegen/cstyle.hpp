@@ -97,6 +97,8 @@ inline Expression render(const Language& language, const NodePtr& root, ScalarTy
     std::string s;
     if (n.kind == Kind::input) {
       s = language.input ? std::string(language.input(n.index)) : fmt::format("in{}", n.index);
+    } else if (n.kind == Kind::param) {
+      s = fmt::format("p{}", n.index);  // a kernel argument; Vulkan passes them as inputs (params_as_inputs)
     } else if (n.kind == Kind::constant) {
       s = language.constant(n.value, t);
     } else if (n.kind == Kind::select && always_false(*n.args[0])) {

@@ -559,11 +559,11 @@ TYPED_TEST(Elementwise, BackendRejectsDtypesOutsideAnOpsDomain) {
   const auto i = B::full(Shape{2}, 1.0, DType::i64, {});
   const auto f = B::full(Shape{2}, 1.0, DType::f32, {});
   const auto x = B::full(Shape{2}, 1.0, DType::boolean, {});
-  EXPECT_KILN_ERROR(B::template unary<ops::Exp>(i), "exp: expected a float tensor, got i64");
-  EXPECT_KILN_ERROR(B::template unary<ops::Neg>(x), "neg: expected a float or int tensor, got bool");
-  EXPECT_KILN_ERROR(B::template binary<ops::LogicalAnd>(f, f), "and: expected a bool tensor, got f32");
-  EXPECT_KILN_ERROR(B::template binary_scalar<ops::Add>(x, 1.0), "add: expected a float or int tensor, got bool");
-  EXPECT_KILN_ERROR(B::where(f, f, f), "where: the condition must be bool, got [2] f32");
+  EXPECT_KILN_ERROR((provided::unary<B, ops::Exp>(i)), "exp: expected a float tensor, got i64");
+  EXPECT_KILN_ERROR((provided::unary<B, ops::Neg>(x)), "neg: expected a float or int tensor, got bool");
+  EXPECT_KILN_ERROR((provided::binary<B, ops::LogicalAnd>(f, f)), "and: expected a bool tensor, got f32");
+  EXPECT_KILN_ERROR((provided::binary_scalar<B, ops::Add>(x, 1.0)), "add: expected a float or int tensor, got bool");
+  EXPECT_KILN_ERROR(provided::where<B>(f, f, f), "where: the condition must be bool, got [2] f32");
 }
 
 // ---------------------------------------------------------------- every op is covered
@@ -583,14 +583,14 @@ TYPED_TEST(Elementwise, EveryCatalogueOpRunsThroughTheBackend) {
 #define KILN_TEST_UNARY(Op)                                                                       \
   {                                                                                               \
     const auto x = operand.template operator()<ops::Op>();                                        \
-    const auto y = B::template unary<ops::Op>(x);                                                 \
+    const auto y = provided::unary<B, ops::Op>(x);                                                 \
     EXPECT_EQ(B::dtype(y), ops::is_predicate<ops::Op> ? DType::boolean : B::dtype(x)) << #Op;   \
     ran.insert(std::string(ops::Op::name));                                                       \
   }
 #define KILN_TEST_BINARY(Op)                                                                      \
   {                                                                                               \
     const auto x = operand.template operator()<ops::Op>();                                        \
-    const auto y = B::template binary<ops::Op>(x, x);                                             \
+    const auto y = provided::binary<B, ops::Op>(x, x);                                             \
     EXPECT_EQ(B::dtype(y), ops::is_predicate<ops::Op> ? DType::boolean : B::dtype(x)) << #Op;   \
     ran.insert(std::string(ops::Op::name));                                                       \
   }

@@ -140,7 +140,7 @@ struct MinimalCpu : private Cpu {
   using Primitive = Cpu::Primitive;
   static constexpr std::string_view name = "minimal_cpu";
   using Cpu::from_data, Cpu::into_data, Cpu::shape, Cpu::dtype, Cpu::device, Cpu::to_device, Cpu::cast;
-  using Cpu::unary, Cpu::binary, Cpu::binary_scalar, Cpu::where, Cpu::unary_backward, Cpu::binary_backward;
+  using Cpu::elementwise;
   using Cpu::reduce, Cpu::arg_reduce, Cpu::cumulative, Cpu::sort, Cpu::matmul;
   using Cpu::reshape, Cpu::permute, Cpu::expand, Cpu::slice, Cpu::slice_assign, Cpu::gather, Cpu::scatter;
   using Cpu::conv2d, Cpu::conv2d_backward_input, Cpu::conv2d_backward_weight, Cpu::max_pool2d;
@@ -150,7 +150,10 @@ struct MinimalCpu : private Cpu {
 }  // namespace
 
 static_assert(Backend<MinimalCpu>, "the required primitives alone make a backend");
-static_assert(!provided::detail::HasFull<MinimalCpu> && !provided::detail::HasReduceAll<MinimalCpu> &&
+static_assert(!provided::detail::HasUnary<MinimalCpu> && !provided::detail::HasBinary<MinimalCpu> &&
+                  !provided::detail::HasBinaryScalar<MinimalCpu> && !provided::detail::HasWhere<MinimalCpu> &&
+                  !provided::detail::HasUnaryBackward<MinimalCpu> && !provided::detail::HasBinaryBackward<MinimalCpu> &&
+                  !provided::detail::HasFull<MinimalCpu> && !provided::detail::HasReduceAll<MinimalCpu> &&
                   !provided::detail::HasIndexSelect<MinimalCpu> && !provided::detail::HasCat<MinimalCpu> &&
                   !provided::detail::HasMaxPool2dBackward<MinimalCpu> && !provided::detail::HasInterpolate<MinimalCpu> &&
                   !provided::detail::HasAdaptiveAvgPool2d<MinimalCpu>,

@@ -30,6 +30,7 @@ template <class T> T evaluate(const NodePtr& n, std::span<const T> in) {
   switch (n->kind) {
     case Kind::input: return in[static_cast<std::size_t>(n->index)];
     case Kind::constant: return fn::constant(T(0), n->value);
+    case Kind::param: throw std::logic_error("evaluate: parameters are not evaluated here");
     case Kind::neg: return T(-arg(0));
     case Kind::abs:
       if constexpr (std::is_unsigned_v<T>) return arg(0);

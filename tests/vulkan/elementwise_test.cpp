@@ -41,7 +41,7 @@ template <class Op> void check_unary() {
     SCOPED_TRACE(std::string(Op::name) + " " + std::string(dtype_name(dtype)));
     const TensorData x = sample(Shape{3, 37}, dtype, 1, wants_positive<Op>);
     const auto cpu = Cpu::unary<Op>(Cpu::from_data(x, {}));
-    const auto gpu = Vulkan::unary<Op>(Vulkan::from_data(x, {}));
+    const auto gpu = provided::unary<Vulkan, Op>(Vulkan::from_data(x, {}));
     EXPECT_TRUE(same(cpu, gpu, tolerance(dtype)));
   }
 }
@@ -53,12 +53,12 @@ template <class Op> void check_binary() {
     // Broadcast: [4, 1, 5] op [3, 1].
     const TensorData a = sample(Shape{4, 1, 5}, dtype, 2, positive), b = sample(Shape{3, 1}, dtype, 3);
     const auto cpu = Cpu::binary<Op>(Cpu::from_data(a, {}), Cpu::from_data(b, {}));
-    const auto gpu = Vulkan::binary<Op>(Vulkan::from_data(a, {}), Vulkan::from_data(b, {}));
+    const auto gpu = provided::binary<Vulkan, Op>(Vulkan::from_data(a, {}), Vulkan::from_data(b, {}));
     EXPECT_TRUE(same(cpu, gpu, tolerance(dtype)));
     if constexpr (Op::domain != ops::Domain::boolean) {
       const double s = is_float(dtype) ? 1.5 : 2.0;
       EXPECT_TRUE(same(Cpu::binary_scalar<Op>(Cpu::from_data(a, {}), s),
-                       Vulkan::binary_scalar<Op>(Vulkan::from_data(a, {}), s), tolerance(dtype)));
+                       provided::binary_scalar<Vulkan, Op>(Vulkan::from_data(a, {}), s), tolerance(dtype)));
     }
   }
 }
@@ -72,7 +72,7 @@ template <class Op> void check_unary_backward() {
   const auto cy = Cpu::unary<Op>(cx);
   const auto gy = to_vulkan(cy);
   EXPECT_TRUE(same(Cpu::unary_backward<Op>(cx, cy, Cpu::from_data(dy, {})),
-                   Vulkan::unary_backward<Op>(gx, gy, Vulkan::from_data(dy, {})), 2e-5));
+                   provided::unary_backward<Vulkan, Op>(gx, gy, Vulkan::from_data(dy, {})), 2e-5));
 }
 
 template <class Op> void check_binary_backward() {
@@ -85,7 +85,7 @@ template <class Op> void check_binary_backward() {
   const auto gy = to_vulkan(cy);
   for (ops::Operand side : {ops::Operand::lhs, ops::Operand::rhs}) {
     EXPECT_TRUE(same(Cpu::binary_backward<Op>(ca, cb, cy, Cpu::from_data(dy, {}), side),
-                     Vulkan::binary_backward<Op>(ga, gb, gy, Vulkan::from_data(dy, {}), side), 2e-5));
+                     provided::binary_backward<Vulkan, Op>(ga, gb, gy, Vulkan::from_data(dy, {}), side), 2e-5));
   }
 }
 
@@ -151,7 +151,7 @@ TEST_F(VulkanOps, WhereAndStridedOperandsMatchTheCpu) {
   const TensorData c = sample(Shape{3, 1}, DType::boolean, 11), a = sample(Shape{3, 5}, DType::f32, 12),
                    b = sample(Shape{1, 5}, DType::f32, 13);
   EXPECT_TRUE(same(Cpu::where(Cpu::from_data(c, {}), Cpu::from_data(a, {}), Cpu::from_data(b, {})),
-                   Vulkan::where(Vulkan::from_data(c, {}), Vulkan::from_data(a, {}), Vulkan::from_data(b, {})), 0.0));
+                   provided::where<Vulkan>(Vulkan::from_data(c, {}), Vulkan::from_data(a, {}), Vulkan::from_data(b, {})), 0.0));
   // A transposed view (strides swapped) read by a kernel and copied back to the host.
   auto view = Vulkan::from_data(a, {});
   view.shape = Shape{5, 3};
@@ -159,7 +159,7 @@ TEST_F(VulkanOps, WhereAndStridedOperandsMatchTheCpu) {
   auto cpu_view = Cpu::from_data(a, {});
   cpu_view.shape = Shape{5, 3};
   cpu_view.strides = {1, 5};
-  EXPECT_TRUE(same(Cpu::unary<ops::Exp>(cpu_view), Vulkan::unary<ops::Exp>(view), 2e-5));
+  EXPECT_TRUE(same(Cpu::unary<ops::Exp>(cpu_view), provided::unary<Vulkan, ops::Exp>(view), 2e-5));
   EXPECT_TRUE(same(cpu_view, view, 0.0));
 }
 
@@ -171,13 +171,13 @@ TEST_F(VulkanOps, RepeatedElementwiseOpsRenderNothing) {
   using V = Vulkan;
   auto run = [](std::int64_t n, double scalar) {
     const auto x = V::from_data(sample(Shape{n}, DType::f32, 7), {});
-    const auto y = V::unary<ops::Tanh>(x);
-    const auto z = V::binary<ops::Mul>(x, y);
-    const auto s = V::binary_scalar<ops::Add>(z, scalar);
-    const auto dx = V::unary_backward<ops::Tanh>(x, y, s);
-    const auto db = V::binary_backward<ops::Mul>(x, y, z, dx, ops::Operand::rhs);
+    const auto y = provided::unary<V, ops::Tanh>(x);
+    const auto z = provided::binary<V, ops::Mul>(x, y);
+    const auto s = provided::binary_scalar<V, ops::Add>(z, scalar);
+    const auto dx = provided::unary_backward<V, ops::Tanh>(x, y, s);
+    const auto db = provided::binary_backward<V, ops::Mul>(x, y, z, dx, ops::Operand::rhs);
     const auto f = V::full(Shape{n}, scalar, DType::f32, {});
-    return V::into_data(V::where(V::binary<ops::Less>(x, y), db, V::cast(V::cast(f, DType::f64), DType::f32)));
+    return V::into_data(provided::where<V>(provided::binary<V, ops::Less>(x, y), db, V::cast(V::cast(f, DType::f64), DType::f32)));
   };
   const TensorData first = run(1000, 0.5);
   const std::uint64_t renders = vulkan::elementwise_renders();
@@ -193,8 +193,8 @@ TEST_F(VulkanOps, RepeatedElementwiseOpsRenderNothing) {
 TEST_F(VulkanOps, BadInputIsAnError) {
   const auto f = Vulkan::from_data(sample(Shape{2, 3}, DType::f32, 14), {});
   const auto i = Vulkan::from_data(sample(Shape{2, 3}, DType::i32, 15), {});
-  EXPECT_KILN_ERROR(Vulkan::binary<ops::Add>(f, i), "add: both operands must have the same dtype");
-  EXPECT_KILN_ERROR(Vulkan::unary<ops::Exp>(i), "exp: expected a float tensor, got i32");
-  EXPECT_KILN_ERROR(Vulkan::binary<ops::Add>(f, Vulkan::from_data(sample(Shape{4, 3}, DType::f32, 16), {})), "add");
-  EXPECT_KILN_ERROR(Vulkan::binary_scalar<ops::Add>(i, 0.5), "the scalar 0.5 is not a i32 value");
+  EXPECT_KILN_ERROR((provided::binary<Vulkan, ops::Add>(f, i)), "add: both operands must have the same dtype");
+  EXPECT_KILN_ERROR((provided::unary<Vulkan, ops::Exp>(i)), "exp: expected a float tensor, got i32");
+  EXPECT_KILN_ERROR((provided::binary<Vulkan, ops::Add>(f, Vulkan::from_data(sample(Shape{4, 3}, DType::f32, 16), {}))), "add");
+  EXPECT_KILN_ERROR((provided::binary_scalar<Vulkan, ops::Add>(i, 0.5)), "the scalar 0.5 is not a i32 value");
 }

@@ -89,7 +89,7 @@ bool use_streaming_stores(std::int64_t bytes_touched) {
 
 void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
                      const void* context) {
-  constexpr std::size_t kMaxInputs = 4;
+  constexpr std::size_t kMaxInputs = kMaxElementwiseInputs;
   const std::size_t k = inputs.size();
   KILN_CHECK(k >= 1 && k <= kMaxInputs, "cpu elementwise: {} inputs, expected 1 to {}", k, kMaxInputs);
   const Shape& shape = out.shape;
@@ -135,11 +135,20 @@ void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& 
       strided_walk<4>(shape, {&views[0].strides, &views[1].strides, &views[2].strides, &out.strides}, kWalkChunk,
                       run);
       break;
-    default:
+    case 4:
       strided_walk<5>(shape,
                       {&views[0].strides, &views[1].strides, &views[2].strides, &views[3].strides, &out.strides},
                       kWalkChunk, run);
       break;
+    default: {
+      // 5 to kMaxInputs: the operands from k on walk with the output's strides, so the
+      // output's offset is offsets[k].
+      std::array<const std::vector<std::int64_t>*, kMaxInputs + 1> strides;
+      strides.fill(&out.strides);
+      for (std::size_t i = 0; i < k; ++i) strides[i] = &views[i].strides;
+      strided_walk<kMaxInputs + 1>(shape, strides, kWalkChunk, run);
+      break;
+    }
   }
 }
 

@@ -3,27 +3,16 @@
 // elementwise_kernels.hpp; unary ops compile beside this file, in elementwise_unary.cpp.
 #include "elementwise_kernels.hpp"
 
-#include "kiln/ops/pow_scalar.hpp"
 
 namespace kiln::cpu {
 namespace {
 
-// The scalar operand of binary_scalar as the tensor's element type. Integer and Bool
-// tensors take only values they can hold exactly: truncating 2.5 would silently change the op.
+// The scalar operand of binary_scalar as the tensor's element type, checked as every
+// backend checks it (integer and bool tensors take only values they hold exactly).
 template <class T> T scalar_as(std::string_view op, double value, DType dtype) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(value);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    KILN_CHECK(value == 0.0 || value == 1.0, "{}: a bool tensor takes the scalars 0 and 1, got {}", op, value);
-    return value != 0.0;
-  } else {
-    // -(double)min is 2^(bits-1) exactly, so the upper bound is exclusive and never rounds.
-    const double lo = static_cast<double>(std::numeric_limits<T>::min());
-    const double hi = std::is_signed_v<T> ? -lo : static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
-    KILN_CHECK(std::trunc(value) == value && value >= lo && value < hi,
-               "{}: the scalar {} is not a {} value; cast the tensor to a float dtype first", op, value, dtype);
-    return static_cast<T>(value);
-  }
+  defaults::detail::check_scalar(op, value, dtype);
+  if constexpr (std::is_same_v<T, bool>) return value != 0.0;
+  else return static_cast<T>(value);
 }
 
 }  // namespace
@@ -60,9 +49,9 @@ template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double
     return predicate ? r : cast(r, a.dtype);
   }
   if constexpr (std::is_same_v<Op, ops::Pow>) {
-    // The exponents PyTorch computes as other ops (ops/pow_scalar.hpp).
+    // The exponents PyTorch computes as other ops, as on every backend.
     if (is_float(a.dtype))
-      if (auto shortcut = ops::pow_scalar<Cpu>(a, b)) return *shortcut;
+      if (auto shortcut = defaults::pow_scalar<Cpu>(a, b)) return *shortcut;
   }
   CpuTensor out = cpu::empty(a.shape, predicate ? DType::boolean : a.dtype);
   const std::array<const CpuTensor*, 1> inputs{&a};

@@ -370,8 +370,9 @@ void binary_run(const T* a, std::int64_t sa, const T* b, std::int64_t sb, R* y, 
 using RunKernel = void (*)(const void* context, const std::byte* const* inputs, const std::int64_t* strides,
                            std::byte* out, std::int64_t count, bool stream);
 
-// Computes `out` (contiguous, of the broadcast shape) from 1 to 4 inputs of any strides
-// that broadcast to out.shape, splitting the work among the threads.
+// Computes `out` (contiguous, of the broadcast shape) from 1 to kMaxElementwiseInputs inputs
+// of any strides that broadcast to out.shape, splitting the work among the threads.
+inline constexpr std::size_t kMaxElementwiseInputs = 8;
 void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
                      const void* context = nullptr);
 

@@ -150,7 +150,7 @@ Vulkan::Primitive Vulkan::conv2d(const Primitive& x, const Primitive& weight, co
     parts.push_back(reshape(y, Shape{xs.shape[0], g.O, g.OH, g.OW}));
   }
   VulkanTensor out = parts.size() == 1 ? parts[0] : cat(parts, 0);
-  if (bias) out = binary<ops::Add>(out, reshape(*bias, Shape{1, g.O, 1, 1}));
+  if (bias) out = provided::binary<Vulkan, ops::Add>(out, reshape(*bias, Shape{1, g.O, 1, 1}));
   return out;
 }
 
@@ -209,7 +209,7 @@ Vulkan::Primitive Vulkan::conv2d_backward_weight(const Primitive& x, const Primi
     const VulkanTensor dyg = reshape(dys, Shape{g.G, g.O / g.G, n * g.P});
     const VulkanTensor cols = permute(vulkan::im2col(op, g, vulkan::samples(x, first, n), true), transpose);
     const VulkanTensor part = matmul(dyg, cols);
-    dw = dw ? binary<ops::Add>(*dw, part) : part;
+    dw = dw ? provided::binary<Vulkan, ops::Add>(*dw, part) : part;
   }
   return reshape(*dw, weight_shape);
 }

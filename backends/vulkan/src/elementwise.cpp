@@ -1,14 +1,13 @@
-// Elementwise ops on the Vulkan backend: each op's formula from the catalogue is traced
-// into the codegen IR, rendered to GLSL and run by the generated elementwise kernel
-// (kernels.cpp). Each op's spec is made once per dtype (a SpecCache per op), so a repeated
-// op traces and renders nothing and finds its pipeline by the spec's key.
+// Vulkan::elementwise: each output of a program is rendered to GLSL through the renderer
+// table (src/codegen/glsl.hpp) and run by the generated elementwise kernel (kernels.cpp).
+// A program's specs are made once and kept by its id, so a repeated program traces and
+// renders nothing and finds its pipeline by the spec's key. Parameters travel as
+// one-element tensors, so a new scalar value compiles no new kernel.
 #include "kernels.hpp"
 
 #include "codegen/glsl.hpp"
-#include "kiln/ops/pow_scalar.hpp"
+#include "kiln/codegen/program.hpp"
 #include "kiln/vulkan/backend.hpp"
-
-#include <cmath>
 
 namespace kiln {
 
@@ -16,148 +15,75 @@ using vulkan::VulkanTensor;
 
 namespace {
 
-vulkan::ElementwiseSpec spec_of(const codegen::NodePtr& root, codegen::ScalarType type, std::vector<DType> inputs,
-                                DType out, bool predicate) {
-  vulkan::count_render();
-  codegen::GlslExpression e = codegen::render_glsl(root, type);
-  return {std::move(inputs), predicate ? DType::boolean : out, std::move(e.helpers), std::move(e.value), predicate};
-}
-
-// Int and bool tensors take only scalars they hold exactly, as on the CPU.
-void check_scalar(std::string_view op, double value, DType dtype) {
-  if (is_float(dtype)) return;
-  if (dtype == DType::boolean) {
-    KILN_CHECK(value == 0.0 || value == 1.0, "{}: a bool tensor takes the scalars 0 and 1, got {}", op, value);
-    return;
+// The dtype a parameter of a program computing in t travels as.
+DType param_dtype(codegen::ScalarType t) {
+  switch (t) {
+    case codegen::ScalarType::f32: return DType::f32;
+    case codegen::ScalarType::f64: return DType::f64;
+    case codegen::ScalarType::i32: return DType::i32;
+    case codegen::ScalarType::i64: return DType::i64;
+    case codegen::ScalarType::u8: return DType::u8;
+    case codegen::ScalarType::boolean: break;
   }
-  const double lo = dtype == DType::u8 ? 0.0 : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-  const double hi = dtype == DType::u8 ? 256.0 : dtype == DType::i32 ? 2147483648.0 : 9223372036854775808.0;
-  KILN_CHECK(std::trunc(value) == value && value >= lo && value < hi,
-             "{}: the scalar {} is not a {} value; cast the tensor to a float dtype first", op, value, dtype);
+  KILN_FAIL("elementwise: a bool program has no parameters");
 }
 
-// Runs Op on a and b (b of a's dtype, or f32 where a is f16 / bf16: the kernel computes
-// in float either way and rounds to a's dtype once).
-template <class Op> VulkanTensor run_binary(const VulkanTensor& a, const VulkanTensor& b) {
-  const Shape shape = a.shape == b.shape ? a.shape : broadcast_shapes(Op::name, a.shape, b.shape);
-  static vulkan::SpecCache cache(dtype_count * dtype_count);
-  const auto& spec = cache.get(vulkan::dtype_slot(a.dtype, b.dtype), [&] {
-    const auto type = codegen::scalar_type_of(a.dtype);
-    return spec_of(codegen::trace_binary<Op>(type), type, {a.dtype, b.dtype}, a.dtype, ops::is_predicate<Op>);
-  });
-  const std::array<const VulkanTensor*, 2> inputs{&a, &b};
-  return vulkan::run_elementwise(spec, inputs, shape);
+vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t output) {
+  vulkan::count_render();
+  const codegen::ProgramOutput& out = program.outputs()[output];
+  const int inputs = static_cast<int>(program.inputs().size());
+  const codegen::NodePtr root = codegen::params_as_inputs(out.root, inputs);
+  codegen::Expression e = codegen::render_glsl(root, program.type());
+  std::vector<DType> dtypes(program.inputs().begin(), program.inputs().end());
+  for (int p = 0; p < program.param_count(); ++p) dtypes.push_back(param_dtype(program.type()));
+  return {std::move(dtypes), out.dtype, std::move(e.helpers), std::move(e.value), out.root->mask,
+          codegen::moves_only(out.root)};
 }
 
 }  // namespace
 
-template <class Op> Vulkan::Primitive Vulkan::unary(const Primitive& x) {
-  ops::check_domain<Op>(x.dtype);
-  vulkan::check_dtype_supported(Op::name, x.dtype);
-  static vulkan::SpecCache cache(dtype_count);
-  const auto& spec = cache.get(static_cast<std::size_t>(x.dtype), [&] {
-    const auto type = codegen::scalar_type_of(x.dtype);
-    return spec_of(codegen::trace_unary<Op>(type), type, {x.dtype}, x.dtype, ops::is_predicate<Op>);
-  });
-  const std::array<const VulkanTensor*, 1> inputs{&x};
-  return vulkan::run_elementwise(spec, inputs, x.shape);
-}
+std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                                   std::span<const double> params) {
+  const Shape shape = codegen::check_elementwise_call<Vulkan>(program, inputs, params);
+  for (const Primitive& x : inputs) vulkan::check_dtype_supported("elementwise", x.dtype);
+  const std::span<const codegen::ProgramOutput> outputs = program.outputs();
+  for (const codegen::ProgramOutput& out : outputs) vulkan::check_dtype_supported("elementwise", out.dtype);
+  KILN_CHECK(outputs.size() < 256, "elementwise: the Vulkan backend runs programs of up to 255 outputs, got {}",
+             outputs.size());
 
-template <class Op> Vulkan::Primitive Vulkan::binary(const Primitive& a, const Primitive& b) {
-  KILN_CHECK(a.dtype == b.dtype, "{}: both operands must have the same dtype, got {} {} and {} {}", Op::name, a.shape,
-             a.dtype, b.shape, b.dtype);
-  ops::check_domain<Op>(a.dtype);
-  vulkan::check_dtype_supported(Op::name, a.dtype);
-  return run_binary<Op>(a, b);
-}
+  std::vector<VulkanTensor> param_tensors;
+  param_tensors.reserve(params.size());
+  for (double p : params) param_tensors.push_back(full(Shape{1}, p, param_dtype(program.type()), {}));
+  std::vector<const VulkanTensor*> operands;
+  operands.reserve(inputs.size() + params.size());
+  for (const Primitive& x : inputs) operands.push_back(&x);
+  for (const VulkanTensor& p : param_tensors) operands.push_back(&p);
 
-// The scalar travels as a one-element tensor, so a new scalar does not compile a new kernel.
-// f16 / bf16 tensors get it as f32, as the CPU backend computes them (not rounded to 16 bits).
-template <class Op> Vulkan::Primitive Vulkan::binary_scalar(const Primitive& a, double b) {
-  ops::check_domain<Op>(a.dtype);
-  check_scalar(Op::name, b, a.dtype);
-  vulkan::check_dtype_supported(Op::name, a.dtype);
-  if constexpr (std::is_same_v<Op, ops::Pow>) {
-    // The exponents PyTorch computes as other ops, as on every backend (ops/pow_scalar.hpp).
-    if (is_float(a.dtype))
-      if (auto shortcut = ops::pow_scalar<Vulkan>(a, b)) return *shortcut;
+  // One spec per output, by the program's id: a number, so a cache hit hashes no text.
+  static vulkan::SpecCache specs;
+  std::vector<Primitive> results;
+  results.reserve(outputs.size());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const auto& spec = specs.get(program.id() << 8 | k, [&] { return spec_of(program, k); });
+    results.push_back(vulkan::run_elementwise(spec, operands, shape));
   }
-  return run_binary<Op>(a, full(Shape{1}, b, vulkan::is_half(a.dtype) ? DType::f32 : a.dtype, {}));
+  return results;
 }
 
-Vulkan::Primitive Vulkan::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
-  KILN_CHECK(cond.dtype == DType::boolean, "where: the condition must be bool, got {} {}", cond.shape, cond.dtype);
-  KILN_CHECK(a.dtype == b.dtype, "where: both branches must have the same dtype, got {} {} and {} {}", a.shape,
-             a.dtype, b.shape, b.dtype);
-  vulkan::check_dtype_supported("where", a.dtype);
-  const Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape, a.shape), b.shape);
-  // Selection moves elements: 16-bit floats as their bits.
-  static vulkan::SpecCache cache(dtype_count);
-  const auto& spec = cache.get(static_cast<std::size_t>(a.dtype), [&] {
-    vulkan::count_render();
-    return vulkan::ElementwiseSpec{{cond.dtype, a.dtype, b.dtype}, a.dtype, "", "in0 ? in1 : in2",
-                                   a.dtype == DType::boolean, true};
-  });
-  const std::array<const VulkanTensor*, 3> inputs{&cond, &a, &b};
-  return vulkan::run_elementwise(spec, inputs, shape);
-}
-
-template <class Op>
-Vulkan::Primitive Vulkan::unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) {
-  for (const Primitive* t : {&x, &y}) {
-    KILN_CHECK(t->dtype == dy.dtype && t->shape == dy.shape, "{} backward: x {} {}, y {} {} and dy {} {} must match",
-               Op::name, x.shape, x.dtype, y.shape, y.dtype, dy.shape, dy.dtype);
-  }
-  KILN_CHECK(is_float(dy.dtype), "{} backward: expected float tensors, got {}", Op::name, dy.dtype);
-  vulkan::check_dtype_supported(Op::name, dy.dtype);
-  static vulkan::SpecCache cache(dtype_count);
-  const auto& spec = cache.get(static_cast<std::size_t>(dy.dtype), [&] {
-    const auto type = codegen::scalar_type_of(dy.dtype);
-    return spec_of(codegen::trace_unary_grad<Op>(type), type, {x.dtype, y.dtype, dy.dtype}, dy.dtype, false);
-  });
-  const std::array<const VulkanTensor*, 3> inputs{&x, &y, &dy};
-  return vulkan::run_elementwise(spec, inputs, dy.shape);
-}
-
-template <class Op>
-Vulkan::Primitive Vulkan::binary_backward(const Primitive& a, const Primitive& b, const Primitive& y,
-                                          const Primitive& dy, ops::Operand operand) {
-  for (const Primitive* t : {&a, &b, &y}) {
-    KILN_CHECK(t->dtype == dy.dtype, "{} backward: operands {} {}, {} {}, y {} {} and dy {} {} must share a dtype",
-               Op::name, a.shape, a.dtype, b.shape, b.dtype, y.shape, y.dtype, dy.shape, dy.dtype);
-  }
-  KILN_CHECK(is_float(dy.dtype), "{} backward: expected float tensors, got {}", Op::name, dy.dtype);
-  const Shape shape = broadcast_shapes(Op::name, a.shape, b.shape);
-  KILN_CHECK(shape == dy.shape && y.shape == dy.shape,
-             "{} backward: operands {} and {} broadcast to {}, but y is {} and dy is {}", Op::name, a.shape, b.shape,
-             shape, y.shape, dy.shape);
-  vulkan::check_dtype_supported(Op::name, dy.dtype);
-  static vulkan::SpecCache cache(2 * dtype_count);
-  const std::size_t side = operand == ops::Operand::lhs ? 0 : 1;
-  const auto& spec = cache.get(side * dtype_count + static_cast<std::size_t>(dy.dtype), [&] {
-    const auto type = codegen::scalar_type_of(dy.dtype);
-    const auto root = side == 0 ? codegen::trace_binary_grad<Op, ops::Operand::lhs>(type)
-                                : codegen::trace_binary_grad<Op, ops::Operand::rhs>(type);
-    return spec_of(root, type, {a.dtype, b.dtype, y.dtype, dy.dtype}, dy.dtype, false);
-  });
-  const std::array<const VulkanTensor*, 4> inputs{&a, &b, &y, &dy};
-  return vulkan::run_elementwise(spec, inputs, dy.shape);
-}
-
-#define KILN_VULKAN_INSTANTIATE_UNARY(Op) template Vulkan::Primitive Vulkan::unary<ops::Op>(const Vulkan::Primitive&);
-#define KILN_VULKAN_INSTANTIATE_BINARY(Op)                                                                  \
-  template Vulkan::Primitive Vulkan::binary<ops::Op>(const Vulkan::Primitive&, const Vulkan::Primitive&); \
-  template Vulkan::Primitive Vulkan::binary_scalar<ops::Op>(const Vulkan::Primitive&, double);
-#define KILN_VULKAN_INSTANTIATE_UNARY_BACKWARD(Op)                                           \
-  template Vulkan::Primitive Vulkan::unary_backward<ops::Op>(const Vulkan::Primitive&,     \
-                                                             const Vulkan::Primitive&, const Vulkan::Primitive&);
-#define KILN_VULKAN_INSTANTIATE_BINARY_BACKWARD(Op)                                                          \
-  template Vulkan::Primitive Vulkan::binary_backward<ops::Op>(const Vulkan::Primitive&, const Vulkan::Primitive&, \
-                                                              const Vulkan::Primitive&, const Vulkan::Primitive&, \
-                                                              ops::Operand);
-KILN_UNARY_OPS(KILN_VULKAN_INSTANTIATE_UNARY)
-KILN_BINARY_OPS(KILN_VULKAN_INSTANTIATE_BINARY)
-KILN_DIFFERENTIABLE_UNARY_OPS(KILN_VULKAN_INSTANTIATE_UNARY_BACKWARD)
-KILN_DIFFERENTIABLE_BINARY_OPS(KILN_VULKAN_INSTANTIATE_BINARY_BACKWARD)
+#define KILN_VULKAN_DEFAULT_UNARY_instance(Op) \
+  template Vulkan::Primitive defaults::unary<Vulkan, ops::Op>(const Vulkan::Primitive&);
+#define KILN_VULKAN_DEFAULT_BINARY_instance(Op)                                                                      \
+  template Vulkan::Primitive defaults::binary<Vulkan, ops::Op>(const Vulkan::Primitive&, const Vulkan::Primitive&); \
+  template Vulkan::Primitive defaults::binary_scalar<Vulkan, ops::Op>(const Vulkan::Primitive&, double);
+#define KILN_VULKAN_DEFAULT_UNARY_BACKWARD_instance(Op)                                           \
+  template Vulkan::Primitive defaults::unary_backward<Vulkan, ops::Op>(                          \
+      const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&);
+#define KILN_VULKAN_DEFAULT_BINARY_BACKWARD_instance(Op)                                                       \
+  template Vulkan::Primitive defaults::binary_backward<Vulkan, ops::Op>(                                      \
+      const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, \
+      ops::Operand);
+KILN_VULKAN_ELEMENTWISE_DEFAULTS(instance)
+template Vulkan::Primitive defaults::where<Vulkan>(const Vulkan::Primitive&, const Vulkan::Primitive&,
+                                                   const Vulkan::Primitive&);
 
 }  // namespace kiln

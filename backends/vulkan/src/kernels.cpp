@@ -169,16 +169,18 @@ std::uint64_t elementwise_renders() { return renders.load(std::memory_order_rela
 
 struct SpecCache::State {
   std::mutex mutex;
-  std::vector<std::unique_ptr<ElementwiseSpec>> specs;
+  std::size_t slots = 0;  // 0: any slot number
+  std::unordered_map<std::uint64_t, std::unique_ptr<ElementwiseSpec>> specs;
 };
-SpecCache::SpecCache(std::size_t slots) : state_(std::make_unique<State>()) { state_->specs.resize(slots); }
+SpecCache::SpecCache(std::size_t slots) : state_(std::make_unique<State>()) { state_->slots = slots; }
 SpecCache::~SpecCache() = default;
-const ElementwiseSpec* SpecCache::find(std::size_t slot) {
+const ElementwiseSpec* SpecCache::find(std::uint64_t slot) {
   std::lock_guard lock(state_->mutex);
-  KILN_CHECK(slot < state_->specs.size(), "vulkan: spec slot {} of {}", slot, state_->specs.size());
-  return state_->specs[slot].get();
+  KILN_CHECK(state_->slots == 0 || slot < state_->slots, "vulkan: spec slot {} of {}", slot, state_->slots);
+  const auto it = state_->specs.find(slot);
+  return it == state_->specs.end() ? nullptr : it->second.get();
 }
-const ElementwiseSpec& SpecCache::put(std::size_t slot, ElementwiseSpec spec) {
+const ElementwiseSpec& SpecCache::put(std::uint64_t slot, ElementwiseSpec spec) {
   std::lock_guard lock(state_->mutex);
   auto& kept = state_->specs[slot];
   if (!kept) {  // another thread may have made it meanwhile: the first one stays

@@ -37,22 +37,23 @@ struct ElementwiseSpec {
   std::uint64_t key = 0;  // given by SpecCache; 0: not cached (the pipeline is found by its source)
 };
 
-// Specs by a small slot number (a dtype, or a pair of them), each made by `make` the first
-// time its slot is asked for and kept for the process. Thread-safe.
+// Specs by a slot number (a dtype, a pair of them, a program's id and output), each made by
+// `make` the first time its slot is asked for and kept for the process. Thread-safe.
 class SpecCache {
  public:
-  explicit SpecCache(std::size_t slots);
+  // slots: the slot numbers are below it; 0: any.
+  explicit SpecCache(std::size_t slots = 0);
   ~SpecCache();
   SpecCache(const SpecCache&) = delete;
   SpecCache& operator=(const SpecCache&) = delete;
-  template <class Make> const ElementwiseSpec& get(std::size_t slot, Make&& make) {
+  template <class Make> const ElementwiseSpec& get(std::uint64_t slot, Make&& make) {
     if (const ElementwiseSpec* spec = find(slot)) return *spec;
     return put(slot, make());
   }
 
  private:
-  const ElementwiseSpec* find(std::size_t slot);
-  const ElementwiseSpec& put(std::size_t slot, ElementwiseSpec spec);
+  const ElementwiseSpec* find(std::uint64_t slot);
+  const ElementwiseSpec& put(std::uint64_t slot, ElementwiseSpec spec);
   struct State;
   std::unique_ptr<State> state_;
 };

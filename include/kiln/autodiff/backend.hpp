@@ -77,7 +77,7 @@ template <Backend B> struct Autodiff {
     InnerPrimitive seed = provided::full<B>(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
     return autodiff::run_backward<InnerPrimitive>(
         root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
-          return B::template binary<ops::Add>(a, b);
+          return provided::binary<B, ops::Add>(a, b);
         },
         [](const InnerPrimitive& g) { return B::shape(g); });
   }
@@ -118,6 +118,25 @@ template <Backend B> struct Autodiff {
   }
 
   // ================================================================ elementwise
+  // A program runs on the inner backend; its inputs must not require grad, since Autodiff
+  // differentiates the catalogue's ops (below), not arbitrary programs.
+  static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params) {
+    std::vector<InnerPrimitive> values;
+    values.reserve(inputs.size());
+    for (const Primitive& x : inputs) {
+      KILN_CHECK(!autodiff::grad_mode() || x.node == nullptr,
+                 "elementwise: an input requires grad, but Autodiff differentiates the catalogue's ops, not "
+                 "programs ({}); detach() the inputs or use NoGradGuard",
+                 program.key());
+      values.push_back(x.value);
+    }
+    std::vector<Primitive> out;
+    for (InnerPrimitive& y : B::elementwise(program, values, params)) out.push_back(from_inner(std::move(y)));
+    return out;
+  }
+
+  // The catalogue's ops, recorded with their gradient rules (overrides of the provided ones).
   template <class Op> static Primitive unary(const Primitive& x);
 
   template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
@@ -125,11 +144,11 @@ template <Backend B> struct Autodiff {
   template <class Op> static Primitive binary_scalar(const Primitive& a, double scalar);
 
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b) {
-    return record("where", B::where(cond.value, a.value, b.value), {nullptr, a.node, b.node},
+    return record("where", provided::where<B>(cond.value, a.value, b.value), {nullptr, a.node, b.node},
                   [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
                     const InnerPrimitive zero = provided::full<B>(Shape{}, 0.0, B::dtype(dy), B::device(dy));
-                    if (s.needs(1)) s.put(1, sum_to(B::where(c, dy, zero), sa));
-                    if (s.needs(2)) s.put(2, sum_to(B::where(c, zero, dy), sb));
+                    if (s.needs(1)) s.put(1, sum_to(provided::where<B>(c, dy, zero), sa));
+                    if (s.needs(2)) s.put(2, sum_to(provided::where<B>(c, zero, dy), sb));
                   });
   }
 
@@ -137,13 +156,13 @@ template <Backend B> struct Autodiff {
   template <class Op>
   static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) {
     reject_tracked(Op::name, {&x, &y, &dy});
-    return from_inner(B::template unary_backward<Op>(x.value, y.value, dy.value));
+    return from_inner(provided::unary_backward<B, Op>(x.value, y.value, dy.value));
   }
   template <class Op>
   static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
                                    ops::Operand operand) {
     reject_tracked(Op::name, {&a, &b, &y, &dy});
-    return from_inner(B::template binary_backward<Op>(a.value, b.value, y.value, dy.value, operand));
+    return from_inner(provided::binary_backward<B, Op>(a.value, b.value, y.value, dy.value, operand));
   }
 
   // ================================================================ reductions, scans, sorting
@@ -157,7 +176,7 @@ template <Backend B> struct Autodiff {
       case ops::ReduceOp::mean:
         return record("mean_dim", std::move(y), {x.node}, [xs, dim](const InnerPrimitive& dy, Sink& s) {
           const auto n = static_cast<double>(xs[static_cast<std::size_t>(dim)]);
-          s.put(0, B::expand(B::template binary_scalar<ops::Div>(dy, n), xs));
+          s.put(0, B::expand(provided::binary_scalar<B, ops::Div>(dy, n), xs));
         });
       case ops::ReduceOp::max:
       case ops::ReduceOp::min:
@@ -170,7 +189,7 @@ template <Backend B> struct Autodiff {
                       });
       case ops::ReduceOp::prod:
         return record("prod_dim", std::move(y), {x.node}, [x = x.value, dim](const InnerPrimitive& dy, Sink& s) {
-          s.put(0, B::template binary<ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
+          s.put(0, provided::binary<B, ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
         });
     }
     KILN_FAIL("reduce: unknown reduction");
@@ -187,7 +206,7 @@ template <Backend B> struct Autodiff {
       case ops::ReduceOp::mean:
         return record("mean", std::move(y), {x.node}, [xs, ones](const InnerPrimitive& dy, Sink& s) {
           const auto n = static_cast<double>(xs.numel());
-          s.put(0, B::expand(B::reshape(B::template binary_scalar<ops::Div>(dy, n), ones), xs));
+          s.put(0, B::expand(B::reshape(provided::binary_scalar<B, ops::Div>(dy, n), ones), xs));
         });
       case ops::ReduceOp::max:
       case ops::ReduceOp::min: {
@@ -196,13 +215,13 @@ template <Backend B> struct Autodiff {
         InnerPrimitive saved = y;
         return record(ops::reduce_name(op), std::move(y), {x.node},
                       [x = x.value, y = std::move(saved), ones](const InnerPrimitive& dy, Sink& s) {
-                        const InnerPrimitive hit = B::template binary<ops::LogicalOr>(
-                            B::template binary<ops::Equal>(x, B::reshape(y, ones)), B::template unary<ops::IsNan>(x));
+                        const InnerPrimitive hit = provided::binary<B, ops::LogicalOr>(
+                            provided::binary<B, ops::Equal>(x, B::reshape(y, ones)), provided::unary<B, ops::IsNan>(x));
                         const InnerPrimitive mask = B::cast(hit, B::dtype(x));
                         const InnerPrimitive count = B::reshape(provided::reduce_all<B>(mask, ops::ReduceOp::sum), ones);
                         const InnerPrimitive share =
-                            B::template binary<ops::Div>(B::reshape(dy, ones), count);
-                        s.put(0, B::template binary<ops::Mul>(mask, share));
+                            provided::binary<B, ops::Div>(B::reshape(dy, ones), count);
+                        s.put(0, provided::binary<B, ops::Mul>(mask, share));
                       });
       }
       case ops::ReduceOp::prod:
@@ -210,7 +229,7 @@ template <Backend B> struct Autodiff {
           const Shape xs = B::shape(x);
           const InnerPrimitive flat = B::reshape(x, Shape{xs.numel()});
           const InnerPrimitive others = B::reshape(product_of_others(flat, 0), xs);
-          s.put(0, B::template binary<ops::Mul>(B::expand(B::reshape(dy, ones), xs), others));
+          s.put(0, provided::binary<B, ops::Mul>(B::expand(B::reshape(dy, ones), xs), others));
         });
     }
     KILN_FAIL("reduce_all: unknown reduction");
@@ -230,8 +249,8 @@ template <Backend B> struct Autodiff {
     InnerPrimitive saved = y;
     return record("cumprod", std::move(y), {x.node},
                   [x = x.value, y = std::move(saved), dim](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive weighted = reverse_cumsum(B::template binary<ops::Mul>(dy, y), dim);
-                    s.put(0, B::template binary<ops::Div>(weighted, x));
+                    const InnerPrimitive weighted = reverse_cumsum(provided::binary<B, ops::Mul>(dy, y), dim);
+                    s.put(0, provided::binary<B, ops::Div>(weighted, x));
                   });
   }
 
@@ -572,7 +591,7 @@ template <Backend B> struct Autodiff {
     const InnerPrimitive after = provided::flip<B>(B::cumulative(provided::flip<B>(x, d), ops::CumulativeOp::prod, dim), d);
     const std::array<InnerPrimitive, 2> left{ones, B::slice(before, along(xs, dim, 0, n - 1))};
     const std::array<InnerPrimitive, 2> right{B::slice(after, along(xs, dim, 1, n - 1)), ones};
-    return B::template binary<ops::Mul>(provided::cat<B>(left, dim), provided::cat<B>(right, dim));
+    return provided::binary<B, ops::Mul>(provided::cat<B>(left, dim), provided::cat<B>(right, dim));
   }
 };
 
@@ -583,17 +602,17 @@ template <Backend B> struct Autodiff {
 template <Backend B>
 template <class Op>
 typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
-  InnerPrimitive y = B::template unary<Op>(x.value);
+  InnerPrimitive y = provided::unary<B, Op>(x.value);
   if constexpr (!ops::DifferentiableUnary<Op>) {
     return from_inner(std::move(y));
   } else if constexpr (std::same_as<Op, ops::Neg>) {
     return record(Op::name, std::move(y), {x.node},
-                  [](const InnerPrimitive& dy, Sink& s) { s.put(0, B::template unary<ops::Neg>(dy)); });
+                  [](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::unary<B, ops::Neg>(dy)); });
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {x.node},
                   [x = x.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::template unary_backward<Op>(x, y, dy));
+                    s.put(0, provided::unary_backward<B, Op>(x, y, dy));
                   });
   }
 }
@@ -601,7 +620,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
 template <Backend B>
 template <class Op>
 typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Primitive& b) {
-  InnerPrimitive y = B::template binary<Op>(a.value, b.value);
+  InnerPrimitive y = provided::binary<B, Op>(a.value, b.value);
   if constexpr (!ops::DifferentiableBinary<Op>) {
     return from_inner(std::move(y));
   } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
@@ -610,23 +629,23 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Pr
                   [sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
                     if (s.needs(0)) s.put(0, sum_to(dy, sa));
                     if (!s.needs(1)) return;
-                    if constexpr (std::same_as<Op, ops::Sub>) s.put(1, sum_to(B::template unary<ops::Neg>(dy), sb));
+                    if constexpr (std::same_as<Op, ops::Sub>) s.put(1, sum_to(provided::unary<B, ops::Neg>(dy), sb));
                     else s.put(1, sum_to(dy, sb));
                   });
   } else if constexpr (std::same_as<Op, ops::Mul>) {
     return record(Op::name, std::move(y), {a.node, b.node},
                   [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, sum_to(B::template binary<ops::Mul>(dy, b), B::shape(a)));
-                    if (s.needs(1)) s.put(1, sum_to(B::template binary<ops::Mul>(dy, a), B::shape(b)));
+                    if (s.needs(0)) s.put(0, sum_to(provided::binary<B, ops::Mul>(dy, b), B::shape(a)));
+                    if (s.needs(1)) s.put(1, sum_to(provided::binary<B, ops::Mul>(dy, a), B::shape(b)));
                   });
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {a.node, b.node},
                   [a = a.value, b = b.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
                     if (s.needs(0))
-                      s.put(0, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
+                      s.put(0, sum_to(provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
                     if (s.needs(1))
-                      s.put(1, sum_to(B::template binary_backward<Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
+                      s.put(1, sum_to(provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
                   });
   }
 }
@@ -634,14 +653,14 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Pr
 template <Backend B>
 template <class Op>
 typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, double scalar) {
-  InnerPrimitive y = B::template binary_scalar<Op>(a.value, scalar);
+  InnerPrimitive y = provided::binary_scalar<B, Op>(a.value, scalar);
   if constexpr (!ops::DifferentiableBinary<Op>) {
     return from_inner(std::move(y));
   } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
     return record(Op::name, std::move(y), {a.node}, [](const InnerPrimitive& dy, Sink& s) { s.put(0, dy); });
   } else if constexpr (std::same_as<Op, ops::Mul> || std::same_as<Op, ops::Div>) {
     return record(Op::name, std::move(y), {a.node}, [scalar](const InnerPrimitive& dy, Sink& s) {
-      s.put(0, B::template binary_scalar<Op>(dy, scalar));
+      s.put(0, provided::binary_scalar<B, Op>(dy, scalar));
     });
   } else {
     InnerPrimitive saved = y;
@@ -651,7 +670,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, d
                     const InnerPrimitive b =
                         provided::full<B>(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
                                 B::device(a));
-                    s.put(0, B::template binary_backward<Op>(a, b, y, dy, ops::Operand::lhs));
+                    s.put(0, provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::lhs));
                   });
   }
 }

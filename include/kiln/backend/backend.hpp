@@ -3,9 +3,10 @@
 // proves it complete.
 //
 // A new backend's author writes the required primitives below first: with them alone,
-// every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: full,
-// random, reduce_all, index_select, index_add, flip, cat, max_pool2d_backward,
-// interpolate, adaptive_avg_pool2d and their backwards) have
+// every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: the
+// catalogue's elementwise ops and gradient formulas as one-op programs, full, random,
+// reduce_all, index_select, index_add, flip, cat, max_pool2d_backward, interpolate,
+// adaptive_avg_pool2d and their backwards) have
 // default implementations built from the required ones; a backend defines a static member
 // of the same name and signature only to make one faster, and the conformance suite tests
 // the default against it (tests/backend/provided_test.cpp). The fused composites below
@@ -24,6 +25,7 @@
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
 #include "kiln/backend/provided.hpp"
+#include "kiln/codegen/program.hpp"
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/layout.hpp"
 #include "kiln/ops/nn.hpp"
@@ -42,10 +44,12 @@ namespace kiln {
 template <class B>
 concept Backend = requires(const typename B::Primitive& p,
                            const std::optional<typename B::Primitive>& maybe, const TensorData& data,
-                           const typename B::Device& device, const Shape& shape, DType dtype, double scalar,
+                           const typename B::Device& device, const Shape& shape, DType dtype,
                            std::span<const std::int64_t> dims, std::span<const ops::SliceRange> ranges,
                            std::int64_t dim, bool flag,
-                           const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool) {
+                           const ops::Conv2dOptions& conv, const ops::Pool2dOptions& pool,
+                           const codegen::Program& program, std::span<const typename B::Primitive> inputs,
+                           std::span<const double> params) {
   typename B::Device;
   typename B::Primitive;
   { B::name } -> std::convertible_to<std::string_view>;
@@ -60,16 +64,12 @@ concept Backend = requires(const typename B::Primitive& p,
   { B::to_device(p, device) } -> std::same_as<typename B::Primitive>;
   { B::cast(p, dtype) } -> std::same_as<typename B::Primitive>;
 
-  // --- elementwise, from the op catalogue (kiln/ops/elementwise.hpp), NumPy broadcasting
-  { B::template unary<ops::Exp>(p) } -> std::same_as<typename B::Primitive>;
-  { B::template binary<ops::Add>(p, p) } -> std::same_as<typename B::Primitive>;
-  { B::template binary_scalar<ops::Add>(p, scalar) } -> std::same_as<typename B::Primitive>;  // p op scalar
-  { B::where(p, p, p) } -> std::same_as<typename B::Primitive>;  // cond ? a : b
-  // The catalogue's gradient formulas (ops that define grad / grad_lhs, grad_rhs):
-  // unary (x, y, dy) -> dx; binary (a, b, y, dy) -> the gradient of one operand at dy's
-  // (the broadcast) shape, which Autodiff sums back to the operand's shape.
-  { B::template unary_backward<ops::Exp>(p, p, p) } -> std::same_as<typename B::Primitive>;
-  { B::template binary_backward<ops::Mul>(p, p, p, p, ops::Operand::lhs) } -> std::same_as<typename B::Primitive>;
+  // --- elementwise: one primitive runs every elementwise program (kiln/codegen/program.hpp):
+  // the inputs (of the program's input dtypes, any shapes and layouts) broadcast together,
+  // NumPy style; params are the values of its scalar parameters; one new tensor per output,
+  // of the broadcast shape. The catalogue's ops and gradient formulas are one-op programs
+  // (provided::unary, binary, binary_scalar, where, unary_backward, binary_backward).
+  { B::elementwise(program, inputs, params) } -> std::same_as<std::vector<typename B::Primitive>>;
 
   // --- reductions (the reduced dim is kept with size 1), scans, sorting
   { B::reduce(p, ops::ReduceOp::sum, dim) } -> std::same_as<typename B::Primitive>;

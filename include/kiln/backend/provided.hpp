@@ -8,6 +8,7 @@
 // override (tests/backend/provided_test.cpp), so the default stays the reference.
 #pragma once
 
+#include "kiln/backend/provided_elementwise.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/rng.hpp"
@@ -337,11 +338,11 @@ typename B::Primitive defaults::adaptive_avg_pool2d(const typename B::Primitive&
     const auto w = detail::adaptive_windows<B>(xs[axis], out, axis, B::dtype(x), B::device(x));
     typename B::Primitive sum = t;
     for (std::size_t k = 0; k < w.index.size(); ++k) {
-      const auto term = B::where(w.present[k], provided::index_select<B>(t, static_cast<std::int64_t>(axis), w.index[k]),
+      const auto term = provided::where<B>(w.present[k], provided::index_select<B>(t, static_cast<std::int64_t>(axis), w.index[k]),
                                  zero);
-      sum = k == 0 ? term : B::template binary<ops::Add>(sum, term);
+      sum = k == 0 ? term : provided::binary<B, ops::Add>(sum, term);
     }
-    return B::template binary<ops::Div>(sum, w.length);
+    return provided::binary<B, ops::Div>(sum, w.length);
   };
   return along(along(x, 3, output_size[1]), 2, output_size[0]);
 }
@@ -358,12 +359,12 @@ typename B::Primitive defaults::adaptive_avg_pool2d_backward(const typename B::P
   const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(dy), B::device(dy));
   auto along = [&](const typename B::Primitive& d, std::size_t axis, std::int64_t in, std::int64_t out) {
     const auto w = detail::adaptive_windows<B>(in, out, axis, B::dtype(dy), B::device(dy));
-    const auto share = B::template binary<ops::Div>(d, w.length);
+    const auto share = provided::binary<B, ops::Div>(d, w.length);
     Shape shape = B::shape(d);
     shape[axis] = in;
     typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(dy), B::device(dy));
     for (std::size_t k = 0; k < w.index.size(); ++k)
-      sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), w.index[k], B::where(w.present[k], share, zero));
+      sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), w.index[k], provided::where<B>(w.present[k], share, zero));
     return sum;
   };
   return along(along(dy, 2, xs[2], ys[2]), 3, xs[3], ys[3]);
@@ -378,9 +379,9 @@ typename B::Primitive defaults::interpolate(const typename B::Primitive& x, std:
     const auto taps = detail::axis_taps<B>(xs[axis], out, axis, options, B::dtype(x), B::device(x));
     typename B::Primitive sum = t;
     for (std::size_t k = 0; k < taps.index.size(); ++k) {
-      const auto term = B::template binary<ops::Mul>(
+      const auto term = provided::binary<B, ops::Mul>(
           provided::index_select<B>(t, static_cast<std::int64_t>(axis), taps.index[k]), taps.weight[k]);
-      sum = k == 0 ? term : B::template binary<ops::Add>(sum, term);
+      sum = k == 0 ? term : provided::binary<B, ops::Add>(sum, term);
     }
     return sum;
   };
@@ -401,7 +402,7 @@ typename B::Primitive defaults::interpolate_backward(const typename B::Primitive
     typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(dy), B::device(dy));
     for (std::size_t k = 0; k < taps.index.size(); ++k)
       sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), taps.index[k],
-                                   B::template binary<ops::Mul>(d, taps.weight[k]));
+                                   provided::binary<B, ops::Mul>(d, taps.weight[k]));
     return sum;
   };
   return along(along(dy, 2, xs[2], ys[2]), 3, xs[3], ys[3]);

@@ -73,6 +73,7 @@ constexpr ScalarType scalar_type_of(DType dtype) {
 #define KILN_CODEGEN_NODE_KINDS(X)                                                                 \
   X(input, "input", 0, none, given, any)          /* in<index>: a kernel operand */                \
   X(constant, "constant", 0, none, number, any)   /* typed by the tree's ScalarType */             \
+  X(param, "param", 0, none, number, any)         /* p<index>: a scalar given at run time */       \
   X(neg, "neg", 1, numbers, number, any)                                                           \
   X(exp, "exp", 1, numbers, number, floats)                                                        \
   X(log, "log", 1, numbers, number, floats)                                                        \
@@ -148,12 +149,18 @@ struct Node {
   bool mask = false;  // the value is a bool
   std::vector<NodePtr> args;
   double value = 0;  // Kind::constant
-  int index = 0;     // Kind::input
+  int index = 0;     // Kind::input, Kind::param
 };
 
 inline NodePtr make_input(int index, bool mask = false) {
   KILN_CHECK(index >= 0, "codegen: input index {} is negative", index);
   return std::make_shared<const Node>(Node{Kind::input, mask, {}, 0, index});
+}
+// A scalar operand whose value is given when the program runs (kiln/codegen/program.hpp):
+// x * 0.5 and x * 0.7 are one program with different parameters, so one kernel.
+inline NodePtr make_param(int index) {
+  KILN_CHECK(index >= 0, "codegen: parameter index {} is negative", index);
+  return std::make_shared<const Node>(Node{Kind::param, false, {}, 0, index});
 }
 inline NodePtr make_constant(double value) {
   return std::make_shared<const Node>(Node{Kind::constant, false, {}, value, 0});
@@ -162,7 +169,8 @@ inline NodePtr make_constant(double value) {
 // renderer can trust any tree it is given.
 inline NodePtr make_node(Kind kind, std::vector<NodePtr> args) {
   const std::string_view name = kind_name(kind);
-  KILN_CHECK(kind != Kind::input && kind != Kind::constant, "codegen: use make_input / make_constant for {}", name);
+  KILN_CHECK(kind != Kind::input && kind != Kind::constant && kind != Kind::param,
+             "codegen: use make_input / make_constant / make_param for {}", name);
   KILN_CHECK(static_cast<int>(args.size()) == kind_arity(kind), "codegen: {} takes {} arguments, got {}", name,
              kind_arity(kind), args.size());
   for (const NodePtr& a : args) KILN_CHECK(a != nullptr, "codegen: {} got a null argument", name);
@@ -196,6 +204,7 @@ inline std::string structural_key(const NodePtr& root) {
     if (auto it = id_of_node.find(&n); it != id_of_node.end()) return it->second;
     std::string entry;
     if (n.kind == Kind::input) entry = fmt::format("in{}{}", n.index, n.mask ? "b" : "");
+    else if (n.kind == Kind::param) entry = fmt::format("p{}", n.index);
     else if (n.kind == Kind::constant) entry = fmt::format("c{}", n.value);  // shortest exact form; -0 and 0 differ
     else {
       entry = fmt::format("{}(", kind_name(n.kind));
@@ -241,6 +250,7 @@ class Expr {
     KILN_CHECK(node_ != nullptr && !node_->mask, "codegen: an Expr needs a numeric node");
   }
   static Expr input(int index) { return Expr(make_input(index)); }
+  static Expr param(int index) { return Expr(make_param(index)); }
 
   // What kiln::fn expects of an array type: one symbolic element.
   static Expr Constant(std::int64_t, const Expr& value) { return value; }
@@ -356,16 +366,20 @@ template <class Op> NodePtr trace_unary(ScalarType t) {
   else return Op::apply(Expr::input(0)).node();
 }
 
-// The tree of Op::apply(in0, in1) in type t.
-template <class Op> NodePtr trace_binary(ScalarType t) {
+// The tree of Op::apply(in0, in1) in type t; with `scalar_rhs`, of Op::apply(in0, p0), the
+// right operand a parameter (binary_scalar: one program for every scalar). Bool ops take
+// tensors only: a bool scalar is a one-element tensor.
+template <class Op> NodePtr trace_binary(ScalarType t, bool scalar_rhs = false) {
   detail::check_trace_domain<Op>(t);
   if constexpr (Op::domain == ops::Domain::boolean) {
+    KILN_CHECK(!scalar_rhs, "{}: a bool op takes no scalar parameter; pass a one-element tensor", Op::name);
     return Op::apply(Mask::input(0), Mask::input(1)).node();
   } else {
+    const Expr rhs = scalar_rhs ? Expr::param(0) : Expr::input(1);
     if constexpr (detail::has_integer_branch<Op>) {
-      if (is_integer(t)) return make_node(detail::integer_kind<Op>(), {make_input(0), make_input(1)});
+      if (is_integer(t)) return make_node(detail::integer_kind<Op>(), {make_input(0), rhs.node()});
     }
-    return Op::apply(Expr::input(0), Expr::input(1)).node();
+    return Op::apply(Expr::input(0), rhs).node();
   }
 }
 

@@ -1,13 +1,12 @@
 // pow(x, b) with the scalar exponents that PyTorch computes as other ops: x * x for 2,
 // sqrt(x) for 0.5, 1 / x for -1... Every backend's binary_scalar<Pow> on float tensors
-// takes the same shortcuts, so that results agree wherever the two differ (pow(-inf, 0.5)
-// is +inf, sqrt(-inf) NaN; pow(-0, 0.5) is +0, sqrt(-0) -0) and the common powers run as
-// cheap ops.
+// takes the same shortcuts (kiln::defaults::pow_scalar, kiln/backend/provided_elementwise.hpp),
+// so that results agree wherever the two differ (pow(-inf, 0.5) is +inf, sqrt(-inf) NaN;
+// pow(-0, 0.5) is +0, sqrt(-0) -0) and the common powers run as cheap ops.
 #pragma once
 
 #include "kiln/ops/elementwise.hpp"
 
-#include <optional>
 
 namespace kiln::ops {
 
@@ -21,21 +20,6 @@ constexpr PowShortcut pow_shortcut(double exponent) {
   if (exponent == -1.0) return PowShortcut::recip;
   if (exponent == -2.0) return PowShortcut::recip_square;
   return PowShortcut::none;
-}
-
-// x^exponent for a float tensor x of backend B through the shortcut's ops, or nothing
-// where the exponent has none (the backend then runs its general pow).
-template <class B> std::optional<typename B::Primitive> pow_scalar(const typename B::Primitive& x, double exponent) {
-  switch (pow_shortcut(exponent)) {
-    case PowShortcut::square: return B::template binary<Mul>(x, x);
-    case PowShortcut::cube: return B::template binary<Mul>(B::template binary<Mul>(x, x), x);
-    case PowShortcut::sqrt: return B::template unary<Sqrt>(x);
-    case PowShortcut::rsqrt: return B::template unary<Rsqrt>(x);
-    case PowShortcut::recip: return B::template unary<Recip>(x);
-    case PowShortcut::recip_square: return B::template unary<Recip>(B::template binary<Mul>(x, x));
-    case PowShortcut::none: break;
-  }
-  return std::nullopt;
 }
 
 }  // namespace kiln::ops

@@ -35,12 +35,12 @@ template <Backend B> class GradientsParams {
     for (const auto& [id, g] : other.grads_) {
       const auto it = grads_.find(id);
       if (it == grads_.end()) grads_.emplace(id, g);
-      else it->second = B::template binary<ops::Add>(it->second, g);
+      else it->second = provided::binary<B, ops::Add>(it->second, g);
     }
   }
   // Every gradient times `factor` (e.g. 1 / accumulation steps).
   void scale(double factor) {
-    for (auto& [id, g] : grads_) g = B::template binary_scalar<ops::Mul>(g, factor);
+    for (auto& [id, g] : grads_) g = provided::binary_scalar<B, ops::Mul>(g, factor);
   }
 
   std::optional<typename B::Primitive> get(nn::ParamId id) const {
@@ -71,10 +71,10 @@ template <Backend B> double clip_grad_norm(GradientsParams<B>& grads, double max
   const bool inf_norm = std::isinf(norm_type);
   std::optional<typename B::Primitive> total;
   grads.for_each([&](nn::ParamId, typename B::Primitive& g) {
-    const auto a = B::template unary<ops::Abs>(g);
+    const auto a = provided::unary<B, ops::Abs>(g);
     const auto part = inf_norm ? provided::reduce_all<B>(a, ops::ReduceOp::max)
-                               : provided::reduce_all<B>(B::template binary_scalar<ops::Pow>(a, norm_type), ops::ReduceOp::sum);
-    total = !total ? part : inf_norm ? B::template binary<ops::Maximum>(*total, part) : B::template binary<ops::Add>(*total, part);
+                               : provided::reduce_all<B>(provided::binary_scalar<B, ops::Pow>(a, norm_type), ops::ReduceOp::sum);
+    total = !total ? part : inf_norm ? provided::binary<B, ops::Maximum>(*total, part) : provided::binary<B, ops::Add>(*total, part);
   });
   const double reduced = total ? B::into_data(B::cast(*total, DType::f64)).template to_vec<double>()[0] : 0.0;
   const double norm = inf_norm ? reduced : std::pow(reduced, 1.0 / norm_type);
@@ -87,7 +87,7 @@ template <Backend B> double clip_grad_norm(GradientsParams<B>& grads, double max
 template <Backend B> void clip_grad_value(GradientsParams<B>& grads, double clip) {
   KILN_CHECK(clip >= 0, "clip_grad_value: clip must be non-negative, got {}", clip);
   grads.for_each([&](nn::ParamId, typename B::Primitive& g) {
-    g = B::template binary_scalar<ops::Minimum>(B::template binary_scalar<ops::Maximum>(g, -clip), clip);
+    g = provided::binary_scalar<B, ops::Minimum>(provided::binary_scalar<B, ops::Maximum>(g, -clip), clip);
   });
 }
 

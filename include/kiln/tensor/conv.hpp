@@ -57,7 +57,7 @@ typename B::Primitive add_channel_bias(const typename B::Primitive& out,
                                        const std::optional<typename B::Primitive>& bias) {
   if (!bias) return out;
   const std::int64_t channels = B::shape(*bias)[0];
-  return B::template binary<ops::Add>(out, B::reshape(*bias, Shape{1, channels, 1, 1}));
+  return provided::binary<B, ops::Add>(out, B::reshape(*bias, Shape{1, channels, 1, 1}));
 }
 
 // Transposed convolution of NCHW `x` into `out_shape` (validated), as the input gradient of

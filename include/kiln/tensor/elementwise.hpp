@@ -32,17 +32,17 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   using Base::wrap;
   using BoolTensor = Tensor<B, D, Bool>;
 
-  template <class Op> Self unary() const { return wrap(B::template unary<Op>(prim())); }
+  template <class Op> Self unary() const { return wrap(provided::unary<B, Op>(prim())); }
   template <class Op> Self binary(const Self& other) const {
-    return wrap(B::template binary<Op>(prim(), other.primitive()));
+    return wrap(provided::binary<B, Op>(prim(), other.primitive()));
   }
-  template <class Op> Self binary(double scalar) const { return wrap(B::template binary_scalar<Op>(prim(), scalar)); }
-  template <class Op> BoolTensor predicate() const { return BoolTensor(B::template unary<Op>(prim())); }
+  template <class Op> Self binary(double scalar) const { return wrap(provided::binary_scalar<B, Op>(prim(), scalar)); }
+  template <class Op> BoolTensor predicate() const { return BoolTensor(provided::unary<B, Op>(prim())); }
   template <class Op> BoolTensor compare(const Self& other) const {
-    return BoolTensor(B::template binary<Op>(prim(), other.primitive()));
+    return BoolTensor(provided::binary<B, Op>(prim(), other.primitive()));
   }
   template <class Op> BoolTensor compare(double scalar) const {
-    return BoolTensor(B::template binary_scalar<Op>(prim(), scalar));
+    return BoolTensor(provided::binary_scalar<B, Op>(prim(), scalar));
   }
   std::int64_t fused_dim(const char* op, std::int64_t dim) const {
     return static_cast<std::int64_t>(normalize_dim(op, dim, D));
@@ -163,12 +163,12 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   // ---- selection
   // Takes `value` where mask is true, this tensor elsewhere (Burn's mask_where).
   Self mask_where(const BoolTensor& mask, const Self& value) const {
-    return wrap(B::where(mask.primitive(), value.primitive(), prim()));
+    return wrap(provided::where<B>(mask.primitive(), value.primitive(), prim()));
   }
   // Writes `value` where mask is true.
   Self mask_fill(const BoolTensor& mask, double value) const {
     detail::check_scalar_for_kind<K>("mask_fill", value);
-    return wrap(B::where(mask.primitive(), provided::full<B>(Shape{}, value, self().dtype(), self().device()), prim()));
+    return wrap(provided::where<B>(mask.primitive(), provided::full<B>(Shape{}, value, self().dtype(), self().device()), prim()));
   }
 
   // A one-element tensor of this rank, dtype and device, which broadcasts against this one.
@@ -182,7 +182,7 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
 // cond ? a : b, elementwise with broadcasting.
 template <class B, std::size_t D, class K>
 Tensor<B, D, K> where(const Tensor<B, D, Bool>& cond, const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) {
-  return Tensor<B, D, K>(B::where(cond.primitive(), a.primitive(), b.primitive()));
+  return Tensor<B, D, K>(provided::where<B>(cond.primitive(), a.primitive(), b.primitive()));
 }
 
 // ---- operators (Float and Int)

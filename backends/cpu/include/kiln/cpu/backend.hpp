@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -36,7 +37,12 @@ struct Cpu {
   static Primitive to_device(const Primitive& p, const Device&) { return p; }
   static Primitive cast(const Primitive& p, DType dtype);
 
-  // elementwise (backends/cpu/src/elementwise.cpp), instantiated for every op of the catalogue
+  // elementwise programs (backends/cpu/src/program.cpp): any program, evaluated over
+  // L1-sized chunks with the SIMD math of the per-op kernels
+  static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params);
+  // the catalogue's ops as compile-time SIMD kernels, instantiated for every op
+  // (backends/cpu/src/elementwise*.cpp): overrides of the provided one-op programs
   template <class Op> static Primitive unary(const Primitive& x);
   template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
   template <class Op> static Primitive binary_scalar(const Primitive& a, double b);

@@ -23,6 +23,7 @@
 #include <span>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -96,38 +97,37 @@ struct Vulkan {
   static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims);
   static Primitive cat(std::span<const Primitive> xs, std::int64_t dim);
 
-  // elementwise, rendered from the op catalogue (backends/vulkan/src/elementwise.cpp)
-  template <class Op> static Primitive unary(const Primitive& x);
-  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
-  template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
-  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
-  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
-  template <class Op>
-  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
-                                   ops::Operand operand);
+  // elementwise programs, rendered to GLSL and compiled at run time, one kernel per program
+  // and output (backends/vulkan/src/elementwise.cpp); the catalogue's ops run as the
+  // provided one-op programs
+  static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params);
 };
 
 static_assert(Backend<Vulkan>, "kiln::Vulkan must satisfy the Backend concept");
 
-#define KILN_VULKAN_EXTERN_UNARY(Op) \
-  extern template Vulkan::Primitive Vulkan::unary<ops::Op>(const Vulkan::Primitive&);
-#define KILN_VULKAN_EXTERN_BINARY(Op)                                                                     \
-  extern template Vulkan::Primitive Vulkan::binary<ops::Op>(const Vulkan::Primitive&, const Vulkan::Primitive&); \
-  extern template Vulkan::Primitive Vulkan::binary_scalar<ops::Op>(const Vulkan::Primitive&, double);
-#define KILN_VULKAN_EXTERN_UNARY_BACKWARD(Op)                                                             \
-  extern template Vulkan::Primitive Vulkan::unary_backward<ops::Op>(                                      \
+// The one-op programs' defaults are instantiated once, in the library, for every op of the
+// catalogue, so that user code does not trace formulas in every translation unit.
+#define KILN_VULKAN_ELEMENTWISE_DEFAULTS(DECLARE)                                                               \
+  KILN_UNARY_OPS(KILN_VULKAN_DEFAULT_UNARY_##DECLARE)                                                           \
+  KILN_BINARY_OPS(KILN_VULKAN_DEFAULT_BINARY_##DECLARE)                                                         \
+  KILN_DIFFERENTIABLE_UNARY_OPS(KILN_VULKAN_DEFAULT_UNARY_BACKWARD_##DECLARE)                                   \
+  KILN_DIFFERENTIABLE_BINARY_OPS(KILN_VULKAN_DEFAULT_BINARY_BACKWARD_##DECLARE)
+#define KILN_VULKAN_DEFAULT_UNARY_extern(Op) \
+  extern template Vulkan::Primitive defaults::unary<Vulkan, ops::Op>(const Vulkan::Primitive&);
+#define KILN_VULKAN_DEFAULT_BINARY_extern(Op)                                                                  \
+  extern template Vulkan::Primitive defaults::binary<Vulkan, ops::Op>(const Vulkan::Primitive&,              \
+                                                                      const Vulkan::Primitive&);             \
+  extern template Vulkan::Primitive defaults::binary_scalar<Vulkan, ops::Op>(const Vulkan::Primitive&, double);
+#define KILN_VULKAN_DEFAULT_UNARY_BACKWARD_extern(Op)                                                         \
+  extern template Vulkan::Primitive defaults::unary_backward<Vulkan, ops::Op>(                               \
       const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&);
-#define KILN_VULKAN_EXTERN_BINARY_BACKWARD(Op)                                                            \
-  extern template Vulkan::Primitive Vulkan::binary_backward<ops::Op>(                                     \
+#define KILN_VULKAN_DEFAULT_BINARY_BACKWARD_extern(Op)                                                        \
+  extern template Vulkan::Primitive defaults::binary_backward<Vulkan, ops::Op>(                              \
       const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, const Vulkan::Primitive&, \
       ops::Operand);
-KILN_UNARY_OPS(KILN_VULKAN_EXTERN_UNARY)
-KILN_BINARY_OPS(KILN_VULKAN_EXTERN_BINARY)
-KILN_DIFFERENTIABLE_UNARY_OPS(KILN_VULKAN_EXTERN_UNARY_BACKWARD)
-KILN_DIFFERENTIABLE_BINARY_OPS(KILN_VULKAN_EXTERN_BINARY_BACKWARD)
-#undef KILN_VULKAN_EXTERN_UNARY
-#undef KILN_VULKAN_EXTERN_BINARY
-#undef KILN_VULKAN_EXTERN_UNARY_BACKWARD
-#undef KILN_VULKAN_EXTERN_BINARY_BACKWARD
+KILN_VULKAN_ELEMENTWISE_DEFAULTS(extern)
+extern template Vulkan::Primitive defaults::where<Vulkan>(const Vulkan::Primitive&, const Vulkan::Primitive&,
+                                                          const Vulkan::Primitive&);
 
 }  // namespace kiln

@@ -1,0 +1,257 @@
+// Elementwise programs: what a backend's one elementwise primitive, B::elementwise, runs.
+// A program is a DAG of scalar nodes (kiln/codegen/expr.hpp) computing in one type over
+// typed inputs, with scalar parameters whose values come with each call, and one or more
+// outputs. Its structural key names what it computes; backends cache their kernels by
+// the key's id, so a repeated program traces, renders and hashes nothing.
+#pragma once
+
+#include "kiln/codegen/expr.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kiln::codegen {
+
+// One output of a program: the tree that computes it and the dtype it is stored in.
+struct ProgramOutput {
+  NodePtr root;
+  DType dtype;
+};
+
+// One step of a program's code: a node with its arguments as indices of earlier steps.
+struct Instruction {
+  Kind kind;
+  bool mask = false;                      // the value is a bool
+  std::array<std::uint32_t, 3> args{};    // the first kind_arity(kind) are used
+  double value = 0;                       // Kind::constant
+  int index = 0;                          // Kind::input, Kind::param
+};
+
+namespace detail {
+// The id of a structural key: equal keys get equal ids, for as long as the process runs.
+inline std::uint64_t intern_key(const std::string& key) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::uint64_t> ids;
+  const std::lock_guard lock(mutex);
+  return ids.emplace(key, ids.size() + 1).first->second;
+}
+}  // namespace detail
+
+class Program {
+ public:
+  // A program over `inputs` (input i has dtype inputs[i]; a bool input is a mask) with
+  // `params` scalar parameters, computing in type `type` (f16 and bf16 values compute in
+  // f32). Checks every node against the declaration and throws kiln::Error naming the
+  // mismatch, so that a backend can trust any program it is given.
+  Program(ScalarType type, std::vector<DType> inputs, int params, std::vector<ProgramOutput> outputs)
+      : type_(type), inputs_(std::move(inputs)), params_(params), outputs_(std::move(outputs)) {
+    KILN_CHECK(!outputs_.empty(), "elementwise program: no outputs");
+    KILN_CHECK(params_ >= 0, "elementwise program: {} parameters", params_);
+    std::unordered_map<const Node*, std::uint32_t> slot_of_node;
+    std::unordered_map<std::string, std::uint32_t> slot_of_entry;
+    std::string body;
+    auto visit = [&](auto& self, const Node& n) -> std::uint32_t {
+      if (auto it = slot_of_node.find(&n); it != slot_of_node.end()) return it->second;
+      Instruction step{n.kind, n.mask, {}, n.value, n.index};
+      std::string entry;
+      if (n.kind == Kind::input) {
+        KILN_CHECK(n.index < static_cast<int>(inputs_.size()), "elementwise program: in{} of {} inputs", n.index,
+                   inputs_.size());
+        const DType d = inputs_[static_cast<std::size_t>(n.index)];
+        KILN_CHECK(n.mask == (d == DType::boolean) && (n.mask || scalar_type_of(d) == type_),
+                   "elementwise program: in{} is {} but the program computes in {}{}", n.index, d,
+                   scalar_type_name(type_), n.mask ? " and reads it as a bool" : "");
+        entry = fmt::format("in{}{}", n.index, n.mask ? "b" : "");
+      } else if (n.kind == Kind::param) {
+        KILN_CHECK(n.index < params_, "elementwise program: p{} of {} parameters", n.index, params_);
+        entry = fmt::format("p{}", n.index);
+      } else if (n.kind == Kind::constant) {
+        entry = fmt::format("c{}", n.value);  // shortest exact form; -0 and 0 differ
+      } else {
+        const KindInfo& info = kind_info(n.kind);
+        KILN_CHECK(info.types != Types::floats || is_float(type_), "elementwise program: {} needs a float type, got {}",
+                   info.name, scalar_type_name(type_));
+        KILN_CHECK(info.types != Types::integers || is_integer(type_),
+                   "elementwise program: {} needs an integer type, got {}", info.name, scalar_type_name(type_));
+        KILN_CHECK(type_ != ScalarType::boolean || n.mask, "elementwise program: a bool program has the number {}",
+                   info.name);
+        entry = fmt::format("{}(", info.name);
+        for (std::size_t i = 0; i < n.args.size(); ++i) {
+          step.args[i] = self(self, *n.args[i]);
+          entry += fmt::format("{}{}", i ? "," : "", step.args[i]);
+        }
+        entry += ')';
+      }
+      auto [it, added] = slot_of_entry.emplace(std::move(entry), static_cast<std::uint32_t>(code_.size()));
+      if (added) {
+        code_.push_back(step);
+        body += (body.empty() ? "" : ";") + it->first;
+      }
+      slot_of_node.emplace(&n, it->second);
+      return it->second;
+    };
+    std::string outs;
+    for (const ProgramOutput& out : outputs_) {
+      KILN_CHECK(out.root != nullptr, "elementwise program: a null output tree");
+      KILN_CHECK(out.root->mask ? out.dtype == DType::boolean : scalar_type_of(out.dtype) == type_,
+                 "elementwise program: an output of dtype {} from a {} value of a {} program", out.dtype,
+                 out.root->mask ? "bool" : "numeric", scalar_type_name(type_));
+      output_slots_.push_back(visit(visit, *out.root));
+      outs += fmt::format("{}{}:{}", outs.empty() ? "" : ",", output_slots_.back(), dtype_name(out.dtype));
+    }
+    std::string ins;
+    for (DType d : inputs_) ins += fmt::format("{}{}", ins.empty() ? "" : ",", dtype_name(d));
+    key_ = fmt::format("{}|{}|p{}|{}|{}", scalar_type_name(type_), ins, params_, body, outs);
+    id_ = detail::intern_key(key_);
+  }
+
+  ScalarType type() const { return type_; }
+  std::span<const DType> inputs() const { return inputs_; }
+  int param_count() const { return params_; }
+  // The outputs' trees, for renderers.
+  std::span<const ProgramOutput> outputs() const { return outputs_; }
+  // The nodes in an order where each comes after its arguments, each distinct subtree
+  // once; output_slots()[k] is the step that computes output k. For evaluators.
+  std::span<const Instruction> code() const { return code_; }
+  std::span<const std::uint32_t> output_slots() const { return output_slots_; }
+  // What the program computes, as text: its type, input dtypes, parameter count, code and
+  // outputs. Programs with equal keys compute the same thing; scalar parameter values
+  // and tensor shapes are not part of it.
+  const std::string& key() const { return key_; }
+  // A number for the key (equal keys, equal ids) that backends index their kernels by.
+  std::uint64_t id() const { return id_; }
+
+ private:
+  ScalarType type_;
+  std::vector<DType> inputs_;
+  int params_;
+  std::vector<ProgramOutput> outputs_;
+  std::vector<Instruction> code_;
+  std::vector<std::uint32_t> output_slots_;
+  std::string key_;
+  std::uint64_t id_ = 0;
+};
+
+// Programs made once and kept for the process, by a small slot number (a dtype, a pair of
+// them...): the one-op programs of kiln/backend/provided.hpp live in one of these per op,
+// so a repeated op finds its program without tracing it. Thread-safe; lock-free once made.
+template <std::size_t Slots> class ProgramTable {
+ public:
+  template <class Make> const Program& get(std::size_t slot, Make&& make) {
+    KILN_CHECK(slot < Slots, "elementwise program: slot {} of {}", slot, Slots);
+    if (const Program* p = programs_[slot].load(std::memory_order_acquire)) return *p;
+    const std::lock_guard lock(mutex_);
+    if (const Program* p = programs_[slot].load(std::memory_order_relaxed)) return *p;
+    const Program* made = new Program(make());  // kept until exit, like the kernels made for it
+    programs_[slot].store(made, std::memory_order_release);
+    return *made;
+  }
+
+ private:
+  std::array<std::atomic<const Program*>, Slots> programs_{};
+  std::mutex mutex_;
+};
+
+// ---------------------------------------------------------------- running programs
+// What every backend's B::elementwise checks first: the inputs and parameters match the
+// program. Returns the shape the inputs broadcast to (the outputs' shape).
+template <class B>
+Shape check_elementwise_call(const Program& program, std::span<const typename B::Primitive> inputs,
+                             std::span<const double> params) {
+  const std::span<const DType> declared = program.inputs();
+  KILN_CHECK(inputs.size() == declared.size(), "elementwise: the program takes {} inputs, got {} ({})",
+             declared.size(), inputs.size(), program.key());
+  KILN_CHECK(params.size() == static_cast<std::size_t>(program.param_count()),
+             "elementwise: the program takes {} parameters, got {} ({})", program.param_count(), params.size(),
+             program.key());
+  KILN_CHECK(!inputs.empty(), "elementwise: a program needs at least one input ({})", program.key());
+  Shape shape = B::shape(inputs[0]);
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const Shape s = B::shape(inputs[k]);
+    KILN_CHECK(B::dtype(inputs[k]) == declared[k], "elementwise: input {} must be {}, got {} {} ({})", k, declared[k],
+               s, B::dtype(inputs[k]), program.key());
+    if (s != shape) shape = broadcast_shapes("elementwise", shape, s);
+  }
+  return shape;
+}
+
+// `root` with each parameter p<i> read as the input in<first + i> instead: for kernels
+// that take their parameters as one-element tensors.
+inline NodePtr params_as_inputs(const NodePtr& root, int first) {
+  std::unordered_map<const Node*, NodePtr> done;
+  auto visit = [&](auto& self, const NodePtr& n) -> NodePtr {
+    if (auto it = done.find(n.get()); it != done.end()) return it->second;
+    NodePtr out = n;
+    if (n->kind == Kind::param) {
+      out = make_input(first + n->index);
+    } else if (!n->args.empty()) {
+      std::vector<NodePtr> args;
+      bool changed = false;
+      for (const NodePtr& a : n->args) {
+        args.push_back(self(self, a));
+        changed = changed || args.back() != a;
+      }
+      if (changed) out = make_node(n->kind, std::move(args));
+    }
+    done.emplace(n.get(), out);
+    return out;
+  };
+  return visit(visit, root);
+}
+
+// Whether `root` only moves its inputs (inputs and selects between them): such a kernel can
+// copy 16-bit floats as their bits.
+inline bool moves_only(const NodePtr& root) {
+  if (root->kind == Kind::input) return true;
+  if (root->kind != Kind::select) return false;
+  return root->args[0]->kind == Kind::input && moves_only(root->args[1]) && moves_only(root->args[2]);
+}
+
+// ---------------------------------------------------------------- one-op programs
+// The catalogue's ops and gradient formulas as programs, for tensors of `dtype`.
+
+// out = Op(in0): a predicate's output is bool.
+template <class Op> Program unary_program(DType dtype) {
+  const ScalarType t = scalar_type_of(dtype);
+  return Program(t, {dtype}, 0, {{trace_unary<Op>(t), ops::is_predicate<Op> ? DType::boolean : dtype}});
+}
+// out = Op(in0, in1), or Op(in0, p0) with `scalar_rhs`.
+template <class Op> Program binary_program(DType dtype, bool scalar_rhs) {
+  const ScalarType t = scalar_type_of(dtype);
+  std::vector<DType> inputs{dtype};
+  if (!scalar_rhs) inputs.push_back(dtype);
+  return Program(t, std::move(inputs), scalar_rhs ? 1 : 0,
+                 {{trace_binary<Op>(t, scalar_rhs), ops::is_predicate<Op> ? DType::boolean : dtype}});
+}
+// out = in0 ? in1 : in2, in0 bool.
+inline Program where_program(DType dtype) {
+  const ScalarType t = scalar_type_of(dtype);
+  const bool mask = dtype == DType::boolean;
+  NodePtr root = make_node(Kind::select, {make_input(0, true), make_input(1, mask), make_input(2, mask)});
+  return Program(t, {DType::boolean, dtype, dtype}, 0, {{std::move(root), dtype}});
+}
+// dx = Op::grad(x = in0, y = in1, dy = in2).
+template <class Op> Program unary_grad_program(DType dtype) {
+  const ScalarType t = scalar_type_of(dtype);
+  return Program(t, {dtype, dtype, dtype}, 0, {{trace_unary_grad<Op>(t), dtype}});
+}
+// The gradient of one operand: Op::grad_lhs / grad_rhs(a = in0, b = in1, y = in2, dy = in3).
+template <class Op> Program binary_grad_program(DType dtype, ops::Operand side) {
+  const ScalarType t = scalar_type_of(dtype);
+  NodePtr root = side == ops::Operand::lhs ? trace_binary_grad<Op, ops::Operand::lhs>(t)
+                                           : trace_binary_grad<Op, ops::Operand::rhs>(t);
+  return Program(t, {dtype, dtype, dtype, dtype}, 0, {{std::move(root), dtype}});
+}
+
+}  // namespace kiln::codegen
