@@ -8,6 +8,7 @@
 // (cuda.hpp) are two such tables. Private to Kiln's backends and tests (src/codegen/).
 #pragma once
 
+#include "codegen/decompositions.hpp"
 #include "kiln/codegen/expr.hpp"
 
 #include <fmt/format.h>
@@ -38,8 +39,10 @@ struct Helper {
 struct Spelling {
   std::string_view pattern;
   bool helper = false;
+  bool decompose = false;  // rendered as its decomposition into other kinds (decompositions.hpp)
 };
 inline constexpr Spelling call_helper{{}, true};
+inline constexpr Spelling decomposed{{}, false, true};
 
 // A language's table. One row of `spellings` per node kind (in expr.hpp's order), one
 // column per ScalarType (f32, f64, i32, i64, u8, bool); input and constant rows are unused.
@@ -64,6 +67,7 @@ inline Expression render(const Language& language, const NodePtr& root, ScalarTy
   Expression out;
   std::vector<std::string_view> used;                    // helpers already in out.helpers
   std::unordered_map<const Node*, std::string> rendered;  // shared subtrees render once
+  std::vector<NodePtr> decompositions;                    // kept alive while `rendered` names them
 
   auto add_helper = [&](auto& self, Kind kind) -> std::string_view {
     const Helper h = language.helper(kind, t);
@@ -105,6 +109,9 @@ inline Expression render(const Language& language, const NodePtr& root, ScalarTy
       s = self(self, *n.args[2]);  // the folded select never renders its dead branch (or the condition)
     } else if (always_false(n)) {
       s = "false";
+    } else if (language.spellings[static_cast<std::size_t>(n.kind)][static_cast<std::size_t>(t)].decompose) {
+      decompositions.push_back(decomposition(n, t));
+      s = self(self, *decompositions.back());
     } else {
       std::array<std::string, 3> a;
       for (std::size_t i = 0; i < n.args.size(); ++i) a[i] = self(self, *n.args[i]);

@@ -97,6 +97,7 @@ inline constexpr Language cuda_language = [] {
   math(Kind::exp, "expf({0})", "exp({0})");
   math(Kind::log, "logf({0})", "log({0})");
   math(Kind::log1p, "log1pf({0})", "log1p({0})");
+  math(Kind::expm1, "expm1f({0})", "expm1({0})");
   math(Kind::sqrt, "sqrtf({0})", "sqrt({0})");
   math(Kind::sin, "sinf({0})", "sin({0})");
   math(Kind::cos, "cosf({0})", "cos({0})");
@@ -107,6 +108,7 @@ inline constexpr Language cuda_language = [] {
   math(Kind::ceil, "ceilf({0})", "ceil({0})");
   math(Kind::round_even, "rintf({0})", "rint({0})");
   math(Kind::pow, "powf({0}, {1})", "pow({0}, {1})");
+  math(Kind::atan2, "atan2f({0}, {1})", "atan2({0}, {1})");
   arithmetic(Kind::add, "({0} + {1})", "((int)((unsigned)({0}) + (unsigned)({1})))",
              "((long long)((unsigned long long)({0}) + (unsigned long long)({1})))",
              "((unsigned char)((unsigned)({0}) + (unsigned)({1})))");

@@ -2,7 +2,8 @@
 // each type, its constants, and its helpers (glsl_helpers.hpp) for what GLSL's builtins do
 // not compute with the catalogue's meaning: erf, log1p, tanh and pow in every float type,
 // the integer Div / Rem / Pow, and every transcendental function in f64, since GLSL's
-// exp, log, sin, cos and tan take float only.
+// exp, log, sin, cos and tan take float only. expm1 and atan2 are decomposed into other
+// kinds (decompositions.hpp).
 // NaN, infinities and signed zeros behave as in the catalogue only where the shader keeps
 // them: Vulkan lets drivers assume they never occur unless the SPIR-V declares
 // SignedZeroInfNanPreserve (VK_KHR_shader_float_controls), which the caller should request.
@@ -22,6 +23,7 @@ inline constexpr Language glsl_language = [] {
   auto row = [&](Kind k, std::array<Spelling, 6> spellings) { l.spellings[static_cast<std::size_t>(k)] = spellings; };
   constexpr Spelling none{};
   constexpr Spelling h = call_helper;
+  constexpr Spelling decompose = decomposed;
   // The f32 builtins, f64 through Kiln's helpers.
   auto transcendental = [&](Kind k, std::string_view f32) { row(k, {Spelling{f32}, h, none, none, none, none}); };
   row(Kind::neg, {Spelling{"(-{0})"}, Spelling{"(-{0})"}, Spelling{"(-{0})"}, Spelling{"(-{0})"},
@@ -35,6 +37,8 @@ inline constexpr Language glsl_language = [] {
   transcendental(Kind::tan, "tan({0})");
   transcendental(Kind::round_even, "roundEven({0})");
   for (Kind k : {Kind::log1p, Kind::tanh, Kind::erf, Kind::pow}) row(k, {h, h, none, none, none, none});
+  row(Kind::expm1, {decompose, decompose, none, none, none, none});
+  row(Kind::atan2, {decompose, decompose, none, none, none, none});
   row(Kind::sqrt, {Spelling{"sqrt({0})"}, Spelling{"sqrt({0})"}, none, none, none, none});
   row(Kind::floor, {Spelling{"floor({0})"}, Spelling{"floor({0})"}, none, none, none, none});
   row(Kind::ceil, {Spelling{"ceil({0})"}, Spelling{"ceil({0})"}, none, none, none, none});

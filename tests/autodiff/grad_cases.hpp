@@ -86,6 +86,7 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       {"exp", [](const In& in) { return flat(in.x2(0).exp()); }},
       {"log", [](const In& in) { return flat(in.x2(0).log()); }},
       {"log1p", [](const In& in) { return flat(in.x2(0).log1p()); }},
+      {"expm1", [](const In& in) { return flat(in.x2(0).expm1()); }},
       {"sqrt", [](const In& in) { return flat(in.x2(0).sqrt()); }},
       {"rsqrt", [](const In& in) { return flat(in.x2(0).rsqrt()); }},
       {"recip", [](const In& in) { return flat(in.x2(0).recip()); }},
@@ -125,6 +126,7 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       {"rem_broadcast", [](const In& in) { return flat(in.x2(0) % in.x2(1)); }},
       {"pow_broadcast", [](const In& in) { return flat(in.x2(0).pow(in.x2(1))); }},
       {"maximum_broadcast", [](const In& in) { return flat(in.x2(0).maximum(in.x2(1))); }},
+      {"atan2_broadcast", [](const In& in) { return flat(in.x2(0).atan2(in.x2(1))); }},
       {"minimum_broadcast", [](const In& in) { return flat(in.x2(0).minimum(in.x2(1))); }},
       // Ties send half the gradient to each side, as torch does.
       {"maximum_ties", [](const In& in) { return flat(in.x2(0).maximum(in.x2(1))); }, GradCheck::golden_only},
@@ -138,6 +140,7 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       {"pow_scalar", [](const In& in) { return flat(in.x2(0).pow(2.5)); }},
       {"pow_scalar_negative_base", [](const In& in) { return flat(in.x2(0).pow(3.0)); }},
       {"maximum_scalar", [](const In& in) { return flat(in.x2(0).maximum(0.3)); }},
+      {"atan2_scalar", [](const In& in) { return flat(in.x2(0).atan2(0.8)); }},
       {"minimum_scalar", [](const In& in) { return flat(in.x2(0).minimum(-0.2)); }},
       {"rsub_scalar", [](const In& in) { return flat(2.0 - in.x2(0)); }},
       {"rdiv_scalar", [](const In& in) { return flat(2.0 / in.x2(0)); }},

@@ -35,6 +35,7 @@ template <class B, std::size_t D> std::vector<std::pair<std::string, UnaryFn<B, 
       {"exp", [](const auto& x) { return x.exp(); }},
       {"log", [](const auto& x) { return x.log(); }},
       {"log1p", [](const auto& x) { return x.log1p(); }},
+      {"expm1", [](const auto& x) { return x.expm1(); }},
       {"sqrt", [](const auto& x) { return x.sqrt(); }},
       {"rsqrt", [](const auto& x) { return x.rsqrt(); }},
       {"recip", [](const auto& x) { return x.recip(); }},
@@ -72,6 +73,7 @@ template <class B, std::size_t D> std::vector<std::pair<std::string, BinaryFn<B,
       {"maximum", [](const auto& a, const auto& b) { return a.maximum(b); }},
       {"minimum", [](const auto& a, const auto& b) { return a.minimum(b); }},
       {"pow", [](const auto& a, const auto& b) { return a.pow(b); }},
+      {"atan2", [](const auto& a, const auto& b) { return a.atan2(b); }},
   };
 }
 
@@ -223,6 +225,12 @@ TYPED_TEST(Elementwise, BinaryOpsMatchTorchInF32AndF64) {
 TYPED_TEST(Elementwise, PowHandlesNegativeBasesAndSpecialValues) {
   using B = TypeParam;
   check_binary<B, 1>("pow_special", [](const auto& a, const auto& b) { return a.pow(b); });
+}
+
+// Every quadrant and axis, with signed zeros, infinities and NaN, as std::atan2.
+TYPED_TEST(Elementwise, Atan2HandlesEveryQuadrantAndSpecialValues) {
+  using B = TypeParam;
+  check_binary<B, 1>("atan2_special", [](const auto& a, const auto& b) { return a.atan2(b); });
 }
 
 TYPED_TEST(Elementwise, RemKeepsTheSignOfTheDivisor) {

@@ -4,6 +4,8 @@
 
 #include "glsl_cpp.hpp"
 
+#include "codegen/decompositions.hpp"
+
 #include <kiln/codegen/expr.hpp>
 
 #include <cmath>
@@ -15,7 +17,7 @@ namespace kiln::codegen::test {
 
 // Evaluates `n` on one element of each input, in T: double runs the C library's
 // functions (the meaning the IR promises); float runs the GLSL helpers (glsl_cpp.hpp) for
-// erf, log1p, tanh and pow, as a shader does; integer types run the integer helpers.
+// erf, log1p, tanh and pow and the decompositions of expm1 and atan2, as a shader does; integer types run the integer helpers.
 // max / min are the comparison forms of kiln::fn's scalar max / min without its NaN rule
 // (a GPU's max ignores NaN too), so a traced formula propagates NaN only through its own
 // isNaN selects, and the tests see whether it does.
@@ -49,6 +51,12 @@ template <class T> T evaluate(const NodePtr& n, std::span<const T> in) {
         if constexpr (std::is_same_v<T, float>) return glsl_cpp::kiln_log1p_f32(x);
         else return std::log1p(x);
       });
+    case Kind::expm1:
+    case Kind::atan2:
+      // float: as a shader computes it, through the decomposition its renderer emits.
+      if constexpr (std::is_same_v<T, float>) return evaluate<T>(decomposition(*n, ScalarType::f32), in);
+      else if constexpr (floating) return n->kind == Kind::expm1 ? std::expm1(arg(0)) : std::atan2(arg(0), arg(1));
+      else throw std::logic_error("evaluate: a float kind in an integer tree");
     case Kind::tanh:
       return float_only([](T x) {
         if constexpr (std::is_same_v<T, float>) return glsl_cpp::kiln_tanh_f32(x);

@@ -203,3 +203,16 @@ def cases(w):
     # The exp case kept from the first fixture set.
     x = torch.randn(3, 4, dtype=torch.float64) * 2
     w.case("exp", x=x, out=torch.exp(x))
+
+    # ---- expm1 and atan2, appended last so that the cases above keep their random inputs
+    both(w, "unary_expm1", torch.expm1, x=torch.randn(3, 4, dtype=torch.float64) * 3)
+    both(w, "special_expm1", torch.expm1, x=SPECIAL)
+    ta = torch.randn(3, 4, dtype=torch.float64) * 2
+    tb = torch.randn(3, 4, dtype=torch.float64) * 2
+    both(w, "binary_atan2", torch.atan2, a=ta, b=tb)
+    # Every quadrant and axis, signed zeros and infinities.
+    za = torch.tensor([0.0, 0.0, -0.0, -0.0, 1.0, -1.0, 0.0, -0.0, INF, INF, -INF, 2.0, -2.0, INF, NAN, 1.0, -3.0],
+                      dtype=torch.float64)
+    zb = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.0, -0.0, 0.0, -0.0, INF, -INF, 5.0, INF, -INF, 1.0, 1.0, NAN, -4.0],
+                      dtype=torch.float64)
+    both(w, "atan2_special", torch.atan2, a=za, b=zb)

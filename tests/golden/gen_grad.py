@@ -342,3 +342,7 @@ def cases(w):
     cast_cases(w)
     # ---- neural-network ops
     nn_cases(w)
+    # ---- expm1 and atan2, appended last so that the cases above keep their random inputs
+    case(w, "expm1", torch.expm1, [rand(3, 4)])
+    case(w, "atan2_broadcast", torch.atan2, [rand(3, 4), nonzero(1, 4)])
+    case(w, "atan2_scalar", lambda x: torch.atan2(x, torch.tensor(0.8, dtype=f64)), [rand(3, 4)])

@@ -93,6 +93,9 @@ template <class T> struct Simd {
   Simd log1p() const {
     return math<Traits::HasLog1p>([](auto p) { return Eigen::internal::plog1p(p); }, std::log1p);
   }
+  Simd expm1() const {
+    return math<Traits::HasExpm1>([](auto p) { return Eigen::internal::pexpm1(p); }, std::expm1);
+  }
   // The exact instruction: Eigen's fast sqrt (an rsqrt estimate refined by Newton steps,
   // for float everywhere and for double with AVX-512) is off by an ulp, flushes tiny
   // results to 0 and gives NaN for inf.
@@ -138,6 +141,14 @@ template <class T> struct Simd {
       for (int i = 0; i < width; ++i) a[i] = std::pow(a[i], b[i]);
       return of(Eigen::internal::pload<Packet>(a));
     }
+  }
+  // Eigen has no packet atan2: the C library's, lane by lane.
+  Simd atan2(const Simd& x) const {
+    alignas(64) T a[width], b[width];
+    Eigen::internal::pstore(a, v);
+    Eigen::internal::pstore(b, x.v);
+    for (int i = 0; i < width; ++i) a[i] = std::atan2(a[i], b[i]);
+    return of(Eigen::internal::pload<Packet>(a));
   }
   SimdMask<T> isNaN() const;
   SimdMask<T> isInf() const;

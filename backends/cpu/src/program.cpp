@@ -103,6 +103,7 @@ template <class T> KILN_INLINE Value<T> number(Kind kind, const Value<T>& a, con
       case Kind::exp: return a.exp();
       case Kind::log: return a.log();
       case Kind::log1p: return a.log1p();
+      case Kind::expm1: return a.expm1();
       case Kind::sqrt: return a.sqrt();
       case Kind::abs: return a.abs();
       case Kind::sin: return a.sin();
@@ -120,6 +121,7 @@ template <class T> KILN_INLINE Value<T> number(Kind kind, const Value<T>& a, con
       case Kind::max: return a.max(b);
       case Kind::min: return a.min(b);
       case Kind::pow: return a.pow(b);
+      case Kind::atan2: return a.atan2(b);
       default: break;
     }
   } else if constexpr (!std::is_same_v<T, bool>) {
@@ -247,6 +249,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
               KILN_CPU_PROGRAM_CASE(exp)
               KILN_CPU_PROGRAM_CASE(log)
               KILN_CPU_PROGRAM_CASE(log1p)
+              KILN_CPU_PROGRAM_CASE(expm1)
               KILN_CPU_PROGRAM_CASE(sqrt)
               KILN_CPU_PROGRAM_CASE(abs)
               KILN_CPU_PROGRAM_CASE(sin)
@@ -264,6 +267,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
               KILN_CPU_PROGRAM_CASE(max)
               KILN_CPU_PROGRAM_CASE(min)
               KILN_CPU_PROGRAM_CASE(pow)
+              KILN_CPU_PROGRAM_CASE(atan2)
               KILN_CPU_PROGRAM_CASE(int_div)
               KILN_CPU_PROGRAM_CASE(int_rem)
               KILN_CPU_PROGRAM_CASE(int_pow)

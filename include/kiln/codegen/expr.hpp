@@ -78,6 +78,7 @@ constexpr ScalarType scalar_type_of(DType dtype) {
   X(exp, "exp", 1, numbers, number, floats)                                                        \
   X(log, "log", 1, numbers, number, floats)                                                        \
   X(log1p, "log1p", 1, numbers, number, floats)                                                    \
+  X(expm1, "expm1", 1, numbers, number, floats)                                                    \
   X(sqrt, "sqrt", 1, numbers, number, floats)                                                      \
   X(abs, "abs", 1, numbers, number, any)                                                           \
   X(sin, "sin", 1, numbers, number, floats)                                                        \
@@ -95,6 +96,7 @@ constexpr ScalarType scalar_type_of(DType dtype) {
   X(max, "max", 2, numbers, number, any)                                                           \
   X(min, "min", 2, numbers, number, any)                                                           \
   X(pow, "pow", 2, numbers, number, floats)                                                        \
+  X(atan2, "atan2", 2, numbers, number, floats)                                                    \
   X(int_div, "int_div", 2, numbers, number, integers)                                              \
   X(int_rem, "int_rem", 2, numbers, number, integers)                                              \
   X(int_pow, "int_pow", 2, numbers, number, integers)                                              \
@@ -260,6 +262,7 @@ class Expr {
   Expr exp() const { return unary(Kind::exp); }
   Expr log() const { return unary(Kind::log); }
   Expr log1p() const { return unary(Kind::log1p); }
+  Expr expm1() const { return unary(Kind::expm1); }
   Expr sqrt() const { return unary(Kind::sqrt); }
   Expr abs() const { return unary(Kind::abs); }
   Expr sin() const { return unary(Kind::sin); }
@@ -274,6 +277,7 @@ class Expr {
   Expr max(const Expr& o) const { return binary(Kind::max, o); }
   Expr min(const Expr& o) const { return binary(Kind::min, o); }
   Expr pow(const Expr& e) const { return binary(Kind::pow, e); }
+  Expr atan2(const Expr& x) const { return binary(Kind::atan2, x); }
   Mask isNaN() const;
   Mask isInf() const;
 

@@ -51,6 +51,11 @@ struct Log1p {
   template <class T> static T apply(const T& x) { return fn::log1p(x); }
   template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / (x + S<T>(1)); }
 };
+struct Expm1 {
+  KILN_OP_HEADER(Expm1, "expm1", float_only)
+  template <class T> static T apply(const T& x) { return fn::expm1(x); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * (y + S<T>(1)); }
+};
 struct Sqrt {
   KILN_OP_HEADER(Sqrt, "sqrt", float_only)
   template <class T> static T apply(const T& x) { return fn::sqrt(x); }
@@ -326,6 +331,18 @@ struct Pow {
     return fn::select(a == S<T>(0), fn::constant(a, 0), T(dy * y * fn::log(a)));
   }
 };
+// atan2(a, b): the angle of the point (b, a), in [-pi, pi], with std::atan2's meaning for
+// zeros, infinities and NaN.
+struct Atan2 {
+  KILN_OP_HEADER(Atan2, "atan2", float_only)
+  template <class T> static T apply(const T& a, const T& b) { return fn::atan2(a, b); }
+  template <class T> static T grad_lhs(const T& a, const T& b, const T&, const T& dy) {
+    return dy * b / (a * a + b * b);
+  }
+  template <class T> static T grad_rhs(const T& a, const T& b, const T&, const T& dy) {
+    return -dy * a / (a * a + b * b);
+  }
+};
 // Pairwise maximum / minimum; NaN propagates. Ties send the gradient half to each side, like PyTorch.
 struct Maximum {
   KILN_OP_HEADER(Maximum, "maximum", numeric)
@@ -380,26 +397,26 @@ KILN_LOGIC_OP(LogicalXor, "xor", a != b)
 // X-macro lists of the catalogue: backends instantiate their kernels over them, and the
 // counts are tripwires for a table somewhere that forgot an op.
 #define KILN_UNARY_OPS(X)                                                                                      \
-  X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) X(Round) \
-  X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu) X(IsNan)   \
-  X(IsInf) X(LogicalNot)
+  X(Exp) X(Log) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) \
+  X(Round) X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)    \
+  X(IsNan) X(IsInf) X(LogicalNot)
 #define KILN_BINARY_OPS(X)                                                                                     \
-  X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Maximum) X(Minimum) X(Equal) X(NotEqual) X(Less) X(LessEqual)     \
-  X(Greater) X(GreaterEqual) X(LogicalAnd) X(LogicalOr) X(LogicalXor)
+  X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Atan2) X(Maximum) X(Minimum) X(Equal) X(NotEqual) X(Less)         \
+  X(LessEqual) X(Greater) X(GreaterEqual) X(LogicalAnd) X(LogicalOr) X(LogicalXor)
 
 #define KILN_COUNT_OP(Op) +1
 inline constexpr int unary_op_count = 0 KILN_UNARY_OPS(KILN_COUNT_OP);
 inline constexpr int binary_op_count = 0 KILN_BINARY_OPS(KILN_COUNT_OP);
 #undef KILN_COUNT_OP
-static_assert(unary_op_count == 27, "a unary op was added or removed: update the tests and every backend's table");
-static_assert(binary_op_count == 17, "a binary op was added or removed: update the tests and every backend's table");
+static_assert(unary_op_count == 28, "a unary op was added or removed: update the tests and every backend's table");
+static_assert(binary_op_count == 18, "a binary op was added or removed: update the tests and every backend's table");
 
 // The ops that have a gradient: Autodiff<B> differentiates exactly these, and backends
 // instantiate their unary_backward / binary_backward kernels over these lists.
 #define KILN_DIFFERENTIABLE_UNARY_OPS(X)                                                                       \
-  X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) X(Round) \
-  X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)
-#define KILN_DIFFERENTIABLE_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Maximum) X(Minimum)
+  X(Exp) X(Log) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) \
+  X(Round) X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)
+#define KILN_DIFFERENTIABLE_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Atan2) X(Maximum) X(Minimum)
 
 template <class Op> concept DifferentiableUnary = requires(double v) { Op::grad(v, v, v); };
 template <class Op> concept DifferentiableBinary = requires(double v) {

@@ -28,6 +28,7 @@ template <class T> using scalar_t = typename ScalarOf<T>::type;
 KILN_FN_UNARY(exp, std::exp(x), exp)
 KILN_FN_UNARY(log, std::log(x), log)
 KILN_FN_UNARY(log1p, std::log1p(x), log1p)
+KILN_FN_UNARY(expm1, std::expm1(x), expm1)
 KILN_FN_UNARY(sqrt, std::sqrt(x), sqrt)
 KILN_FN_UNARY(abs, std::abs(x), abs)
 KILN_FN_UNARY(sin, std::sin(x), sin)
@@ -45,6 +46,10 @@ KILN_FN_UNARY(isinf, std::isinf(x), isInf)
 template <class T> auto pow(const T& a, const T& b) {
   if constexpr (is_number<T>) return static_cast<T>(std::pow(a, b));
   else return (a.pow(b)).eval();
+}
+template <class T> auto atan2(const T& a, const T& b) {
+  if constexpr (is_number<T>) return static_cast<T>(std::atan2(a, b));
+  else return (a.atan2(b)).eval();
 }
 template <class T> T max(const T& a, const T& b) {
   if constexpr (is_number<T>) return (a > b || a != a) ? a : b;  // nan wins, as in torch.maximum

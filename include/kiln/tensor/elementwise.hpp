@@ -69,6 +69,9 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   Self rem(double s) const requires Numeric<K> { return binary<ops::Rem>(s); }
   Self pow(const Self& o) const requires Numeric<K> { return binary<ops::Pow>(o); }
   Self pow(double s) const requires Numeric<K> { return binary<ops::Pow>(s); }
+  // atan2(self, o): the angle of the point (o, self), as torch.atan2.
+  Self atan2(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Atan2>(o); }
+  Self atan2(double s) const requires std::same_as<K, Float> { return binary<ops::Atan2>(s); }
   Self maximum(const Self& o) const requires Numeric<K> { return binary<ops::Maximum>(o); }
   Self maximum(double s) const requires Numeric<K> { return binary<ops::Maximum>(s); }
   Self minimum(const Self& o) const requires Numeric<K> { return binary<ops::Minimum>(o); }
@@ -85,6 +88,7 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   Self exp() const requires std::same_as<K, Float> { return unary<ops::Exp>(); }
   Self log() const requires std::same_as<K, Float> { return unary<ops::Log>(); }
   Self log1p() const requires std::same_as<K, Float> { return unary<ops::Log1p>(); }
+  Self expm1() const requires std::same_as<K, Float> { return unary<ops::Expm1>(); }
   Self sqrt() const requires std::same_as<K, Float> { return unary<ops::Sqrt>(); }
   Self rsqrt() const requires std::same_as<K, Float> { return unary<ops::Rsqrt>(); }
   Self sin() const requires std::same_as<K, Float> { return unary<ops::Sin>(); }
