@@ -3,7 +3,6 @@
 // elementwise_kernels.hpp; unary ops compile beside this file, in elementwise_unary.cpp.
 #include "elementwise_kernels.hpp"
 
-
 namespace kiln::cpu {
 namespace {
 
