@@ -255,8 +255,10 @@ template <Backend B> struct Autodiff {
   }
 
   static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending) {
-    auto [values, indices] = B::sort(x.value, dim, descending);
-    Primitive sorted = record("sort", std::move(values), {x.node},
+    // Not a structured binding: lambdas capture those only from C++20 compilers on (Clang 16).
+    std::pair<InnerPrimitive, InnerPrimitive> sorted_pair = B::sort(x.value, dim, descending);
+    InnerPrimitive& indices = sorted_pair.second;
+    Primitive sorted = record("sort", std::move(sorted_pair.first), {x.node},
                               [indices, xs = B::shape(x.value), dim](const InnerPrimitive& dy, Sink& s) {
                                 const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
                                 s.put(0, B::scatter(zeros, dim, indices, dy, ops::ScatterMode::assign));
@@ -425,8 +427,9 @@ template <Backend B> struct Autodiff {
                   });
   }
   static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
-    auto [out, indices] = B::max_pool2d(x.value, o);
-    Primitive values = record("max_pool2d", std::move(out), {x.node},
+    std::pair<InnerPrimitive, InnerPrimitive> pooled = B::max_pool2d(x.value, o);  // see sort
+    InnerPrimitive& indices = pooled.second;
+    Primitive values = record("max_pool2d", std::move(pooled.first), {x.node},
                               [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
                                 s.put(0, provided::max_pool2d_backward<B>(x, dy, indices, o));
                               });
