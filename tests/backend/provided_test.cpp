@@ -114,6 +114,34 @@ TYPED_TEST(Provided, InterpolateAndItsBackwardMatchTheOverrides) {
   }
 }
 
+TYPED_TEST(Provided, AvgPool2dAndItsBackwardMatchTheOverrides) {
+  using B = TypeParam;
+  const auto x = sample<B>(Shape{2, 3, 7, 6}, 16);
+  // Windows that tile, overlap into the padding (counted in the divisor and not), overhang
+  // the input under ceil_mode, and have a different kernel and stride per axis.
+  const std::vector<ops::Pool2dOptions> cases{
+      {.kernel = {2, 2}, .stride = {2, 2}},
+      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}},
+      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false},
+      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 0}, .ceil_mode = true},
+      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = false},
+      {.kernel = {3, 2}, .stride = {1, 2}, .padding = {0, 1}},
+      {.kernel = {7, 1}, .stride = {1, 1}}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "case " << i);
+    const auto y = defaults::avg_pool2d<B>(x, cases[i]);
+    EXPECT_EQ(B::shape(y), ops::pool2d_output_shape("avg_pool2d", B::shape(x), cases[i]));
+    EXPECT_TRUE(same<B>(y, provided::avg_pool2d<B>(x, cases[i]), 1e-5));
+    const auto dy = sample<B>(B::shape(y), 17);
+    EXPECT_TRUE(same<B>(defaults::avg_pool2d_backward<B>(x, dy, cases[i]),
+                        provided::avg_pool2d_backward<B>(x, dy, cases[i]), 1e-5));
+  }
+  const ops::Pool2dOptions dilated{.kernel = {3, 3}, .dilation = {2, 2}}, tiles{.kernel = {2, 2}, .stride = {2, 2}};
+  EXPECT_KILN_ERROR(defaults::avg_pool2d<B>(x, dilated), "avg_pool2d: average pooling has no dilation");
+  EXPECT_KILN_ERROR(defaults::avg_pool2d_backward<B>(x, sample<B>(Shape{2, 3, 3, 2}, 18), tiles),
+                    "avg_pool2d_backward: dy has shape [2, 3, 3, 2], expected [2, 3, 3, 3]");
+}
+
 TYPED_TEST(Provided, AdaptiveAvgPool2dAndItsBackwardMatchTheOverrides) {
   using B = TypeParam;
   const auto x = sample<B>(Shape{2, 3, 7, 5}, 14);
@@ -144,7 +172,6 @@ struct MinimalCpu : private Cpu {
   using Cpu::reduce, Cpu::arg_reduce, Cpu::cumulative, Cpu::sort, Cpu::matmul;
   using Cpu::reshape, Cpu::permute, Cpu::expand, Cpu::slice, Cpu::slice_assign, Cpu::gather, Cpu::scatter;
   using Cpu::conv2d, Cpu::conv2d_backward_input, Cpu::conv2d_backward_weight, Cpu::max_pool2d;
-  using Cpu::avg_pool2d, Cpu::avg_pool2d_backward;
 };
 
 }  // namespace
@@ -156,6 +183,7 @@ static_assert(!provided::detail::HasUnary<MinimalCpu> && !provided::detail::HasB
                   !provided::detail::HasFull<MinimalCpu> && !provided::detail::HasReduceAll<MinimalCpu> &&
                   !provided::detail::HasIndexSelect<MinimalCpu> && !provided::detail::HasCat<MinimalCpu> &&
                   !provided::detail::HasMaxPool2dBackward<MinimalCpu> && !provided::detail::HasInterpolate<MinimalCpu> &&
+                  !provided::detail::HasAvgPool2d<MinimalCpu> && !provided::detail::HasAvgPool2dBackward<MinimalCpu> &&
                   !provided::detail::HasAdaptiveAvgPool2d<MinimalCpu>,
               "MinimalCpu must hide the provided primitives, so that the defaults run");
 
@@ -177,4 +205,13 @@ TEST(ProvidedOnAMinimalBackend, TheTensorApiRunsOnTheDefaults) {
   const auto loss = (w.flip({0}).index_select(1, Tensor<AD, 1, Int>::from({2, 2})) * 2.0).sum();
   const auto grads = loss.backward();
   EXPECT_EQ(w.grad(grads)->into_data().template to_vec<double>(), (std::vector<double>{0, 0, 4, 0, 0, 4}));
+  // Average pooling and its gradient on the defaults: a 3x3 plane, 2x2 windows with stride 1:
+  // [[1 2 3] [4 5 6] [7 8 9]] -> [[3 4] [6 7]]; the centre is in all four windows.
+  const auto plane = Tensor<AD, 4>::from_data(TensorData::from(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9},
+                                                               Shape{1, 1, 3, 3})).require_grad();
+  const auto pooled = functional::avg_pool2d(plane, {.kernel = {2, 2}});
+  EXPECT_EQ(pooled.into_data().template to_vec<double>(), (std::vector<double>{3, 4, 6, 7}));
+  const auto pool_grads = pooled.sum().backward();
+  EXPECT_EQ(plane.grad(pool_grads)->into_data().template to_vec<double>(),
+            (std::vector<double>{0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25}));
 }

@@ -137,38 +137,14 @@ bool max_pool_backward(const CpuTensor& dy, const CpuTensor& indices, CpuTensor&
 
 // ---- average pooling
 
-// PyTorch's window of output (oh, ow) along one axis: [start, end) clipped to the input, and
-// the extent counted by count_include_pad (the window clipped to the padded input only).
-struct Window {
-  std::int64_t start, end, padded_extent;
-};
-Window avg_window(std::int64_t o, std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t pad) {
-  std::int64_t start = o * stride - pad;
-  std::int64_t end = std::min(start + kernel, in + pad);
-  const std::int64_t padded = end - start;
-  return {std::max<std::int64_t>(start, 0), std::min(end, in), padded};
-}
-
-// The divisor factor of every output position along one axis: the window's extent in the
-// padded input (count_include_pad) or in the input; 0 marks a window with no input element.
-std::vector<std::int64_t> avg_extents(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
-                                      std::int64_t pad, bool include_pad) {
-  std::vector<std::int64_t> extents(static_cast<std::size_t>(out));
-  for (std::int64_t o = 0; o < out; ++o) {
-    const Window w = avg_window(o, in, kernel, stride, pad);
-    extents[static_cast<std::size_t>(o)] = w.end <= w.start ? 0 : include_pad ? w.padded_extent : w.end - w.start;
-  }
-  return extents;
-}
-
 // Row-wise like max pooling: each output row accumulates whole input rows per (kh, kw), so the
 // inner loop runs along ow. Per output the taps are still summed in PyTorch's (ih, iw) order.
 template <class T>
 void avg_pool_forward(const CpuTensor& x, CpuTensor& out, const Geometry& g, const ops::Pool2dOptions& o) {
   const T* in = x.data<T>();
   T* dst = out.data<T>();
-  const auto rows = avg_extents(g.h, g.oh, o.kernel[0], o.stride[0], o.padding[0], o.count_include_pad);
-  const auto cols = avg_extents(g.w, g.ow, o.kernel[1], o.stride[1], o.padding[1], o.count_include_pad);
+  const auto rows = ops::avg_pool_windows(g.h, g.oh, o, 0).divisor;
+  const auto cols = ops::avg_pool_windows(g.w, g.ow, o, 1).divisor;
   const std::int64_t sw = o.stride[1];
   parallel_for(g.planes() * g.oh, grain_for(g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
@@ -197,8 +173,8 @@ template <class T>
 void avg_pool_backward(const CpuTensor& dy, CpuTensor& dx, const Geometry& g, const ops::Pool2dOptions& o) {
   const T* grad = dy.data<T>();
   T* out = dx.data<T>();
-  const auto rows = avg_extents(g.h, g.oh, o.kernel[0], o.stride[0], o.padding[0], o.count_include_pad);
-  const auto cols = avg_extents(g.w, g.ow, o.kernel[1], o.stride[1], o.padding[1], o.count_include_pad);
+  const auto rows = ops::avg_pool_windows(g.h, g.oh, o, 0).divisor;
+  const auto cols = ops::avg_pool_windows(g.w, g.ow, o, 1).divisor;
   const std::int64_t sw = o.stride[1];
   // One plane per task: the scatter stays inside the plane.
   parallel_for(g.planes(), grain_for(g.oh * g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {

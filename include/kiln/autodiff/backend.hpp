@@ -441,12 +441,14 @@ template <Backend B> struct Autodiff {
     return from_inner(provided::max_pool2d_backward<B>(x.value, dy.value, indices.value, o));
   }
   static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
-    return record("avg_pool2d", B::avg_pool2d(x.value, o), {x.node},
-                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, B::avg_pool2d_backward(x, dy, o)); });
+    return record("avg_pool2d", provided::avg_pool2d<B>(x.value, o), {x.node},
+                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
+                    s.put(0, provided::avg_pool2d_backward<B>(x, dy, o));
+                  });
   }
   static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& o) {
     reject_tracked("avg_pool2d_backward", {&x, &dy});
-    return from_inner(B::avg_pool2d_backward(x.value, dy.value, o));
+    return from_inner(provided::avg_pool2d_backward<B>(x.value, dy.value, o));
   }
   static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
     return record("adaptive_avg_pool2d", provided::adaptive_avg_pool2d<B>(x.value, output_size), {x.node},

@@ -6,7 +6,7 @@
 // every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: the
 // catalogue's elementwise ops and gradient formulas as one-op programs, full, random,
 // reduce_all, index_select, index_add, flip, cat, max_pool2d_backward, interpolate,
-// adaptive_avg_pool2d and their backwards) have
+// avg_pool2d, adaptive_avg_pool2d and their backwards) have
 // default implementations built from the required ones; a backend defines a static member
 // of the same name and signature only to make one faster, and the conformance suite tests
 // the default against it (tests/backend/provided_test.cpp). The fused composites below
@@ -95,8 +95,6 @@ concept Backend = requires(const typename B::Primitive& p,
   { B::conv2d_backward_input(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;   // (dy, weight, x shape)
   { B::conv2d_backward_weight(p, p, shape, conv) } -> std::same_as<typename B::Primitive>;  // (x, dy, weight shape)
   { B::max_pool2d(p, pool) } -> std::same_as<std::pair<typename B::Primitive, typename B::Primitive>>;  // {out, i64 flat hw index}
-  { B::avg_pool2d(p, pool) } -> std::same_as<typename B::Primitive>;
-  { B::avg_pool2d_backward(p, p, pool) } -> std::same_as<typename B::Primitive>;  // (x, dy)
 };
 
 // Fused composites a backend may provide for speed. The tensor API and nn use them when

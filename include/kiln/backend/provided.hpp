@@ -125,6 +125,15 @@ template <class B>
 typename B::Primitive interpolate_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
                                            const ops::InterpolateOptions& options);
 
+// Average pooling (PyTorch's windows and divisors, kiln/ops/nn.hpp's avg_pool_windows),
+// separable: along the width, then the height, each as K masked index_selects (K the
+// kernel's extent), a sum and a division by the window's divisor.
+template <class B> typename B::Primitive avg_pool2d(const typename B::Primitive& x, const ops::Pool2dOptions& options);
+// Its gradient: dy divided by each window's divisor, added back into the window's inputs.
+template <class B>
+typename B::Primitive avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                          const ops::Pool2dOptions& options);
+
 // Adaptive average pooling to output_size: output position o along an axis of size `in`
 // averages the inputs [floor(o in / out), ceil((o + 1) in / out)), as in PyTorch; along the
 // width, then the height, each as K masked index_selects (K the longest window), a sum and
@@ -164,6 +173,12 @@ concept HasInterpolate = requires(const typename B::Primitive& p, std::span<cons
 template <class B>
 concept HasInterpolateBackward = requires(const typename B::Primitive& p, const ops::InterpolateOptions& o) {
   B::interpolate_backward(p, p, o);
+};
+template <class B>
+concept HasAvgPool2d = requires(const typename B::Primitive& p, const ops::Pool2dOptions& o) { B::avg_pool2d(p, o); };
+template <class B>
+concept HasAvgPool2dBackward = requires(const typename B::Primitive& p, const ops::Pool2dOptions& o) {
+  B::avg_pool2d_backward(p, p, o);
 };
 template <class B>
 concept HasAdaptiveAvgPool2d = requires(const typename B::Primitive& p, std::span<const std::int64_t> size) {
@@ -234,6 +249,19 @@ typename B::Primitive interpolate_backward(const typename B::Primitive& x, const
   else return defaults::interpolate_backward<B>(x, dy, options);
 }
 
+// NCHW x
+template <class B> typename B::Primitive avg_pool2d(const typename B::Primitive& x, const ops::Pool2dOptions& options) {
+  if constexpr (detail::HasAvgPool2d<B>) return B::avg_pool2d(x, options);
+  else return defaults::avg_pool2d<B>(x, options);
+}
+// (x, dy)
+template <class B>
+typename B::Primitive avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                          const ops::Pool2dOptions& options) {
+  if constexpr (detail::HasAvgPool2dBackward<B>) return B::avg_pool2d_backward(x, dy, options);
+  else return defaults::avg_pool2d_backward<B>(x, dy, options);
+}
+
 // NCHW x to output_size [h, w]
 template <class B>
 typename B::Primitive adaptive_avg_pool2d(const typename B::Primitive& x, std::span<const std::int64_t> output_size) {
@@ -288,63 +316,106 @@ Taps<B> axis_taps(std::int64_t in, std::int64_t out, std::size_t axis, const ops
   return taps;
 }
 
-// The windows of adaptive pooling along one axis (in -> out positions), as tensors: for
-// each k below the longest window, the input index of every output position's k-th element
-// (its window's last where the window is shorter) and whether that element exists, shaped
-// to broadcast along `axis` of a rank-4 tensor; and each window's length, shaped alike.
+// Pooling windows along one axis of size `in` (kiln/ops/nn.hpp's PoolWindows), as tensors:
+// for each tap k below the widest window, the input index of every output position's k-th
+// tap (clamped into the input where the tap is not in it) and whether the tap is in the
+// window and the input, shaped to broadcast along `axis` of a rank-4 tensor; and each
+// window's divisor, shaped alike.
 template <class B> struct Windows {
   std::vector<typename B::Primitive> index, present;
-  typename B::Primitive length;
+  typename B::Primitive divisor;
 };
 template <class B>
-Windows<B> adaptive_windows(std::int64_t in, std::int64_t out, std::size_t axis, DType dtype,
-                            const typename B::Device& device) {
-  std::vector<std::int64_t> start(static_cast<std::size_t>(out)), end(start.size());
-  std::int64_t longest = 0;
-  for (std::int64_t o = 0; o < out; ++o) {
-    start[static_cast<std::size_t>(o)] = o * in / out;
-    end[static_cast<std::size_t>(o)] = ((o + 1) * in + out - 1) / out;
-    longest = std::max(longest, end[static_cast<std::size_t>(o)] - start[static_cast<std::size_t>(o)]);
-  }
+Windows<B> windows(const ops::PoolWindows& pool, std::int64_t in, std::size_t axis, DType dtype,
+                   const typename B::Device& device) {
+  const std::size_t out = pool.start.size();
   std::vector<std::int64_t> dims(4, 1);
-  dims[axis] = out;
+  dims[axis] = static_cast<std::int64_t>(out);
   Windows<B> w;
-  std::vector<double> length(start.size());
-  for (std::size_t o = 0; o < start.size(); ++o) length[o] = static_cast<double>(end[o] - start[o]);
-  w.length = B::from_data(TensorData::from(length, Shape(dims)).convert(dtype), device);
-  for (std::int64_t k = 0; k < longest; ++k) {
-    std::vector<std::int64_t> index(start.size());
-    std::vector<std::uint8_t> present(start.size());
-    for (std::size_t o = 0; o < start.size(); ++o) {
-      present[o] = start[o] + k < end[o];
-      index[o] = present[o] ? start[o] + k : end[o] - 1;
+  std::vector<double> divisor(out);
+  for (std::size_t o = 0; o < out; ++o) divisor[o] = static_cast<double>(std::max<std::int64_t>(pool.divisor[o], 1));
+  w.divisor = B::from_data(TensorData::from(divisor, Shape(dims)).convert(dtype), device);
+  for (std::int64_t k = 0; k < pool.taps; ++k) {
+    std::vector<std::int64_t> index(out);
+    std::vector<std::uint8_t> present(out);
+    for (std::size_t o = 0; o < out; ++o) {
+      const std::int64_t i = pool.start[o] + k;
+      present[o] = i >= 0 && i < pool.end[o];
+      index[o] = std::min(std::max<std::int64_t>(i, 0), std::max<std::int64_t>(in - 1, 0));
     }
-    w.index.push_back(B::from_data(TensorData::from(index, Shape{out}), device));
+    w.index.push_back(B::from_data(TensorData::from(index, Shape{static_cast<std::int64_t>(out)}), device));
     w.present.push_back(B::from_data(TensorData::from(present, Shape(dims)).convert(DType::boolean), device));
   }
   return w;
 }
 
+// t pooled along `axis` over the windows: each output the sum of its taps over its divisor.
+template <class B>
+typename B::Primitive pool_along(const typename B::Primitive& t, std::size_t axis, const ops::PoolWindows& pool) {
+  const auto w = windows<B>(pool, B::shape(t)[axis], axis, B::dtype(t), B::device(t));
+  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(t), B::device(t));
+  typename B::Primitive sum;
+  for (std::size_t k = 0; k < w.index.size(); ++k) {
+    const auto term = provided::where<B>(
+        w.present[k], provided::index_select<B>(t, static_cast<std::int64_t>(axis), w.index[k]), zero);
+    sum = k == 0 ? term : provided::binary<B, ops::Add>(sum, term);
+  }
+  if (w.index.empty()) {  // no taps: every window is empty
+    Shape shape = B::shape(t);
+    shape[axis] = static_cast<std::int64_t>(pool.start.size());
+    return provided::full<B>(shape, 0.0, B::dtype(t), B::device(t));
+  }
+  return provided::binary<B, ops::Div>(sum, w.divisor);
+}
+// The transpose of pool_along: d (the gradient at its output) over each window's divisor,
+// added into the window's inputs; the result has size `in` along `axis`.
+template <class B>
+typename B::Primitive pool_along_backward(const typename B::Primitive& d, std::size_t axis, std::int64_t in,
+                                          const ops::PoolWindows& pool) {
+  const auto w = windows<B>(pool, in, axis, B::dtype(d), B::device(d));
+  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(d), B::device(d));
+  const auto share = provided::binary<B, ops::Div>(d, w.divisor);
+  Shape shape = B::shape(d);
+  shape[axis] = in;
+  typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(d), B::device(d));
+  for (std::size_t k = 0; k < w.index.size(); ++k)
+    sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), w.index[k],
+                                 provided::where<B>(w.present[k], share, zero));
+  return sum;
+}
+
 }  // namespace defaults::detail
+
+template <class B>
+typename B::Primitive defaults::avg_pool2d(const typename B::Primitive& x, const ops::Pool2dOptions& o) {
+  const Shape xs = B::shape(x);
+  ops::check_pool_input_float("avg_pool2d", xs, B::dtype(x));
+  ops::check_no_dilation("avg_pool2d", o);
+  const Shape ys = ops::pool2d_output_shape("avg_pool2d", xs, o);
+  const auto width = detail::pool_along<B>(x, 3, ops::avg_pool_windows(xs[3], ys[3], o, 1));
+  return detail::pool_along<B>(width, 2, ops::avg_pool_windows(xs[2], ys[2], o, 0));
+}
+
+template <class B>
+typename B::Primitive defaults::avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
+                                                    const ops::Pool2dOptions& o) {
+  const Shape xs = B::shape(x), ys = B::shape(dy);
+  ops::check_pool_input_float("avg_pool2d_backward", xs, B::dtype(x));
+  ops::check_no_dilation("avg_pool2d_backward", o);
+  ops::check_pool_gradient("avg_pool2d_backward", xs, B::dtype(x), ys, B::dtype(dy),
+                           ops::pool2d_output_shape("avg_pool2d_backward", xs, o));
+  const auto height = detail::pool_along_backward<B>(dy, 2, xs[2], ops::avg_pool_windows(xs[2], ys[2], o, 0));
+  return detail::pool_along_backward<B>(height, 3, xs[3], ops::avg_pool_windows(xs[3], ys[3], o, 1));
+}
 
 template <class B>
 typename B::Primitive defaults::adaptive_avg_pool2d(const typename B::Primitive& x,
                                                     std::span<const std::int64_t> output_size) {
-  ops::check_pool_input_float("adaptive_avg_pool2d", B::shape(x), B::dtype(x));
   const Shape xs = B::shape(x);
+  ops::check_pool_input_float("adaptive_avg_pool2d", xs, B::dtype(x));
   ops::adaptive_output_shape("adaptive_avg_pool2d", xs, output_size);
-  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(x), B::device(x));
-  auto along = [&](const typename B::Primitive& t, std::size_t axis, std::int64_t out) {
-    const auto w = detail::adaptive_windows<B>(xs[axis], out, axis, B::dtype(x), B::device(x));
-    typename B::Primitive sum = t;
-    for (std::size_t k = 0; k < w.index.size(); ++k) {
-      const auto term = provided::where<B>(w.present[k], provided::index_select<B>(t, static_cast<std::int64_t>(axis), w.index[k]),
-                                 zero);
-      sum = k == 0 ? term : provided::binary<B, ops::Add>(sum, term);
-    }
-    return provided::binary<B, ops::Div>(sum, w.length);
-  };
-  return along(along(x, 3, output_size[1]), 2, output_size[0]);
+  const auto width = detail::pool_along<B>(x, 3, ops::adaptive_pool_windows(xs[3], output_size[1]));
+  return detail::pool_along<B>(width, 2, ops::adaptive_pool_windows(xs[2], output_size[0]));
 }
 
 template <class B>
@@ -356,18 +427,8 @@ typename B::Primitive defaults::adaptive_avg_pool2d_backward(const typename B::P
   const std::array<std::int64_t, 2> size{ys[2], ys[3]};
   ops::check_pool_gradient("adaptive_avg_pool2d_backward", xs, B::dtype(x), ys, B::dtype(dy),
                            ops::adaptive_output_shape("adaptive_avg_pool2d_backward", xs, size));
-  const auto zero = provided::full<B>(Shape{1}, 0.0, B::dtype(dy), B::device(dy));
-  auto along = [&](const typename B::Primitive& d, std::size_t axis, std::int64_t in, std::int64_t out) {
-    const auto w = detail::adaptive_windows<B>(in, out, axis, B::dtype(dy), B::device(dy));
-    const auto share = provided::binary<B, ops::Div>(d, w.length);
-    Shape shape = B::shape(d);
-    shape[axis] = in;
-    typename B::Primitive sum = provided::full<B>(shape, 0.0, B::dtype(dy), B::device(dy));
-    for (std::size_t k = 0; k < w.index.size(); ++k)
-      sum = provided::index_add<B>(sum, static_cast<std::int64_t>(axis), w.index[k], provided::where<B>(w.present[k], share, zero));
-    return sum;
-  };
-  return along(along(dy, 2, xs[2], ys[2]), 3, xs[3], ys[3]);
+  const auto height = detail::pool_along_backward<B>(dy, 2, xs[2], ops::adaptive_pool_windows(xs[2], ys[2]));
+  return detail::pool_along_backward<B>(height, 3, xs[3], ops::adaptive_pool_windows(xs[3], ys[3]));
 }
 
 template <class B>

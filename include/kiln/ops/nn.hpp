@@ -7,11 +7,14 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::ops {
 
@@ -215,6 +218,46 @@ inline Shape adaptive_output_shape(std::string_view op, const Shape& x, std::spa
              x);
   KILN_CHECK(x[2] > 0 && x[3] > 0, "{}: input {} has an empty spatial dim", op, x);
   return Shape{x[0], x[1], size[0], size[1]};
+}
+
+// The windows of average pooling along one axis, PyTorch's: output o reads the inputs
+// start[o] + k for k < taps that lie in [0, end[o]) and divides their sum by divisor[o]
+// (0 for a window without inputs, whose output is 0). Backends and the provided defaults
+// share these rules.
+struct PoolWindows {
+  std::vector<std::int64_t> start, end, divisor;
+  std::int64_t taps = 0;
+};
+
+// Average pooling's windows of `out` outputs along `axis` (0: height, 1: width) of an input
+// of extent `in`: [o stride - padding, + kernel), clipped to the input for the taps and to
+// the padded input for the divisor when count_include_pad.
+inline PoolWindows avg_pool_windows(std::int64_t in, std::int64_t out, const Pool2dOptions& o, std::size_t axis) {
+  const std::int64_t kernel = o.kernel[axis], stride = o.stride[axis], pad = o.padding[axis];
+  PoolWindows w;
+  w.taps = kernel;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const std::int64_t start = i * stride - pad, padded_end = std::min(start + kernel, in + pad);
+    const std::int64_t first = std::max<std::int64_t>(start, 0), end = std::min(padded_end, in);
+    w.start.push_back(start);
+    w.end.push_back(end);
+    w.divisor.push_back(end <= first ? 0 : o.count_include_pad ? padded_end - start : end - first);
+  }
+  return w;
+}
+
+// Adaptive average pooling's windows: output o of `out` averages the inputs
+// [floor(o in / out), ceil((o + 1) in / out)), as in PyTorch.
+inline PoolWindows adaptive_pool_windows(std::int64_t in, std::int64_t out) {
+  PoolWindows w;
+  for (std::int64_t o = 0; o < out; ++o) {
+    const std::int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
+    w.start.push_back(start);
+    w.end.push_back(end);
+    w.divisor.push_back(end - start);
+    w.taps = std::max(w.taps, end - start);
+  }
+  return w;
 }
 
 }  // namespace kiln::ops

@@ -81,7 +81,7 @@ requires(D == 3 || D == 4) Tensor<B, D> avg_pool2d(const Tensor<B, D>& x, const 
   detail::check_avg_dilation("avg_pool2d", options.dilation);
   const auto p = detail::as_nchw(x, 2);
   ops::pool2d_output_shape("avg_pool2d", B::shape(p), options);
-  return detail::from_nchw<B, D>(B::avg_pool2d(p, options), 2);
+  return detail::from_nchw<B, D>(provided::avg_pool2d<B>(p, options), 2);
 }
 
 // Output cell i covers input [floor(i * in / out), ceil((i + 1) * in / out)) along each axis.
@@ -115,7 +115,7 @@ template <Backend B, std::size_t D>
 requires(D == 2 || D == 3) Tensor<B, D> avg_pool1d(const Tensor<B, D>& x, const ops::Pool1dOptions& options) {
   KILN_CHECK(options.dilation == 1, "avg_pool1d: average pooling has no dilation, got {}", options.dilation);
   detail::check_pool1d("avg_pool1d", x.shape(), options);
-  return detail::from_nchw<B, D>(B::avg_pool2d(detail::as_nchw(x, 1), options.as_2d()), 1);
+  return detail::from_nchw<B, D>(provided::avg_pool2d<B>(detail::as_nchw(x, 1), options.as_2d()), 1);
 }
 
 template <Backend B, std::size_t D>
