@@ -17,9 +17,10 @@
 // saving and loading (nn/state.hpp), moving to another backend (nn::valid).
 #pragma once
 
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor_data.hpp"
 #include "kiln/nn/param.hpp"
-
-#include <fmt/format.h>
 
 #include <array>
 #include <cstddef>
@@ -81,6 +82,19 @@
 namespace kiln::nn {
 
 namespace detail {
+// "a.b" from "a" and "b" ("b" when "a" is empty), and "a.3": the dotted paths of the walk.
+inline std::string join_path(std::string_view parent, std::string_view name) {
+  std::string path;
+  path.reserve(parent.size() + name.size() + 1);
+  path += parent;
+  if (!parent.empty()) path += '.';
+  path += name;
+  return path;
+}
+inline std::string join_path(std::string_view parent, std::size_t index) {
+  return join_path(parent, std::to_string(index));
+}
+
 template <class X> struct IsParam : std::false_type {};
 template <class T> struct IsParam<Param<T>> : std::true_type {};
 template <class X> struct IsBuffer : std::false_type {};
@@ -116,7 +130,7 @@ template <class Derived> class Walker {
   // Called by KILN_MODULE's visit for each field.
   template <class X> void field(std::string_view name, X& x) {
     using T = std::remove_const_t<X>;
-    const std::string path = path_.empty() ? std::string(name) : path_ + "." + std::string(name);
+    const std::string path = detail::join_path(path_, name);
     if constexpr (detail::IsParam<T>::value) {
       self().on_param(path, x);
     } else if constexpr (detail::IsBuffer<T>::value) {
@@ -128,7 +142,7 @@ template <class Derived> class Walker {
       if (x) field(name, *x);
     } else if constexpr (detail::IsSequence<T>::value) {
       if constexpr (detail::IsVector<T>::value) self().on_vector(path, x);
-      for (std::size_t i = 0; i < x.size(); ++i) field(fmt::format("{}.{}", name, i), x[i]);
+      for (std::size_t i = 0; i < x.size(); ++i) field(detail::join_path(name, i), x[i]);
     } else if constexpr (Module<T>) {
       const std::string saved = path_;
       path_ = path;
@@ -150,7 +164,7 @@ template <class Derived> class Walker {
   // weight_ih_l0, weight_ih_l0_reverse...): reports the vector itself, as field does for
   // vectors it walks, so that walkers can size it (nn::valid).
   template <class V> void sized(std::string_view name, V& vector) {
-    self().on_vector(path_.empty() ? std::string(name) : path_ + "." + std::string(name), vector);
+    self().on_vector(detail::join_path(path_, name), vector);
   }
 
   // Defaults: nothing.
@@ -251,23 +265,102 @@ template <Module M, class F> void for_each_buffer(M& module, F&& f) {
   walker.walk(module);
 }
 
-// The number of parameter elements (frozen ones included, buffers not), as PyTorch's
-// sum(p.numel() for p in m.parameters()).
-template <Module M> std::int64_t num_params(const M& module) {
-  std::int64_t n = 0;
-  for_each_param(module, [&n](const std::string&, const auto& p) { n += p.val().numel(); });
-  return n;
+// ---------------------------------------------------------------- the state, tensor types erased
+
+// One Param or Buffer of a module, its tensor type erased: what the module-wide functions
+// that need no tensor type work on (num_params, freeze, train / eval, summary, and
+// nn/state.hpp's state_dict and load_state_dict). One walk of the module lists its slots
+// (detail::state_of); those functions are compiled once, in libkiln_store, instead of once
+// per module type and function.
+struct Slot {
+  struct Ops {
+    Shape (*shape)(const void*);
+    DType (*dtype)(const void*);
+    TensorData (*into_data)(const void*);
+    // a new value: `data` reshaped to the slot's shape, converted to its dtype, on its device
+    void (*assign)(void*, const TensorData&);
+    bool (*trainable)(const void*);       // false for buffers
+    void (*set_trainable)(void*, bool);  // nothing for buffers
+  };
+
+  std::string path;
+  bool param = true;       // a Param, or a Buffer
+  void* object = nullptr;  // the Param<T> or Buffer<T>
+  const Ops* ops = nullptr;
+
+  Shape shape() const { return ops->shape(object); }
+  DType dtype() const { return ops->dtype(object); }
+  TensorData into_data() const { return ops->into_data(object); }
+  void assign(const TensorData& data) const { ops->assign(object, data); }
+  bool trainable() const { return ops->trainable(object); }
+  void set_trainable(bool trainable) const { ops->set_trainable(object, trainable); }
+};
+
+// A module's slots (params and buffers, in walk order) and its Modes.
+struct ModuleState {
+  std::vector<Slot> slots;
+  std::vector<Mode*> modes;
+};
+
+namespace detail {
+// The Ops of a Param<T> or Buffer<T>: one small table per tensor type.
+template <class S> struct SlotOps {
+  using T = typename S::Tensor;
+  static S& at(void* s) { return *static_cast<S*>(s); }
+  static const S& at(const void* s) { return *static_cast<const S*>(s); }
+  static constexpr Slot::Ops ops{
+      [](const void* s) { return at(s)->shape(); },
+      [](const void* s) { return at(s)->dtype(); },
+      [](const void* s) { return at(s)->into_data(); },
+      [](void* s, const TensorData& data) {
+        S& slot = at(s);
+        slot.replace(T::from_data(data.reshaped(slot->shape()).convert(slot->dtype()), slot->device()));
+      },
+      [](const void* s) {
+        if constexpr (IsParam<S>::value) return at(s).trainable();
+        else return false;
+      },
+      [](void* s, bool trainable) {
+        if constexpr (IsParam<S>::value) at(s).set_trainable(trainable);
+      }};
+};
+
+struct StateCollector : Walker<StateCollector> {
+  ModuleState state;
+  template <class P> void on_param(const std::string& path, P& p) {
+    state.slots.push_back({path, true, &p, &SlotOps<P>::ops});
+  }
+  template <class P> void on_buffer(const std::string& path, P& b) {
+    state.slots.push_back({path, false, &b, &SlotOps<P>::ops});
+  }
+  void on_mode(const std::string&, Mode& m) { state.modes.push_back(&m); }
+};
+
+// The slots and Modes of `module`: one walk, instantiated once per module type (a const
+// module is walked as the same type; the functions that take one only read its slots).
+template <Module M> ModuleState state_of(M& module) {
+  StateCollector collector;
+  collector.walk(const_cast<std::remove_const_t<M>&>(module));
+  return std::move(collector.state);
 }
 
+// The non-template halves of the functions below (src/store/module.cpp).
+std::int64_t num_params(const ModuleState& state);
+void freeze(const ModuleState& state, bool frozen);
+void set_training(const ModuleState& state, bool training);
+std::string summary(const ModuleState& state);
+}  // namespace detail
+
+// The number of parameter elements (frozen ones included, buffers not), as PyTorch's
+// sum(p.numel() for p in m.parameters()).
+template <Module M> std::int64_t num_params(const M& module) { return detail::num_params(detail::state_of(module)); }
+
 // Freezes every parameter (no gradients, optimizers skip them) or unfreezes them.
-template <Module M> void freeze(M& module, bool frozen = true) {
-  for_each_param(module, [frozen](const std::string&, auto& p) { p.set_trainable(!frozen); });
-}
+template <Module M> void freeze(M& module, bool frozen = true) { detail::freeze(detail::state_of(module), frozen); }
 
 // Training mode (Dropout drops, BatchNorm uses batch statistics) or evaluation mode.
 template <Module M> void train(M& module, bool training = true) {
-  detail::ModeWalker walker{[training](const std::string&, Mode& m) { m.training = training; }};
-  walker.walk(module);
+  detail::set_training(detail::state_of(module), training);
 }
 template <Module M> void eval(M& module) { train(module, false); }
 
@@ -279,20 +372,6 @@ template <Module M, class Device> void to_device(M& module, const Device& device
 }
 
 // A table of the module's parameters and buffers: path, shape, dtype, elements; and the total.
-template <Module M> std::string summary(const M& module) {
-  std::string out;
-  std::int64_t total = 0;
-  auto row = [&](const std::string& path, const auto& tensor, std::string_view kind) {
-    out += fmt::format("{:<40} {:<20} {:<5} {:>10}{}\n", path, fmt::format("{}", tensor.shape()),
-                       dtype_name(tensor.dtype()), tensor.numel(), kind);
-  };
-  for_each_param(module, [&](const std::string& path, const auto& p) {
-    row(path, p.val(), p.trainable() ? "" : "  (frozen)");
-    total += p.val().numel();
-  });
-  for_each_buffer(module, [&](const std::string& path, const auto& b) { row(path, b.val(), "  (buffer)"); });
-  out += fmt::format("{} parameters\n", total);
-  return out;
-}
+template <Module M> std::string summary(const M& module) { return detail::summary(detail::state_of(module)); }
 
 }  // namespace kiln::nn

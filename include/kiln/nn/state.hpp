@@ -2,7 +2,8 @@
 // PyTorch's key names (the dotted paths of nn::Module), strict or non-strict loading with a
 // report of missing, unexpected and mis-shaped keys, key remapping by regex, and
 // save / load of safetensors files (load also reads PyTorch's torch.save checkpoints).
-// The non-template parts are compiled into libkiln_store (kiln::store, which kiln::cpu brings).
+// The non-template parts are compiled into libkiln_store (kiln::store, which kiln::cpu brings):
+// the templates only list a module's slots (nn::detail::state_of).
 #pragma once
 
 #include "kiln/nn/module.hpp"
@@ -18,13 +19,14 @@
 
 namespace kiln::nn {
 
-// Every parameter and buffer of `module`, by path, as host data (in KILN_MODULE order).
-template <Module M> store::NamedTensors state_dict(const M& module) {
-  store::NamedTensors out;
-  for_each_param(module, [&](const std::string& path, const auto& p) { out.insert(path, p->into_data()); });
-  for_each_buffer(module, [&](const std::string& path, const auto& b) { out.insert(path, b->into_data()); });
-  return out;
-}
+namespace detail {
+// The non-template halves of state_dict and load_state_dict (src/store/state_match.cpp).
+store::NamedTensors state_dict(const ModuleState& state);
+}  // namespace detail
+
+// Every parameter and buffer of `module`, by path, as host data: the parameters in
+// KILN_MODULE order, then the buffers.
+template <Module M> store::NamedTensors state_dict(const M& module) { return detail::state_dict(detail::state_of(module)); }
 
 // What load_state_dict matched and what it did not.
 struct LoadReport {
@@ -47,51 +49,18 @@ struct LoadOptions {
   std::vector<KeyRule> remap;
 };
 
-namespace detail {
-// The part of load_state_dict that is not a template, compiled once (in libkiln_store: it
-// deals in names, shapes and host data only): renames the file's keys, matches each of the
-// module's slots by path and shape, and builds the report. std::regex stays out of the
-// headers, where it cost a user's program seconds of compile time.
-class StateMatcher {
- public:
-  StateMatcher(const store::NamedTensors& tensors, const std::vector<KeyRule>& remap);
-  ~StateMatcher();
-  StateMatcher(const StateMatcher&) = delete;
-  StateMatcher& operator=(const StateMatcher&) = delete;
-  // The file's tensor for the module's slot `path` of shape `shape`, or nullptr when the file
-  // has none or one of another shape (both recorded in the report).
-  const TensorData* match(const std::string& path, const Shape& shape);
-  // The report, the file's keys no slot asked for among the unexpected ones; with `strict`,
-  // a kiln::Error naming them all unless everything matched.
-  LoadReport finish(bool strict);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-}  // namespace detail
-
 // Loads `tensors` into the module's parameters and buffers (converted to each one's dtype,
 // on its device; parameter ids kept). Non-strict loading fills what matches and reports the
 // rest; strict loading checks everything first and throws with the report.
-template <Module M> LoadReport load_state_dict(M& module, const store::NamedTensors& tensors, const LoadOptions& options = {}) {
-  detail::StateMatcher matcher(tensors, options.remap);
-  std::vector<const TensorData*> matched;  // per slot, in walk order
-  auto match = [&](const std::string& path, const auto& slot) { matched.push_back(matcher.match(path, slot->shape())); };
-  for_each_param(module, match);
-  for_each_buffer(module, match);
-  LoadReport report = matcher.finish(options.strict);
+namespace detail {
+// Renames the file's keys (std::regex stays out of the headers, where it cost a user's
+// program seconds of compile time), matches each slot by path and shape, builds the
+// report, and assigns (src/store/state_match.cpp).
+LoadReport load_state_dict(const ModuleState& state, const store::NamedTensors& tensors, const LoadOptions& options);
+}  // namespace detail
 
-  std::size_t next = 0;
-  auto assign = [&](const std::string&, auto& slot) {
-    const TensorData* data = matched[next++];
-    if (data == nullptr) return;
-    using T = std::remove_cvref_t<decltype(slot.val())>;
-    slot.replace(T::from_data(data->reshaped(slot->shape()).convert(slot->dtype()), slot->device()));
-  };
-  for_each_param(module, assign);
-  for_each_buffer(module, assign);
-  return report;
+template <Module M> LoadReport load_state_dict(M& module, const store::NamedTensors& tensors, const LoadOptions& options = {}) {
+  return detail::load_state_dict(detail::state_of(module), tensors, options);
 }
 
 // Writes the module's state dict to a safetensors file, atomically; float_dtype stores
