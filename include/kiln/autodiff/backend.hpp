@@ -56,31 +56,14 @@ template <Backend B> struct Autodiff {
 
   // ================================================================ the autodiff API
   // A leaf that requires grad (a fresh node), or the value detached from any graph.
-  static Primitive set_require_grad(const Primitive& p, bool require) {
-    if (!require) return detach(p);
-    if (p.node) return p;
-    KILN_CHECK(is_float(B::dtype(p.value)), "require_grad: only float tensors have gradients, got {} {}",
-               B::shape(p.value), B::dtype(p.value));
-    return {p.value, std::make_shared<Node>("leaf", B::shape(p.value))};
-  }
+  static Primitive set_require_grad(const Primitive& p, bool require);
   static bool is_require_grad(const Primitive& p) { return p.node != nullptr; }
   static Primitive detach(const Primitive& p) { return {p.value, nullptr}; }
   static const InnerPrimitive& inner(const Primitive& p) { return p.value; }
   static Primitive from_inner(InnerPrimitive p) { return {std::move(p), nullptr}; }
 
   // Gradients of `root` (seeded with ones, whatever its shape) for every leaf it depends on.
-  static Gradients backward(const Primitive& root) {
-    KILN_CHECK(root.node != nullptr,
-               "backward: this tensor of shape {} does not require grad (no input of the ops that made it "
-               "requires grad, or it was computed under NoGradGuard)",
-               B::shape(root.value));
-    InnerPrimitive seed = provided::full<B>(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
-    return autodiff::run_backward<InnerPrimitive>(
-        root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
-          return provided::binary<B, ops::Add>(a, b);
-        },
-        [](const InnerPrimitive& g) { return B::shape(g); });
-  }
+  static Gradients backward(const Primitive& root);
   static std::optional<InnerPrimitive> grad(const Primitive& p, const Gradients& grads) {
     if (!p.node) return std::nullopt;
     return grads.get(p.node->id);
@@ -95,46 +78,21 @@ template <Backend B> struct Autodiff {
     return from_inner(B::from_data(data, device));
   }
   static TensorData into_data(const Primitive& p) { return B::into_data(p.value); }
-  static Primitive full(const Shape& shape, double value, DType dtype, const Device& device) {
-    return from_inner(provided::full<B>(shape, value, dtype, device));
-  }
+  static Primitive full(const Shape& shape, double value, DType dtype, const Device& device);
   static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
-                          const Device& device) {
-    return from_inner(provided::random<B>(shape, distribution, stream, dtype, device));
-  }
+                          const Device& device);
   static Shape shape(const Primitive& p) { return B::shape(p.value); }
   static DType dtype(const Primitive& p) { return B::dtype(p.value); }
   static Device device(const Primitive& p) { return B::device(p.value); }
-  static Primitive to_device(const Primitive& p, const Device& device) {
-    const Device from = B::device(p.value);
-    return record("to_device", B::to_device(p.value, device), {p.node},
-                  [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::to_device(dy, from)); });
-  }
+  static Primitive to_device(const Primitive& p, const Device& device);
   // Float to float casts carry the gradient back in the input's dtype; casts to Int or Bool end the graph.
-  static Primitive cast(const Primitive& p, DType dtype) {
-    const DType from = B::dtype(p.value);
-    return record("cast", B::cast(p.value, dtype), {p.node},
-                  [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::cast(dy, from)); });
-  }
+  static Primitive cast(const Primitive& p, DType dtype);
 
   // ================================================================ elementwise
   // A program runs on the inner backend; its inputs must not require grad, since Autodiff
   // differentiates the catalogue's ops (below), not arbitrary programs.
   static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
-                                            std::span<const double> params) {
-    std::vector<InnerPrimitive> values;
-    values.reserve(inputs.size());
-    for (const Primitive& x : inputs) {
-      KILN_CHECK(!autodiff::grad_mode() || x.node == nullptr,
-                 "elementwise: an input requires grad, but Autodiff differentiates the catalogue's ops, not "
-                 "programs ({}); detach() the inputs or use NoGradGuard",
-                 program.key());
-      values.push_back(x.value);
-    }
-    std::vector<Primitive> out;
-    for (InnerPrimitive& y : B::elementwise(program, values, params)) out.push_back(from_inner(std::move(y)));
-    return out;
-  }
+                                            std::span<const double> params);
 
   // The catalogue's ops, recorded with their gradient rules (overrides of the provided ones).
   template <class Op> static Primitive unary(const Primitive& x);
@@ -143,334 +101,72 @@ template <Backend B> struct Autodiff {
 
   template <class Op> static Primitive binary_scalar(const Primitive& a, double scalar);
 
-  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b) {
-    return record("where", provided::where<B>(cond.value, a.value, b.value), {nullptr, a.node, b.node},
-                  [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive zero = provided::full<B>(Shape{}, 0.0, B::dtype(dy), B::device(dy));
-                    if (s.needs(1)) s.put(1, sum_to(provided::where<B>(c, dy, zero), sa));
-                    if (s.needs(2)) s.put(2, sum_to(provided::where<B>(c, zero, dy), sb));
-                  });
-  }
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
 
   // Gradient formulas are evaluated, not differentiated: second-order gradients are not supported.
   template <class Op>
-  static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) {
-    reject_tracked(Op::name, {&x, &y, &dy});
-    return from_inner(provided::unary_backward<B, Op>(x.value, y.value, dy.value));
-  }
+  static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
   template <class Op>
   static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
-                                   ops::Operand operand) {
-    reject_tracked(Op::name, {&a, &b, &y, &dy});
-    return from_inner(provided::binary_backward<B, Op>(a.value, b.value, y.value, dy.value, operand));
-  }
+                                   ops::Operand operand);
 
   // ================================================================ reductions, scans, sorting
-  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
-    InnerPrimitive y = B::reduce(x.value, op, dim);
-    const Shape xs = B::shape(x.value);
-    switch (op) {
-      case ops::ReduceOp::sum:
-        return record("sum_dim", std::move(y), {x.node},
-                      [xs](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(dy, xs)); });
-      case ops::ReduceOp::mean:
-        return record("mean_dim", std::move(y), {x.node}, [xs, dim](const InnerPrimitive& dy, Sink& s) {
-          const auto n = static_cast<double>(xs[static_cast<std::size_t>(dim)]);
-          s.put(0, B::expand(provided::binary_scalar<B, ops::Div>(dy, n), xs));
-        });
-      case ops::ReduceOp::max:
-      case ops::ReduceOp::min:
-        // Like torch.max(x, dim): the gradient goes to the index the arg-reduction picks (the first of ties).
-        return record(ops::reduce_name(op), std::move(y), {x.node},
-                      [x = x.value, op, dim](const InnerPrimitive& dy, Sink& s) {
-                        const auto arg = op == ops::ReduceOp::max ? ops::ArgReduceOp::argmax : ops::ArgReduceOp::argmin;
-                        const InnerPrimitive index = B::arg_reduce(x, arg, dim);
-                        s.put(0, B::scatter(zeros_like(x), dim, index, dy, ops::ScatterMode::add));
-                      });
-      case ops::ReduceOp::prod:
-        return record("prod_dim", std::move(y), {x.node}, [x = x.value, dim](const InnerPrimitive& dy, Sink& s) {
-          s.put(0, provided::binary<B, ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
-        });
-    }
-    KILN_FAIL("reduce: unknown reduction");
-  }
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
 
-  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op) {
-    InnerPrimitive y = provided::reduce_all<B>(x.value, op);
-    const Shape xs = B::shape(x.value);
-    const Shape ones(std::vector<std::int64_t>(xs.rank(), 1));
-    switch (op) {
-      case ops::ReduceOp::sum:
-        return record("sum", std::move(y), {x.node},
-                      [xs, ones](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(B::reshape(dy, ones), xs)); });
-      case ops::ReduceOp::mean:
-        return record("mean", std::move(y), {x.node}, [xs, ones](const InnerPrimitive& dy, Sink& s) {
-          const auto n = static_cast<double>(xs.numel());
-          s.put(0, B::expand(B::reshape(provided::binary_scalar<B, ops::Div>(dy, n), ones), xs));
-        });
-      case ops::ReduceOp::max:
-      case ops::ReduceOp::min: {
-        // Like torch.max(x): the gradient is shared evenly among the elements equal to the result
-        // (NaN elements, when the result is NaN: a NaN result means some element is NaN).
-        InnerPrimitive saved = y;
-        return record(ops::reduce_name(op), std::move(y), {x.node},
-                      [x = x.value, y = std::move(saved), ones](const InnerPrimitive& dy, Sink& s) {
-                        const InnerPrimitive hit = provided::binary<B, ops::LogicalOr>(
-                            provided::binary<B, ops::Equal>(x, B::reshape(y, ones)), provided::unary<B, ops::IsNan>(x));
-                        const InnerPrimitive mask = B::cast(hit, B::dtype(x));
-                        const InnerPrimitive count = B::reshape(provided::reduce_all<B>(mask, ops::ReduceOp::sum), ones);
-                        const InnerPrimitive share =
-                            provided::binary<B, ops::Div>(B::reshape(dy, ones), count);
-                        s.put(0, provided::binary<B, ops::Mul>(mask, share));
-                      });
-      }
-      case ops::ReduceOp::prod:
-        return record("prod", std::move(y), {x.node}, [x = x.value, ones](const InnerPrimitive& dy, Sink& s) {
-          const Shape xs = B::shape(x);
-          const InnerPrimitive flat = B::reshape(x, Shape{xs.numel()});
-          const InnerPrimitive others = B::reshape(product_of_others(flat, 0), xs);
-          s.put(0, provided::binary<B, ops::Mul>(B::expand(B::reshape(dy, ones), xs), others));
-        });
-    }
-    KILN_FAIL("reduce_all: unknown reduction");
-  }
+  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op);
 
   static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
     return from_inner(B::arg_reduce(x.value, op, dim));
   }
 
-  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) {
-    InnerPrimitive y = B::cumulative(x.value, op, dim);
-    if (op == ops::CumulativeOp::sum) {
-      return record("cumsum", std::move(y), {x.node},
-                    [dim](const InnerPrimitive& dy, Sink& s) { s.put(0, reverse_cumsum(dy, dim)); });
-    }
-    // d/dx_k of sum_i dy_i y_i = (sum_{i >= k} dy_i y_i) / x_k: defined where x_k != 0.
-    InnerPrimitive saved = y;
-    return record("cumprod", std::move(y), {x.node},
-                  [x = x.value, y = std::move(saved), dim](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive weighted = reverse_cumsum(provided::binary<B, ops::Mul>(dy, y), dim);
-                    s.put(0, provided::binary<B, ops::Div>(weighted, x));
-                  });
-  }
+  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim);
 
-  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending) {
-    // Not a structured binding: lambdas capture those only from C++20 compilers on (Clang 16).
-    std::pair<InnerPrimitive, InnerPrimitive> sorted_pair = B::sort(x.value, dim, descending);
-    InnerPrimitive& indices = sorted_pair.second;
-    Primitive sorted = record("sort", std::move(sorted_pair.first), {x.node},
-                              [indices, xs = B::shape(x.value), dim](const InnerPrimitive& dy, Sink& s) {
-                                const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
-                                s.put(0, B::scatter(zeros, dim, indices, dy, ops::ScatterMode::assign));
-                              });
-    return {std::move(sorted), from_inner(std::move(indices))};
-  }
+  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending);
 
   // ================================================================ fused composites (when B has them)
-  static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
-    InnerPrimitive y = B::softmax(x.value, dim, log);
-    InnerPrimitive saved = y;
-    return record(log ? "log_softmax" : "softmax", std::move(y), {x.node},
-                  [y = std::move(saved), dim, log](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::softmax_backward(y, dy, dim, log));
-                  });
-  }
+  static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B>;
   static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log)
-    requires FusedSoftmax<B> {
-    reject_tracked("softmax_backward", {&y, &dy});
-    return from_inner(B::softmax_backward(y.value, dy.value, dim, log));
-  }
-  static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B> {
-    return record("layer_norm", B::layer_norm(x.value, dims, eps), {x.node},
-                  [x = x.value, dims, eps](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::layer_norm_backward(x, dy, dims, eps));
-                  });
-  }
+    requires FusedSoftmax<B>;
+  static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B>;
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
-    requires FusedLayerNorm<B> {
-    reject_tracked("layer_norm_backward", {&x, &dy});
-    return from_inner(B::layer_norm_backward(x.value, dy.value, dims, eps));
-  }
+    requires FusedLayerNorm<B>;
 
   // ================================================================ linear algebra
-  static Primitive matmul(const Primitive& a, const Primitive& b) {
-    return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
-                  [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
-                    // Transposes are views: the GEMM reads them in place.
-                    if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
-                    if (s.needs(1)) s.put(1, matmul_grad_rhs(a, b, dy));
-                  });
-  }
+  static Primitive matmul(const Primitive& a, const Primitive& b);
 
   // ================================================================ layout
   static Primitive reshape(const Primitive& x, const Shape& shape);
   static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims);
   static Primitive expand(const Primitive& x, const Shape& shape);
-  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges) {
-    std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
-    return record("slice", B::slice(x.value, ranges), {x.node},
-                  [r, xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, B::slice_assign(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), r, dy));
-                  });
-  }
-  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value) {
-    std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
-    return record("slice_assign", B::slice_assign(x.value, ranges, value.value), {x.node, value.node},
-                  [r, vs = B::shape(value.value)](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, B::slice_assign(dy, r, provided::full<B>(vs, 0.0, B::dtype(dy), B::device(dy))));
-                    if (s.needs(1)) s.put(1, B::slice(dy, r));
-                  });
-  }
-  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims) {
-    std::vector<std::int64_t> d(dims.begin(), dims.end());
-    return record("flip", provided::flip<B>(x.value, dims), {x.node},
-                  [d](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::flip<B>(dy, d)); });
-  }
-  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim) {
-    std::vector<InnerPrimitive> values;
-    std::vector<std::shared_ptr<Node>> nodes;
-    std::vector<std::int64_t> sizes;
-    for (const Primitive& x : xs) {
-      values.push_back(x.value);
-      nodes.push_back(x.node);
-      sizes.push_back(B::shape(x.value)[static_cast<std::size_t>(dim)]);
-    }
-    return record("cat", provided::cat<B>(values, dim), std::move(nodes), [sizes, dim](const InnerPrimitive& dy, Sink& s) {
-      std::int64_t start = 0;
-      for (std::size_t i = 0; i < sizes.size(); ++i) {
-        if (s.needs(i)) s.put(i, B::slice(dy, along(B::shape(dy), dim, start, sizes[i])));
-        start += sizes[i];
-      }
-    });
-  }
-  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
-    return record("gather", B::gather(x.value, dim, index.value), {x.node, nullptr},
-                  [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
-                    const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
-                    s.put(0, B::scatter(zeros, dim, index, dy, ops::ScatterMode::add));
-                  });
-  }
+  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges);
+  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& value);
+  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims);
+  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim);
+  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
-                           ops::ScatterMode mode) {
-    return record("scatter", B::scatter(x.value, dim, index.value, src.value, mode), {x.node, nullptr, src.node},
-                  [index = index.value, ss = B::shape(src.value), dim, mode](const InnerPrimitive& dy, Sink& s) {
-                    // Assigned positions lose their old value, so their gradient is zero.
-                    if (s.needs(0)) {
-                      if (mode == ops::ScatterMode::add) {
-                        s.put(0, dy);
-                      } else {
-                        const InnerPrimitive zeros = provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy));
-                        s.put(0, B::scatter(dy, dim, index, zeros, ops::ScatterMode::assign));
-                      }
-                    }
-                    if (s.needs(2)) {
-                      // Only the index-shaped corner of src is scattered; the rest gets zero.
-                      const InnerPrimitive g = B::gather(dy, dim, index);
-                      const Shape is = B::shape(index);
-                      if (is == ss) {
-                        s.put(2, g);
-                      } else {
-                        std::vector<ops::SliceRange> corner;
-                        for (std::size_t d = 0; d < is.rank(); ++d) corner.push_back({0, is[d], 1});
-                        s.put(2, B::slice_assign(provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy)), corner, g));
-                      }
-                    }
-                  });
-  }
-  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index) {
-    return record("index_select", provided::index_select<B>(x.value, dim, index.value), {x.node, nullptr},
-                  [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, provided::index_add<B>(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
-                  });
-  }
-  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values) {
-    return record("index_add", provided::index_add<B>(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
-                  [dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, dy);
-                    if (s.needs(2)) s.put(2, provided::index_select<B>(dy, dim, index));
-                  });
-  }
+                           ops::ScatterMode mode);
+  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
+  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
   // ================================================================ neural-network ops
   static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
-                          const ops::Conv2dOptions& o) {
-    std::optional<InnerPrimitive> b;
-    if (bias) b = bias->value;
-    return record("conv2d", B::conv2d(x.value, weight.value, b, o), {x.node, weight.node, bias ? bias->node : nullptr},
-                  [x = x.value, w = weight.value, o](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, B::conv2d_backward_input(dy, w, B::shape(x), o));
-                    if (s.needs(1)) s.put(1, B::conv2d_backward_weight(x, dy, B::shape(w), o));
-                    if (s.needs(2)) {
-                      const std::int64_t channels = B::shape(w)[0];
-                      s.put(2, B::reshape(sum_to(dy, Shape{1, channels, 1, 1}), Shape{channels}));
-                    }
-                  });
-  }
+                          const ops::Conv2dOptions& o);
   // The input gradient of a convolution is linear in dy and in the weight, and is the
   // forward pass of the transposed convolution: its own rule maps back through conv2d.
   static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
-                                         const ops::Conv2dOptions& o) {
-    return record("conv2d_backward_input", B::conv2d_backward_input(dy.value, weight.value, x_shape, o),
-                  {dy.node, weight.node},
-                  [g = dy.value, w = weight.value, o](const InnerPrimitive& dz, Sink& s) {
-                    if (s.needs(0)) s.put(0, B::conv2d(dz, w, std::nullopt, o));
-                    if (s.needs(1)) s.put(1, B::conv2d_backward_weight(dz, g, B::shape(w), o));
-                  });
-  }
+                                         const ops::Conv2dOptions& o);
   static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
-                                          const ops::Conv2dOptions& o) {
-    return record("conv2d_backward_weight", B::conv2d_backward_weight(x.value, dy.value, weight_shape, o),
-                  {x.node, dy.node},
-                  [x = x.value, g = dy.value, o](const InnerPrimitive& dw, Sink& s) {
-                    if (s.needs(0)) s.put(0, B::conv2d_backward_input(g, dw, B::shape(x), o));
-                    if (s.needs(1)) s.put(1, B::conv2d(x, dw, std::nullopt, o));
-                  });
-  }
-  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
-    std::pair<InnerPrimitive, InnerPrimitive> pooled = B::max_pool2d(x.value, o);  // see sort
-    InnerPrimitive& indices = pooled.second;
-    Primitive values = record("max_pool2d", std::move(pooled.first), {x.node},
-                              [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
-                                s.put(0, provided::max_pool2d_backward<B>(x, dy, indices, o));
-                              });
-    return {std::move(values), from_inner(std::move(indices))};
-  }
+                                          const ops::Conv2dOptions& o);
+  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& o);
   static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
-                                       const ops::Pool2dOptions& o) {
-    reject_tracked("max_pool2d_backward", {&x, &dy});
-    return from_inner(provided::max_pool2d_backward<B>(x.value, dy.value, indices.value, o));
-  }
-  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
-    return record("avg_pool2d", provided::avg_pool2d<B>(x.value, o), {x.node},
-                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, provided::avg_pool2d_backward<B>(x, dy, o));
-                  });
-  }
-  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& o) {
-    reject_tracked("avg_pool2d_backward", {&x, &dy});
-    return from_inner(provided::avg_pool2d_backward<B>(x.value, dy.value, o));
-  }
-  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
-    return record("adaptive_avg_pool2d", provided::adaptive_avg_pool2d<B>(x.value, output_size), {x.node},
-                  [x = x.value](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, provided::adaptive_avg_pool2d_backward<B>(x, dy));
-                  });
-  }
-  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) {
-    reject_tracked("adaptive_avg_pool2d_backward", {&x, &dy});
-    return from_inner(provided::adaptive_avg_pool2d_backward<B>(x.value, dy.value));
-  }
+                                       const ops::Pool2dOptions& o);
+  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o);
+  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& o);
+  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size);
+  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy);
   static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
-                               const ops::InterpolateOptions& o) {
-    return record("interpolate", provided::interpolate<B>(x.value, output_size, o), {x.node},
-                  [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, provided::interpolate_backward<B>(x, dy, o));
-                  });
-  }
-  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o) {
-    reject_tracked("interpolate_backward", {&x, &dy});
-    return from_inner(provided::interpolate_backward<B>(x.value, dy.value, o));
-  }
+                               const ops::InterpolateOptions& o);
+  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o);
 
  private:
   // `value` as the result of `op` over inputs with these nodes (null: not tracked), whose
@@ -600,9 +296,444 @@ template <Backend B> struct Autodiff {
   }
 };
 
-// Defined out of the class, so that they can be compiled once for Autodiff over each
-// backend (kiln/autodiff/instances.hpp): GCC compiles in-class members in every file that
-// calls them, extern template or not.
+// Every member with a rule or a check is defined out of the class, so that it is compiled
+// once for Autodiff over each backend (kiln/autodiff/instances.hpp) and not in every file
+// that calls it: GCC compiles in-class members wherever they are called, extern template or
+// not. The accessors stay in the class, to be inlined.
+
+template <Backend B>
+auto Autodiff<B>::set_require_grad(const Primitive& p, bool require) -> Primitive {
+  if (!require) return detach(p);
+  if (p.node) return p;
+  KILN_CHECK(is_float(B::dtype(p.value)), "require_grad: only float tensors have gradients, got {} {}",
+             B::shape(p.value), B::dtype(p.value));
+  return {p.value, std::make_shared<Node>("leaf", B::shape(p.value))};
+}
+
+template <Backend B>
+auto Autodiff<B>::backward(const Primitive& root) -> Gradients {
+  KILN_CHECK(root.node != nullptr,
+             "backward: this tensor of shape {} does not require grad (no input of the ops that made it "
+             "requires grad, or it was computed under NoGradGuard)",
+             B::shape(root.value));
+  InnerPrimitive seed = provided::full<B>(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
+  return autodiff::run_backward<InnerPrimitive>(
+      root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
+        return provided::binary<B, ops::Add>(a, b);
+      },
+      [](const InnerPrimitive& g) { return B::shape(g); });
+}
+
+template <Backend B>
+auto Autodiff<B>::full(const Shape& shape, double value, DType dtype, const Device& device) -> Primitive {
+  return from_inner(provided::full<B>(shape, value, dtype, device));
+}
+
+template <Backend B>
+auto Autodiff<B>::random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+    const Device& device) -> Primitive {
+  return from_inner(provided::random<B>(shape, distribution, stream, dtype, device));
+}
+
+template <Backend B>
+auto Autodiff<B>::to_device(const Primitive& p, const Device& device) -> Primitive {
+  const Device from = B::device(p.value);
+  return record("to_device", B::to_device(p.value, device), {p.node},
+                [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::to_device(dy, from)); });
+}
+
+template <Backend B>
+auto Autodiff<B>::cast(const Primitive& p, DType dtype) -> Primitive {
+  const DType from = B::dtype(p.value);
+  return record("cast", B::cast(p.value, dtype), {p.node},
+                [from](const InnerPrimitive& dy, Sink& s) { s.put(0, B::cast(dy, from)); });
+}
+
+template <Backend B>
+auto Autodiff<B>::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+    std::span<const double> params) -> std::vector<Primitive> {
+  std::vector<InnerPrimitive> values;
+  values.reserve(inputs.size());
+  for (const Primitive& x : inputs) {
+    KILN_CHECK(!autodiff::grad_mode() || x.node == nullptr,
+               "elementwise: an input requires grad, but Autodiff differentiates the catalogue's ops, not "
+               "programs ({}); detach() the inputs or use NoGradGuard",
+               program.key());
+    values.push_back(x.value);
+  }
+  std::vector<Primitive> out;
+  for (InnerPrimitive& y : B::elementwise(program, values, params)) out.push_back(from_inner(std::move(y)));
+  return out;
+}
+
+template <Backend B>
+auto Autodiff<B>::where(const Primitive& cond, const Primitive& a, const Primitive& b) -> Primitive {
+  return record("where", provided::where<B>(cond.value, a.value, b.value), {nullptr, a.node, b.node},
+                [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
+                  const InnerPrimitive zero = provided::full<B>(Shape{}, 0.0, B::dtype(dy), B::device(dy));
+                  if (s.needs(1)) s.put(1, sum_to(provided::where<B>(c, dy, zero), sa));
+                  if (s.needs(2)) s.put(2, sum_to(provided::where<B>(c, zero, dy), sb));
+                });
+}
+
+template <Backend B>
+template <class Op>
+auto Autodiff<B>::unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) -> Primitive {
+  reject_tracked(Op::name, {&x, &y, &dy});
+  return from_inner(provided::unary_backward<B, Op>(x.value, y.value, dy.value));
+}
+
+template <Backend B>
+template <class Op>
+auto Autodiff<B>::binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
+    ops::Operand operand) -> Primitive {
+  reject_tracked(Op::name, {&a, &b, &y, &dy});
+  return from_inner(provided::binary_backward<B, Op>(a.value, b.value, y.value, dy.value, operand));
+}
+
+template <Backend B>
+auto Autodiff<B>::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) -> Primitive {
+  InnerPrimitive y = B::reduce(x.value, op, dim);
+  const Shape xs = B::shape(x.value);
+  switch (op) {
+    case ops::ReduceOp::sum:
+      return record("sum_dim", std::move(y), {x.node},
+                    [xs](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(dy, xs)); });
+    case ops::ReduceOp::mean:
+      return record("mean_dim", std::move(y), {x.node}, [xs, dim](const InnerPrimitive& dy, Sink& s) {
+        const auto n = static_cast<double>(xs[static_cast<std::size_t>(dim)]);
+        s.put(0, B::expand(provided::binary_scalar<B, ops::Div>(dy, n), xs));
+      });
+    case ops::ReduceOp::max:
+    case ops::ReduceOp::min:
+      // Like torch.max(x, dim): the gradient goes to the index the arg-reduction picks (the first of ties).
+      return record(ops::reduce_name(op), std::move(y), {x.node},
+                    [x = x.value, op, dim](const InnerPrimitive& dy, Sink& s) {
+                      const auto arg = op == ops::ReduceOp::max ? ops::ArgReduceOp::argmax : ops::ArgReduceOp::argmin;
+                      const InnerPrimitive index = B::arg_reduce(x, arg, dim);
+                      s.put(0, B::scatter(zeros_like(x), dim, index, dy, ops::ScatterMode::add));
+                    });
+    case ops::ReduceOp::prod:
+      return record("prod_dim", std::move(y), {x.node}, [x = x.value, dim](const InnerPrimitive& dy, Sink& s) {
+        s.put(0, provided::binary<B, ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
+      });
+  }
+  KILN_FAIL("reduce: unknown reduction");
+}
+
+template <Backend B>
+auto Autodiff<B>::reduce_all(const Primitive& x, ops::ReduceOp op) -> Primitive {
+  InnerPrimitive y = provided::reduce_all<B>(x.value, op);
+  const Shape xs = B::shape(x.value);
+  const Shape ones(std::vector<std::int64_t>(xs.rank(), 1));
+  switch (op) {
+    case ops::ReduceOp::sum:
+      return record("sum", std::move(y), {x.node},
+                    [xs, ones](const InnerPrimitive& dy, Sink& s) { s.put(0, B::expand(B::reshape(dy, ones), xs)); });
+    case ops::ReduceOp::mean:
+      return record("mean", std::move(y), {x.node}, [xs, ones](const InnerPrimitive& dy, Sink& s) {
+        const auto n = static_cast<double>(xs.numel());
+        s.put(0, B::expand(B::reshape(provided::binary_scalar<B, ops::Div>(dy, n), ones), xs));
+      });
+    case ops::ReduceOp::max:
+    case ops::ReduceOp::min: {
+      // Like torch.max(x): the gradient is shared evenly among the elements equal to the result
+      // (NaN elements, when the result is NaN: a NaN result means some element is NaN).
+      InnerPrimitive saved = y;
+      return record(ops::reduce_name(op), std::move(y), {x.node},
+                    [x = x.value, y = std::move(saved), ones](const InnerPrimitive& dy, Sink& s) {
+                      const InnerPrimitive hit = provided::binary<B, ops::LogicalOr>(
+                          provided::binary<B, ops::Equal>(x, B::reshape(y, ones)), provided::unary<B, ops::IsNan>(x));
+                      const InnerPrimitive mask = B::cast(hit, B::dtype(x));
+                      const InnerPrimitive count = B::reshape(provided::reduce_all<B>(mask, ops::ReduceOp::sum), ones);
+                      const InnerPrimitive share =
+                          provided::binary<B, ops::Div>(B::reshape(dy, ones), count);
+                      s.put(0, provided::binary<B, ops::Mul>(mask, share));
+                    });
+    }
+    case ops::ReduceOp::prod:
+      return record("prod", std::move(y), {x.node}, [x = x.value, ones](const InnerPrimitive& dy, Sink& s) {
+        const Shape xs = B::shape(x);
+        const InnerPrimitive flat = B::reshape(x, Shape{xs.numel()});
+        const InnerPrimitive others = B::reshape(product_of_others(flat, 0), xs);
+        s.put(0, provided::binary<B, ops::Mul>(B::expand(B::reshape(dy, ones), xs), others));
+      });
+  }
+  KILN_FAIL("reduce_all: unknown reduction");
+}
+
+template <Backend B>
+auto Autodiff<B>::cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) -> Primitive {
+  InnerPrimitive y = B::cumulative(x.value, op, dim);
+  if (op == ops::CumulativeOp::sum) {
+    return record("cumsum", std::move(y), {x.node},
+                  [dim](const InnerPrimitive& dy, Sink& s) { s.put(0, reverse_cumsum(dy, dim)); });
+  }
+  // d/dx_k of sum_i dy_i y_i = (sum_{i >= k} dy_i y_i) / x_k: defined where x_k != 0.
+  InnerPrimitive saved = y;
+  return record("cumprod", std::move(y), {x.node},
+                [x = x.value, y = std::move(saved), dim](const InnerPrimitive& dy, Sink& s) {
+                  const InnerPrimitive weighted = reverse_cumsum(provided::binary<B, ops::Mul>(dy, y), dim);
+                  s.put(0, provided::binary<B, ops::Div>(weighted, x));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::sort(const Primitive& x, std::int64_t dim, bool descending) -> std::pair<Primitive, Primitive> {
+  // Not a structured binding: lambdas capture those only from C++20 compilers on (Clang 16).
+  std::pair<InnerPrimitive, InnerPrimitive> sorted_pair = B::sort(x.value, dim, descending);
+  InnerPrimitive& indices = sorted_pair.second;
+  Primitive sorted = record("sort", std::move(sorted_pair.first), {x.node},
+                            [indices, xs = B::shape(x.value), dim](const InnerPrimitive& dy, Sink& s) {
+                              const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
+                              s.put(0, B::scatter(zeros, dim, indices, dy, ops::ScatterMode::assign));
+                            });
+  return {std::move(sorted), from_inner(std::move(indices))};
+}
+
+template <Backend B>
+auto Autodiff<B>::softmax(const Primitive& x, std::int64_t dim, bool log) -> Primitive requires FusedSoftmax<B> {
+  InnerPrimitive y = B::softmax(x.value, dim, log);
+  InnerPrimitive saved = y;
+  return record(log ? "log_softmax" : "softmax", std::move(y), {x.node},
+                [y = std::move(saved), dim, log](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, B::softmax_backward(y, dy, dim, log));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim,
+    bool log) -> Primitive requires FusedSoftmax<B> {
+  reject_tracked("softmax_backward", {&y, &dy});
+  return from_inner(B::softmax_backward(y.value, dy.value, dim, log));
+}
+
+template <Backend B>
+auto Autodiff<B>::layer_norm(const Primitive& x, std::int64_t dims,
+    double eps) -> Primitive requires FusedLayerNorm<B> {
+  return record("layer_norm", B::layer_norm(x.value, dims, eps), {x.node},
+                [x = x.value, dims, eps](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, B::layer_norm_backward(x, dy, dims, eps));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims,
+    double eps) -> Primitive requires FusedLayerNorm<B> {
+  reject_tracked("layer_norm_backward", {&x, &dy});
+  return from_inner(B::layer_norm_backward(x.value, dy.value, dims, eps));
+}
+
+template <Backend B>
+auto Autodiff<B>::matmul(const Primitive& a, const Primitive& b) -> Primitive {
+  return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
+                [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                  // Transposes are views: the GEMM reads them in place.
+                  if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
+                  if (s.needs(1)) s.put(1, matmul_grad_rhs(a, b, dy));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::slice(const Primitive& x, std::span<const ops::SliceRange> ranges) -> Primitive {
+  std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
+  return record("slice", B::slice(x.value, ranges), {x.node},
+                [r, xs = B::shape(x.value)](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, B::slice_assign(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), r, dy));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges,
+    const Primitive& value) -> Primitive {
+  std::vector<ops::SliceRange> r(ranges.begin(), ranges.end());
+  return record("slice_assign", B::slice_assign(x.value, ranges, value.value), {x.node, value.node},
+                [r, vs = B::shape(value.value)](const InnerPrimitive& dy, Sink& s) {
+                  if (s.needs(0)) s.put(0, B::slice_assign(dy, r, provided::full<B>(vs, 0.0, B::dtype(dy), B::device(dy))));
+                  if (s.needs(1)) s.put(1, B::slice(dy, r));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::flip(const Primitive& x, std::span<const std::int64_t> dims) -> Primitive {
+  std::vector<std::int64_t> d(dims.begin(), dims.end());
+  return record("flip", provided::flip<B>(x.value, dims), {x.node},
+                [d](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::flip<B>(dy, d)); });
+}
+
+template <Backend B>
+auto Autodiff<B>::cat(std::span<const Primitive> xs, std::int64_t dim) -> Primitive {
+  std::vector<InnerPrimitive> values;
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<std::int64_t> sizes;
+  for (const Primitive& x : xs) {
+    values.push_back(x.value);
+    nodes.push_back(x.node);
+    sizes.push_back(B::shape(x.value)[static_cast<std::size_t>(dim)]);
+  }
+  return record("cat", provided::cat<B>(values, dim), std::move(nodes), [sizes, dim](const InnerPrimitive& dy, Sink& s) {
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (s.needs(i)) s.put(i, B::slice(dy, along(B::shape(dy), dim, start, sizes[i])));
+      start += sizes[i];
+    }
+  });
+}
+
+template <Backend B>
+auto Autodiff<B>::gather(const Primitive& x, std::int64_t dim, const Primitive& index) -> Primitive {
+  return record("gather", B::gather(x.value, dim, index.value), {x.node, nullptr},
+                [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                  const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
+                  s.put(0, B::scatter(zeros, dim, index, dy, ops::ScatterMode::add));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+    ops::ScatterMode mode) -> Primitive {
+  return record("scatter", B::scatter(x.value, dim, index.value, src.value, mode), {x.node, nullptr, src.node},
+                [index = index.value, ss = B::shape(src.value), dim, mode](const InnerPrimitive& dy, Sink& s) {
+                  // Assigned positions lose their old value, so their gradient is zero.
+                  if (s.needs(0)) {
+                    if (mode == ops::ScatterMode::add) {
+                      s.put(0, dy);
+                    } else {
+                      const InnerPrimitive zeros = provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy));
+                      s.put(0, B::scatter(dy, dim, index, zeros, ops::ScatterMode::assign));
+                    }
+                  }
+                  if (s.needs(2)) {
+                    // Only the index-shaped corner of src is scattered; the rest gets zero.
+                    const InnerPrimitive g = B::gather(dy, dim, index);
+                    const Shape is = B::shape(index);
+                    if (is == ss) {
+                      s.put(2, g);
+                    } else {
+                      std::vector<ops::SliceRange> corner;
+                      for (std::size_t d = 0; d < is.rank(); ++d) corner.push_back({0, is[d], 1});
+                      s.put(2, B::slice_assign(provided::full<B>(ss, 0.0, B::dtype(dy), B::device(dy)), corner, g));
+                    }
+                  }
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) -> Primitive {
+  return record("index_select", provided::index_select<B>(x.value, dim, index.value), {x.node, nullptr},
+                [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, provided::index_add<B>(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::index_add(const Primitive& x, std::int64_t dim, const Primitive& index,
+    const Primitive& values) -> Primitive {
+  return record("index_add", provided::index_add<B>(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
+                [dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                  if (s.needs(0)) s.put(0, dy);
+                  if (s.needs(2)) s.put(2, provided::index_select<B>(dy, dim, index));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+    const ops::Conv2dOptions& o) -> Primitive {
+  std::optional<InnerPrimitive> b;
+  if (bias) b = bias->value;
+  return record("conv2d", B::conv2d(x.value, weight.value, b, o), {x.node, weight.node, bias ? bias->node : nullptr},
+                [x = x.value, w = weight.value, o](const InnerPrimitive& dy, Sink& s) {
+                  if (s.needs(0)) s.put(0, B::conv2d_backward_input(dy, w, B::shape(x), o));
+                  if (s.needs(1)) s.put(1, B::conv2d_backward_weight(x, dy, B::shape(w), o));
+                  if (s.needs(2)) {
+                    const std::int64_t channels = B::shape(w)[0];
+                    s.put(2, B::reshape(sum_to(dy, Shape{1, channels, 1, 1}), Shape{channels}));
+                  }
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
+    const ops::Conv2dOptions& o) -> Primitive {
+  return record("conv2d_backward_input", B::conv2d_backward_input(dy.value, weight.value, x_shape, o),
+                {dy.node, weight.node},
+                [g = dy.value, w = weight.value, o](const InnerPrimitive& dz, Sink& s) {
+                  if (s.needs(0)) s.put(0, B::conv2d(dz, w, std::nullopt, o));
+                  if (s.needs(1)) s.put(1, B::conv2d_backward_weight(dz, g, B::shape(w), o));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
+    const ops::Conv2dOptions& o) -> Primitive {
+  return record("conv2d_backward_weight", B::conv2d_backward_weight(x.value, dy.value, weight_shape, o),
+                {x.node, dy.node},
+                [x = x.value, g = dy.value, o](const InnerPrimitive& dw, Sink& s) {
+                  if (s.needs(0)) s.put(0, B::conv2d_backward_input(g, dw, B::shape(x), o));
+                  if (s.needs(1)) s.put(1, B::conv2d(x, dw, std::nullopt, o));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) -> std::pair<Primitive, Primitive> {
+  std::pair<InnerPrimitive, InnerPrimitive> pooled = B::max_pool2d(x.value, o);  // see sort
+  InnerPrimitive& indices = pooled.second;
+  Primitive values = record("max_pool2d", std::move(pooled.first), {x.node},
+                            [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
+                              s.put(0, provided::max_pool2d_backward<B>(x, dy, indices, o));
+                            });
+  return {std::move(values), from_inner(std::move(indices))};
+}
+
+template <Backend B>
+auto Autodiff<B>::max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+    const ops::Pool2dOptions& o) -> Primitive {
+  reject_tracked("max_pool2d_backward", {&x, &dy});
+  return from_inner(provided::max_pool2d_backward<B>(x.value, dy.value, indices.value, o));
+}
+
+template <Backend B>
+auto Autodiff<B>::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) -> Primitive {
+  return record("avg_pool2d", provided::avg_pool2d<B>(x.value, o), {x.node},
+                [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::avg_pool2d_backward<B>(x, dy, o)); });
+}
+
+template <Backend B>
+auto Autodiff<B>::avg_pool2d_backward(const Primitive& x, const Primitive& dy,
+    const ops::Pool2dOptions& o) -> Primitive {
+  reject_tracked("avg_pool2d_backward", {&x, &dy});
+  return from_inner(provided::avg_pool2d_backward<B>(x.value, dy.value, o));
+}
+
+template <Backend B>
+auto Autodiff<B>::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) -> Primitive {
+  return record("adaptive_avg_pool2d", provided::adaptive_avg_pool2d<B>(x.value, output_size), {x.node},
+                [x = x.value](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, provided::adaptive_avg_pool2d_backward<B>(x, dy));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy) -> Primitive {
+  reject_tracked("adaptive_avg_pool2d_backward", {&x, &dy});
+  return from_inner(provided::adaptive_avg_pool2d_backward<B>(x.value, dy.value));
+}
+
+template <Backend B>
+auto Autodiff<B>::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
+    const ops::InterpolateOptions& o) -> Primitive {
+  return record("interpolate", provided::interpolate<B>(x.value, output_size, o), {x.node},
+                [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
+                  s.put(0, provided::interpolate_backward<B>(x, dy, o));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::interpolate_backward(const Primitive& x, const Primitive& dy,
+    const ops::InterpolateOptions& o) -> Primitive {
+  reject_tracked("interpolate_backward", {&x, &dy});
+  return from_inner(provided::interpolate_backward<B>(x.value, dy.value, o));
+}
 
 template <Backend B>
 template <class Op>

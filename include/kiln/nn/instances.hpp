@@ -1,5 +1,6 @@
 // The building blocks the nn layers run on (convolution, pooling, linear, the initializers
-// and the layers' weight set-up),
+// and the layers' weight set-up) and the common losses (cross entropy, NLL, MSE, L1, binary
+// cross entropy),
 // listed once for explicit instantiation. libkiln_<name>_instances compiles them for each
 // built backend and for Autodiff over it (src/instances/), and <kiln/<name>/instances.hpp>
 // declares them extern: a file that includes it compiles calls to them, not their bodies
@@ -14,6 +15,7 @@
 #include "kiln/nn/conv.hpp"
 #include "kiln/nn/init.hpp"
 #include "kiln/nn/linear.hpp"
+#include "kiln/nn/loss.hpp"
 #include "kiln/tensor/conv.hpp"
 #include "kiln/tensor/pool.hpp"
 
@@ -43,7 +45,33 @@
   EXTERN template ::kiln::Tensor<B, D> kiln::functional::adaptive_avg_pool1d<B, D>(const ::kiln::Tensor<B, D>&,   \
                                                                                   std::int64_t);
 
+#define KILN_NN_INSTANCES_LOSS_RANK(EXTERN, B, D)                                                                 \
+  EXTERN template ::kiln::Tensor<B, D> kiln::nn::mse_loss<B, D>(const ::kiln::Tensor<B, D>&,                      \
+                                                               const ::kiln::Tensor<B, D>&, ::kiln::nn::Reduction); \
+  EXTERN template ::kiln::Tensor<B, D> kiln::nn::l1_loss<B, D>(const ::kiln::Tensor<B, D>&,                       \
+                                                              const ::kiln::Tensor<B, D>&, ::kiln::nn::Reduction); \
+  EXTERN template ::kiln::Tensor<B, D> kiln::nn::binary_cross_entropy<B, D>(                                      \
+      const ::kiln::Tensor<B, D>&, const ::kiln::Tensor<B, D>&, const std::optional<::kiln::Tensor<B, D>>&,       \
+      ::kiln::nn::Reduction);                                                                                     \
+  EXTERN template ::kiln::Tensor<B, D> kiln::nn::binary_cross_entropy_with_logits<B, D>(                          \
+      const ::kiln::Tensor<B, D>&, const ::kiln::Tensor<B, D>&, const std::optional<::kiln::Tensor<B, D>>&,       \
+      const std::optional<::kiln::Tensor<B, 1>>&, ::kiln::nn::Reduction);
+
+#define KILN_NN_INSTANCES_LOSS(EXTERN, B)                                                                         \
+  EXTERN template ::kiln::Tensor<B, 1> kiln::nn::cross_entropy<B>(                                                \
+      const ::kiln::Tensor<B, 2>&, const ::kiln::Tensor<B, 1, ::kiln::Int>&,                                      \
+      const std::optional<::kiln::Tensor<B, 1>>&, const ::kiln::nn::CrossEntropyOptions&);                        \
+  EXTERN template ::kiln::Tensor<B, 1> kiln::nn::cross_entropy<B>(                                                \
+      const ::kiln::Tensor<B, 2>&, const ::kiln::Tensor<B, 2>&, const std::optional<::kiln::Tensor<B, 1>>&,       \
+      const ::kiln::nn::CrossEntropyOptions&);                                                                    \
+  EXTERN template ::kiln::Tensor<B, 1> kiln::nn::nll_loss<B>(                                                     \
+      const ::kiln::Tensor<B, 2>&, const ::kiln::Tensor<B, 1, ::kiln::Int>&,                                      \
+      const std::optional<::kiln::Tensor<B, 1>>&, const ::kiln::nn::CrossEntropyOptions&);                        \
+  KILN_NN_INSTANCES_LOSS_RANK(EXTERN, B, 1)                                                                       \
+  KILN_NN_INSTANCES_LOSS_RANK(EXTERN, B, 2)
+
 #define KILN_NN_INSTANCES(EXTERN, B)                                                                              \
+  KILN_NN_INSTANCES_LOSS(EXTERN, B)                                                                               \
   KILN_NN_INSTANCES_RANK(EXTERN, B, 2)                                                                            \
   KILN_NN_INSTANCES_RANK(EXTERN, B, 3)                                                                            \
   KILN_NN_INSTANCES_RANK(EXTERN, B, 4)                                                                            \
