@@ -52,8 +52,12 @@ printf '%s\n' "${times[@]}" | sort -n | awk -v type="$(grep -m1 CMAKE_BUILD_TYPE
 blocks="$build/tests/docs/blocks"
 [[ -f "$blocks/readme_1.cpp" ]] || cmake "$build" >/dev/null  # configure extracts the blocks
 cxx=$(grep -m1 CMAKE_CXX_COMPILER: "$build/CMakeCache.txt" | cut -d= -f2)
-includes=(-Iinclude -Ibackends/cpu/include)
-[[ -d backends/vulkan/include && -f "$build/backends/vulkan/libkiln_vulkan.so" ]] && includes+=(-Ibackends/vulkan/include)
+# As an installed Kiln has them: the headers, and each built backend's generated
+# <kiln/<backend>/instances.hpp>, which <kiln/kiln.hpp> includes to declare the compiled
+# instances extern.
+includes=(-Iinclude -Ibackends/cpu/include "-I$build/instances/cpu/include")
+[[ -d backends/vulkan/include && -f "$build/backends/vulkan/libkiln_vulkan.so" ]] &&
+  includes+=(-Ibackends/vulkan/include "-I$build/instances/vulkan/include")
 for block in readme_1:"README.md's program" getting-started_3:"docs/getting-started.md's first model" \
              modules_1:"docs/modules.md's example"; do
   file="$blocks/${block%%:*}.cpp"
