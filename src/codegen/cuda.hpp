@@ -1,5 +1,5 @@
-// The CUDA C++ table of the renderer base (cstyle.hpp), and the elementwise kernel around
-// a rendered expression. CUDA's math library has every function of the node kinds in float
+// The CUDA C++ table of the renderer base (cstyle.hpp), and CUDA's dialect of the
+// elementwise kernel generator (kernel.hpp). CUDA's math library has every function of the node kinds in float
 // and double with C's meaning (expf / exp, log1pf, erff, tanhf, rintf halves to even,
 // powf with negative bases), so its only helpers are the integer Div / Rem / Pow, written
 // once for GLSL and CUDA alike (glsl_helpers.hpp), and the f16 / bf16 conversions
@@ -12,6 +12,7 @@
 #include "codegen/cstyle.hpp"
 #include "codegen/glsl_half.hpp"
 #include "codegen/glsl_helpers.hpp"
+#include "codegen/kernel.hpp"
 #include "kiln/core/dtype.hpp"
 
 #include <fmt/format.h>
@@ -176,44 +177,57 @@ inline std::string cuda_prelude() {
   return s;
 }
 
-// An elementwise kernel `name`: out[i] = expression(in0[i], in1[i]...) for i < n, over
-// contiguous buffers of the given dtypes (a mask expression is stored as 0 / 1 bytes).
-// The expression's helpers are placed before it; the caller joins kernels into one source
-// after cuda_prelude(), with each helper once (helpers_seen).
-inline std::string cuda_elementwise_kernel(std::string_view name, const Expression& e, std::span<const DType> inputs,
-                                           DType out, std::vector<std::string>& helpers_seen) {
-  using detail::cuda_storage_type;
-  using detail::cuda_value_type;
+namespace detail {
+inline std::string_view cuda_scalar_type(ScalarType t) {
+  constexpr std::string_view names[] = {"float", "double", "int", "long long", "unsigned char", "bool"};
+  return names[static_cast<std::size_t>(t)];
+}
+
+// A kernel function: the layout integers, the inputs, the output, then the parameters.
+inline std::string cuda_entry(const ElementwiseKernel& k) {
+  std::string s = fmt::format("extern \"C\" __global__ void {}(const long long* __restrict__ layout, ", k.name);
+  for (std::size_t n = 0; n < k.inputs.size(); ++n)
+    s += fmt::format("const {}* __restrict__ in{}_data, ", cuda_storage_type(k.inputs[n]), n);
+  s += fmt::format("{}* __restrict__ out_data", cuda_storage_type(k.out));
+  for (int n = 0; n < k.params; ++n) s += fmt::format(", const {} p{}", cuda_scalar_type(k.param_type), n);
+  return s + ") {\n";
+}
+
+inline constexpr KernelDialect cuda_dialect{
+    .name = "cuda",
+    .index_type = "long long",
+    .storage_type = cuda_storage_type,
+    .value_type = cuda_value_type,
+    .scalar_type = cuda_scalar_type,
+    .cast = [](std::string_view type, std::string_view value) { return fmt::format("(({})({}))", type, value); },
+    .declarations = [](const ElementwiseKernel&, const KernelLayout&) { return std::string(); },  // cuda_prelude()
+    .entry = cuda_entry,
+    .thread_index = "(long long)blockIdx.x * blockDim.x + threadIdx.x",
+    .layout_at = "layout[{}]",
+    .input_at = "in{0}_data[{1}]",
+    .output_at = "out_data[{0}]",
+};
+}  // namespace detail
+
+// The elementwise kernel function around a CUDA rendering (kernel.hpp); parameters are
+// kernel arguments. Several kernels share one source after cuda_prelude(), each helper
+// defined once (cuda_new_helpers).
+inline const KernelDialect& cuda_kernels() { return detail::cuda_dialect; }
+
+// The helper definitions of `e` that `seen` does not hold yet (then added to it): what a
+// kernel must define before it, in a source where other kernels defined the rest.
+inline std::string cuda_new_helpers(const Expression& e, std::vector<std::string>& seen) {
   std::string s;
-  // Each helper definition once per source: the expression lists them one per line.
   std::size_t start = 0;
   while (start < e.helpers.size()) {
     const std::size_t end = e.helpers.find('\n', start);
     std::string helper = e.helpers.substr(start, end - start);
-    if (!helper.empty() && std::find(helpers_seen.begin(), helpers_seen.end(), helper) == helpers_seen.end()) {
+    if (!helper.empty() && std::find(seen.begin(), seen.end(), helper) == seen.end()) {
       s += helper + "\n";
-      helpers_seen.push_back(std::move(helper));
+      seen.push_back(std::move(helper));
     }
     start = end == std::string::npos ? e.helpers.size() : end + 1;
   }
-  s += fmt::format("extern \"C\" __global__ void {}(", name);
-  for (std::size_t k = 0; k < inputs.size(); ++k)
-    s += fmt::format("const {}* __restrict__ in{}_data, ", cuda_storage_type(inputs[k]), k);
-  s += fmt::format("{}* __restrict__ out_data, long long n) {{\n", cuda_storage_type(out));
-  s += "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n";
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const DType d = inputs[k];
-    std::string load = fmt::format("in{}_data[i]", k);
-    if (d == DType::f16) load = fmt::format("kiln_f16_to_f32({})", load);
-    else if (d == DType::bf16) load = fmt::format("kiln_bf16_to_f32({})", load);
-    else if (d == DType::boolean) load = fmt::format("({} != 0)", load);
-    s += fmt::format("  const {} in{} = {};\n", cuda_value_type(d), k, load);
-  }
-  std::string value = e.value;
-  if (out == DType::f16) value = fmt::format("(unsigned short)kiln_f32_to_f16((float)({}))", value);
-  else if (out == DType::bf16) value = fmt::format("(unsigned short)kiln_f32_to_bf16((float)({}))", value);
-  else if (out == DType::boolean) value = fmt::format("(({}) ? 1 : 0)", value);
-  s += fmt::format("  out_data[i] = ({})({});\n}}\n", cuda_storage_type(out), value);
   return s;
 }
 

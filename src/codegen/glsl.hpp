@@ -1,9 +1,10 @@
-// The GLSL 4.50 table of the renderer base (cstyle.hpp): how GLSL spells each node kind in
-// each type, its constants, and its helpers (glsl_helpers.hpp) for what GLSL's builtins do
-// not compute with the catalogue's meaning: erf, log1p, tanh and pow in every float type,
-// the integer Div / Rem / Pow, and every transcendental function in f64, since GLSL's
-// exp, log, sin, cos and tan take float only. expm1 and atan2 are decomposed into other
-// kinds (decompositions.hpp).
+// The GLSL 4.50 table of the renderer base (cstyle.hpp), and GLSL's dialect of the
+// elementwise kernel generator (kernel.hpp): the Vulkan backend's compute shaders. The
+// table says how GLSL spells each node kind in each type, its constants, and its helpers
+// (glsl_helpers.hpp) for what GLSL's builtins do not compute with the catalogue's meaning:
+// erf, log1p, tanh and pow in every float type, the integer Div / Rem / Pow, and every
+// transcendental function in f64, since GLSL's exp, log, sin, cos and tan take float only.
+// expm1 and atan2 are decomposed into other kinds (decompositions.hpp).
 // NaN, infinities and signed zeros behave as in the catalogue only where the shader keeps
 // them: Vulkan lets drivers assume they never occur unless the SPIR-V declares
 // SignedZeroInfNanPreserve (VK_KHR_shader_float_controls), which the caller should request.
@@ -11,7 +12,9 @@
 #pragma once
 
 #include "codegen/cstyle.hpp"
+#include "codegen/glsl_half.hpp"
 #include "codegen/glsl_helpers.hpp"
+#include "codegen/kernel.hpp"
 
 namespace kiln::codegen {
 
@@ -52,9 +55,87 @@ inline constexpr Language glsl_language = [] {
   return l;
 }();
 
+// GLSL spelling of a dtype in storage buffers (bool: uint8_t; f16 and bf16: uint16_t bits).
+inline std::string_view glsl_storage_type(DType d) {
+  switch (d) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int";
+    case DType::i64: return "int64_t";
+    case DType::u8:
+    case DType::boolean: return "uint8_t";
+    case DType::f16:
+    case DType::bf16: return "uint16_t";
+  }
+  return "?";
+}
+inline std::string_view glsl_value_type(DType d) {
+  if (d == DType::boolean) return "bool";
+  return is_half(d) ? "float" : glsl_storage_type(d);
+}
+inline std::string_view glsl_scalar_type(ScalarType t) {
+  constexpr std::string_view names[] = {"float", "double", "int", "int64_t", "uint8_t", "bool"};
+  return names[static_cast<std::size_t>(t)];
+}
+
+// The #extension lines for buffers of these dtypes (doubles are core GLSL 4.50).
+inline std::string glsl_extensions(std::span<const DType> dtypes) {
+  bool int64 = false, int8 = false, int16 = false;
+  for (DType d : dtypes) {
+    int64 = int64 || d == DType::i64;
+    int8 = int8 || d == DType::u8 || d == DType::boolean;
+    int16 = int16 || is_half(d);
+  }
+  std::string out;
+  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+  if (int8)
+    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
+           "#extension GL_EXT_shader_8bit_storage : require\n";
+  if (int16) out += "#extension GL_EXT_shader_16bit_storage : require\n";
+  return out;
+}
+
+// A compute shader: the layout integers in binding 0, the output in 1, input k in k + 2.
+inline std::string glsl_declarations(const ElementwiseKernel& k, const KernelLayout&) {
+  KILN_CHECK(k.params == 0, "elementwise_kernel_glsl: a shader has no scalar arguments; pass the {} parameters as "
+             "inputs (codegen::params_as_inputs)", k.params);
+  std::vector<DType> dtypes = k.inputs;
+  dtypes.push_back(k.out);
+  std::string s = "#version 450\n" + glsl_extensions(dtypes);
+  s += fmt::format("layout(local_size_x = {}) in;\n", k.workgroup_size);
+  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
+  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", glsl_storage_type(k.out));
+  for (std::size_t n = 0; n < k.inputs.size(); ++n)
+    s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n", n + 2, n,
+                     glsl_storage_type(k.inputs[n]), n);
+  bool half = false;
+  for (DType d : dtypes) half = half || is_half(d);
+  if (half && !k.raw_bits) s += glsl_half_conversions;
+  return s;
+}
+
+inline constexpr KernelDialect glsl_dialect{
+    .name = "glsl",
+    .index_type = "int",
+    .storage_type = glsl_storage_type,
+    .value_type = glsl_value_type,
+    .scalar_type = glsl_scalar_type,
+    .cast = [](std::string_view type, std::string_view value) { return fmt::format("{}({})", type, value); },
+    .declarations = glsl_declarations,
+    .entry = [](const ElementwiseKernel&) { return std::string("void main() {\n"); },
+    // A dispatch larger than 65535 workgroups is two-dimensional (x rows of workgroups).
+    .thread_index = "int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)",
+    .layout_at = "params[{}]",
+    .input_at = "in{0}_data[{1}]",
+    .output_at = "out_data[{0}]",
+};
+
 }  // namespace detail
 
 inline const Language& glsl() { return detail::glsl_language; }
+// The elementwise compute shader around a GLSL rendering (kernel.hpp); parameters must come
+// as inputs (codegen::params_as_inputs): a shader has no scalar arguments.
+inline const KernelDialect& glsl_kernels() { return detail::glsl_dialect; }
 
 using GlslExpression = Expression;
 

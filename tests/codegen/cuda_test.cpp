@@ -1,9 +1,12 @@
-// Codegen: the CUDA C++ table (src/codegen/cuda.hpp). Every catalogue op in every dtype of
-// its domain (f16 and bf16 included, through their conversions) and every gradient formula
-// in every float dtype becomes an elementwise kernel; all of them, in one source, are
+// Codegen: the CUDA C++ table and kernel dialect (src/codegen/cuda.hpp). Every catalogue op
+// in every dtype of its domain (f16 and bf16 included, through their conversions) and every
+// gradient formula in every float dtype becomes an elementwise kernel, as do strided,
+// single-element and parameter kernels; all of them, in one source, are
 // compiled to PTX by NVRTC for compute_90 and the PTX to SASS by ptxas -arch=sm_90. No GPU
 // is needed; without the CUDA toolkit at configure time the test reports itself skipped.
 #include "codegen/cuda.hpp"
+#include "codegen/glsl.hpp"
+#include "kiln/codegen/program.hpp"
 
 #include <gtest/gtest.h>
 
@@ -39,12 +42,22 @@ struct Kernels {
   std::vector<std::string> helpers;
   int count = 0;
 
-  void add(const std::string& what, DType dtype, const codegen::NodePtr& tree, int inputs, DType out) {
+  // A kernel of `tree` over `inputs` operands of `dtype` (and `params` scalar parameters),
+  // in `layout`.
+  void add(const std::string& what, DType dtype, const codegen::NodePtr& tree, int inputs, DType out,
+           const codegen::KernelLayout& layout = {}, int params = 0) {
     const auto type = codegen::scalar_type_of(dtype);
     const codegen::Expression e = codegen::render_cuda(tree, type);
-    const std::vector<DType> in(static_cast<std::size_t>(inputs), dtype);
-    const std::string name = fmt::format("k{}_{}_{}", count++, what, kiln::dtype_name(dtype));
-    source += codegen::cuda_elementwise_kernel(name, e, in, out, helpers);
+    codegen::ElementwiseKernel k;
+    k.name = fmt::format("k{}_{}_{}", count++, what, kiln::dtype_name(dtype));
+    k.inputs.assign(static_cast<std::size_t>(inputs), dtype);
+    k.out = out;
+    k.helpers = codegen::cuda_new_helpers(e, helpers);
+    k.value = e.value;
+    k.value_is_bool = out == DType::boolean;
+    k.params = params;
+    k.param_type = type;
+    source += codegen::elementwise_kernel(codegen::cuda_kernels(), k, layout);
   }
 };
 
@@ -74,6 +87,17 @@ Kernels every_kernel() {
     KILN_DIFFERENTIABLE_BINARY_OPS(KILN_ADD)
 #undef KILN_ADD
   }
+  // Every layout, in every dtype: strided inputs and output (views), a single-element input.
+  for (DType d : dtypes_of(ops::Domain::numeric)) {
+    const auto tree = codegen::trace_binary<ops::Add>(codegen::scalar_type_of(d));
+    k.add("add_strided", d, tree, 2, d, {.strided = true, .out_strided = true});
+    k.add("add_scalar_rhs", d, tree, 2, d, {.scalar = {false, true}});
+  }
+  // Scalar parameters as kernel arguments: x * p0 is one kernel for every scalar.
+  for (DType d : dtypes_of(ops::Domain::float_only)) {
+    const codegen::Program program = codegen::binary_program<ops::Mul>(d, true);
+    k.add("mul_param", d, program.outputs()[0].root, 1, d, {}, program.param_count());
+  }
   return k;
 }
 
@@ -102,6 +126,37 @@ TEST(CodegenCuda, SpellsOpsWithCudasMathLibraryAndWrappingIntegers) {
                kiln::Error);
 }
 
+// The kernel around a rendering comes from the same generator as Vulkan's shaders
+// (codegen/kernel.hpp), with CUDA's dialect: a __global__ function whose arguments are the
+// layout, the buffers and the parameters.
+TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
+  using codegen::ScalarType;
+  const codegen::Program program = codegen::binary_program<ops::Mul>(DType::f16, true);
+  const codegen::Expression e = codegen::render_cuda(program.outputs()[0].root, ScalarType::f32);
+  codegen::ElementwiseKernel k;
+  k.name = "scale";
+  k.inputs = {DType::f16};
+  k.out = DType::f16;
+  k.value = e.value;
+  k.params = program.param_count();
+  const std::string flat = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {});
+  EXPECT_NE(flat.find("extern \"C\" __global__ void scale(const long long* __restrict__ layout, const unsigned short* "
+                      "__restrict__ in0_data, unsigned short* __restrict__ out_data, const float p0) {"),
+            std::string::npos)
+      << flat;
+  EXPECT_NE(flat.find("const float in0 = kiln_f16_to_f32(((uint)(in0_data[layout[10] + i])));"), std::string::npos)
+      << flat;
+  EXPECT_NE(flat.find("(in0 * p0)"), std::string::npos) << flat;
+  EXPECT_EQ(flat.find("% size"), std::string::npos) << "a flat kernel computes no strided index";
+  const std::string strided = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {.strided = true, .out_strided = true});
+  EXPECT_NE(strided.find("long long at0 = layout[10];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("at0 += (rest % size) * layout[11 + d];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("long long at_out = layout[19];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("out_data[at_out] = "), std::string::npos) << strided;
+  // GLSL has no scalar arguments: parameters must arrive as inputs.
+  EXPECT_THROW(codegen::elementwise_kernel(codegen::glsl_kernels(), k, {}), kiln::Error);
+}
+
 TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
 #ifndef KILN_HAVE_NVRTC
   GTEST_SKIP() << "the CUDA toolkit (NVRTC, ptxas) was not found when Kiln was configured";
@@ -116,7 +171,15 @@ TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
   nvrtcGetProgramLogSize(program, &log_size);
   std::string log(log_size, '\0');
   nvrtcGetProgramLog(program, log.data());
-  ASSERT_EQ(compiled, NVRTC_SUCCESS) << log.substr(0, 20000);
+  // The errors first: NVRTC's log also warns of every unused input (a gradient formula
+  // need not read all four).
+  std::string errors;
+  for (std::size_t at = log.find("error"); at != std::string::npos && errors.size() < 20000;
+       at = log.find("error", at + 1)) {
+    const std::size_t line = log.rfind('\n', at) + 1;
+    errors += log.substr(line, log.find('\n', log.find('\n', at) + 1) - line) + "\n";
+  }
+  ASSERT_EQ(compiled, NVRTC_SUCCESS) << errors;
   std::size_t ptx_size = 0;
   nvrtcGetPTXSize(program, &ptx_size);
   std::string ptx(ptx_size, '\0');
@@ -134,7 +197,8 @@ TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
   EXPECT_EQ(status, 0) << command;
   EXPECT_GT(std::filesystem::file_size(dir / "kernels.cubin"), 0u);
   std::filesystem::remove_all(dir);
-  std::printf("CUDA: %d elementwise kernels (every catalogue op and gradient formula in every dtype) compiled for sm_90\n",
+  std::printf("CUDA: %d elementwise kernels (every catalogue op and gradient formula in every dtype, every layout, "
+              "parameters) compiled for sm_90\n",
               kernels.count);
 #endif
 }

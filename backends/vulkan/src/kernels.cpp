@@ -2,7 +2,7 @@
 // buffer, dispatch.
 #include "kernels.hpp"
 
-#include "codegen/glsl_half.hpp"
+#include "codegen/glsl.hpp"
 
 #include <fmt/format.h>
 
@@ -17,114 +17,25 @@
 namespace kiln::vulkan {
 namespace {
 
-constexpr std::size_t kMaxRank = 8;
-// Parameter buffer layout (ints): [0] n, [1] rank, [2..10) dims, then per input k at
-// 10 + k * 9: its element offset and 8 strides.
-constexpr int kInputParams = 1 + static_cast<int>(kMaxRank);
-constexpr int kFirstInput = 2 + static_cast<int>(kMaxRank);
+using codegen::kMaxRank;
+constexpr int kInputParams = codegen::kLayoutStride;
+constexpr int kFirstInput = codegen::kFirstLayout;
 
-// GLSL spelling of a dtype in storage buffers (bool: uint8_t; f16 and bf16: uint16_t bits).
-std::string storage_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i32: return "int";
-    case DType::i64: return "int64_t";
-    case DType::u8:
-    case DType::boolean: return "uint8_t";
-    case DType::f16:
-    case DType::bf16: return "uint16_t";
-  }
-  KILN_FAIL("vulkan: no storage type for dtype {}", static_cast<int>(dtype));
-}
-
-// The #extension lines a shader needs for buffers of these dtypes.
-std::string glsl_extensions(std::initializer_list<DType> dtypes) {
-  bool int64 = false, int8 = false, int16 = false;
-  for (DType d : dtypes) {
-    int64 = int64 || d == DType::i64;
-    int8 = int8 || d == DType::u8 || d == DType::boolean;
-    int16 = int16 || is_half(d);
-  }
-  // Doubles are core GLSL 4.50.
-  std::string out;
-  if (int64) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
-  if (int8)
-    out += "#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
-           "#extension GL_EXT_shader_8bit_storage : require\n";
-  if (int16) out += "#extension GL_EXT_shader_16bit_storage : require\n";
-  return out;
-}
-
-// Strided: each input's index from the output index and its strides; flat: offset + i * step.
-// scalar[k]: input k is a single element (flat kernels only).
+// The shader of a spec, from the shared kernel generator with GLSL's dialect
+// (src/codegen/kernel.hpp). Strided: each input's index from the output index and its
+// strides; flat: offset + i. scalar[k]: input k is a single element (flat kernels only).
 std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, const std::vector<bool>& scalar) {
   count_render();
-  bool half = is_half(spec.out);
-  std::string s = "#version 450\n" + glsl_extensions({spec.out});
-  for (DType d : spec.inputs) {
-    s += glsl_extensions({d});
-    half = half || is_half(d);
-  }
-  s += fmt::format("layout(local_size_x = {}) in;\n", kWorkgroupSize);
-  s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
-  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", storage_type(spec.out));
-  for (std::size_t k = 0; k < spec.inputs.size(); ++k)
-    s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n", k + 2, k,
-                     storage_type(spec.inputs[k]), k);
-  if (half && !spec.raw_bits) s += codegen::glsl_half_conversions;
-  s += spec.helpers;
-  if (strided) {
-    s += fmt::format(
-        "int index_of(int i, int base) {{\n"
-        "  int index = params[base];\n"
-        "  for (int d = params[1] - 1; d >= 0; --d) {{\n"
-        "    const int size = params[2 + d];\n"
-        "    index += (i % size) * params[base + 1 + d];\n"
-        "    i /= size;\n"
-        "  }}\n"
-        "  return index;\n"
-        "}}\n");
-  }
-  s += fmt::format(
-      "void main() {{\n"
-      "  const int i = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * {}u);\n"
-      "  if (i >= params[0]) return;\n",
-      kWorkgroupSize);
-  for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
-    const int base = kFirstInput + static_cast<int>(k) * kInputParams;
-    // Flat: a single element is read by every invocation, else element i; the index is
-    // spelled out (not a multiply by a stride from the parameters) so that the compiler
-    // sees consecutive invocations read consecutive elements.
-    const std::string at = strided     ? fmt::format("index_of(i, {})", base)
-                           : scalar[k] ? fmt::format("params[{}]", base)
-                                       : fmt::format("params[{}] + i", base);
-    const DType d = spec.inputs[k];
-    if (d == DType::boolean)
-      s += fmt::format("  const bool in{} = in{}_data[{}] != uint8_t(0);\n", k, k, at);
-    else if (is_half(d) && spec.raw_bits)
-      s += fmt::format("  const uint in{} = uint(in{}_data[{}]);\n", k, k, at);
-    else if (is_half(d))
-      s += fmt::format("  const float in{} = kiln_{}_to_f32(uint(in{}_data[{}]));\n", k, d, k, at);
-    else
-      s += fmt::format("  const {} in{} = in{}_data[{}];\n", value_type(spec.inputs[k]), k, k, at);
-  }
-  const std::string out_index =
-      out_strided ? fmt::format("index_of(i, {})", kFirstInput + static_cast<int>(spec.inputs.size()) * kInputParams)
-                  : "i";
-  if (spec.value_is_bool)
-    s += fmt::format("  out_data[{}] = ({}) ? {}(1) : {}(0);\n", out_index, spec.value, storage_type(spec.out),
-                     storage_type(spec.out));
-  else if (is_half(spec.out) && spec.raw_bits)
-    s += fmt::format("  out_data[{}] = uint16_t({});\n", out_index, spec.value);
-  else if (is_half(spec.out))
-    s += fmt::format("  out_data[{}] = uint16_t(kiln_f32_to_{}(float({})));\n", out_index, spec.out, spec.value);
-  else
-    s += fmt::format("  out_data[{}] = {}({});\n", out_index, storage_type(spec.out), spec.value);
-  s += "}\n";
-  return s;
+  codegen::ElementwiseKernel kernel;
+  kernel.inputs = spec.inputs;
+  kernel.out = spec.out;
+  kernel.helpers = spec.helpers;
+  kernel.value = spec.value;
+  kernel.value_is_bool = spec.value_is_bool;
+  kernel.raw_bits = spec.raw_bits;
+  kernel.workgroup_size = static_cast<int>(kWorkgroupSize);
+  return codegen::elementwise_kernel(codegen::glsl_kernels(), kernel, {strided, out_strided, scalar});
 }
-
 
 std::atomic<std::uint64_t> renders{0};
 std::atomic<std::uint64_t> next_spec_key{1};
@@ -227,12 +138,9 @@ void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
   context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
 }
 
-std::string value_type(DType dtype) {
-  if (dtype == DType::boolean) return "bool";
-  return is_half(dtype) ? "float" : storage_type(dtype);
-}
+std::string value_type(DType dtype) { return std::string(codegen::detail::glsl_value_type(dtype)); }
 
-bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+bool is_half(DType dtype) { return codegen::is_half(dtype); }
 
 void check_dtype_supported(std::string_view op, DType dtype) {
   const Features& f = Context::get().features();

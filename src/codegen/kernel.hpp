@@ -1,0 +1,141 @@
+// The elementwise kernel around a rendered expression (cstyle.hpp), for every C-like
+// language, from a table of the parts that differ between them (a KernelDialect): buffer
+// and argument declarations, the entry point, the thread index, type names and casts, and
+// (the helper functions come with the rendering, each in its language). What every language shares is written once here:
+// where each input element is read (flat, strided or a single element), the f16 / bf16
+// and bool loads and stores, and the index arithmetic over the layout's integers. GLSL
+// (glsl.hpp, for Vulkan) and CUDA C++ (cuda.hpp) are two dialects. Private to Kiln.
+#pragma once
+
+#include "codegen/cstyle.hpp"
+#include "kiln/core/dtype.hpp"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::codegen {
+
+// f16 and bf16: stored in 16 bits, computed in float.
+inline bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// The layout integers a kernel reads (a buffer in GLSL, an argument in CUDA): [0] the
+// element count n, [1] the rank, [2, 2 + kMaxRank) the output's dims, then for each input k
+// (and after them the output, when it is strided) at kFirstLayout + k * kLayoutStride its
+// element offset and kMaxRank strides.
+inline constexpr std::size_t kMaxRank = 8;
+inline constexpr int kLayoutStride = 1 + static_cast<int>(kMaxRank);
+inline constexpr int kFirstLayout = 2 + static_cast<int>(kMaxRank);
+
+// What one kernel computes: out[i] = value(in0[i], in1[i]...).
+struct ElementwiseKernel {
+  std::string name = "kiln_elementwise";  // the entry point, where the language names it
+  std::vector<DType> inputs;
+  DType out = DType::f32;
+  std::string helpers;  // the functions `value` calls, declared as the dialect declares functions
+  std::string value;    // the rendered expression over in0, in1... (and p0, p1...)
+  bool value_is_bool = false;  // the expression is a bool, stored as 0 / 1 bytes
+  // f16 / bf16 operands move as their 16 bits (a uint) instead of converting to float and
+  // back: copies keep every bit, NaN payloads included.
+  bool raw_bits = false;
+  // Scalar parameters p0, p1... of type param_type, as kernel arguments (where the dialect
+  // has them; Vulkan passes parameters as inputs, codegen::params_as_inputs).
+  int params = 0;
+  ScalarType param_type = ScalarType::f32;
+  int workgroup_size = 256;  // invocations per workgroup, where the kernel declares it (GLSL)
+};
+
+// Where the kernel reads its inputs and writes its output.
+struct KernelLayout {
+  bool strided = false;      // each input's element from the output index and its strides
+  bool out_strided = false;  // the output too (a view)
+  std::vector<bool> scalar;  // flat kernels: input k is one element, read by every invocation
+};
+
+// The parts of an elementwise kernel a language spells its own way.
+struct KernelDialect {
+  std::string_view name;
+  std::string_view index_type;           // the element index: "int" (GLSL), "long long" (CUDA)
+  std::string_view (*storage_type)(DType);  // a buffer element
+  std::string_view (*value_type)(DType);    // what a loaded element computes as (f16 / bf16: float)
+  std::string_view (*scalar_type)(ScalarType);
+  std::string (*cast)(std::string_view type, std::string_view value);
+  // Everything before the helpers: version and extensions, buffers (GLSL); nothing (CUDA,
+  // whose prelude comes once per source).
+  std::string (*declarations)(const ElementwiseKernel& kernel, const KernelLayout& layout);
+  // The entry point's first line, with its arguments: "void main() {", or
+  // extern "C" __global__ void name(...) {.
+  std::string (*entry)(const ElementwiseKernel& kernel);
+  std::string_view thread_index;     // the invocation's element, in index_type
+  std::string_view layout_at;        // pattern: the layout's integer {0}
+  std::string_view input_at;         // pattern: element {1} of input {0}'s buffer
+  std::string_view output_at;        // pattern: element {0} of the output buffer
+};
+
+// The kernel's source for `dialect`: declarations, helpers, and the entry point.
+inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseKernel& k, const KernelLayout& layout) {
+  KILN_CHECK(layout.strided || layout.scalar.empty() || layout.scalar.size() == k.inputs.size(),
+             "elementwise_kernel_{}: {} scalar flags for {} inputs", d.name, layout.scalar.size(), k.inputs.size());
+  auto at = [&](int i) { return fmt::format(fmt::runtime(d.layout_at), i); };
+  std::string s = d.declarations(k, layout);
+  s += k.helpers;
+  s += d.entry(k);
+  s += fmt::format("  const {} i = {};\n  if (i >= {}) return;\n", d.index_type, d.thread_index, at(0));
+  // `name`: the element of a strided operand whose layout starts at `base`, for output
+  // element i: its offset plus each coordinate of i times its stride.
+  auto strided_index = [&](std::string_view name, int base) {
+    s += fmt::format("  {0} {1} = {2};\n"
+                     "  for ({0} rest = i, d = {3} - 1; d >= 0; --d) {{\n"
+                     "    const {0} size = {4};\n"
+                     "    {1} += (rest % size) * {5};\n"
+                     "    rest /= size;\n"
+                     "  }}\n",
+                     d.index_type, name, at(base), at(1), fmt::format(fmt::runtime(d.layout_at), "2 + d"),
+                     fmt::format(fmt::runtime(d.layout_at), fmt::format("{} + d", base + 1)));
+  };
+  for (std::size_t n = 0; n < k.inputs.size(); ++n) {
+    const int base = kFirstLayout + static_cast<int>(n) * kLayoutStride;
+    const bool scalar = !layout.strided && !layout.scalar.empty() && layout.scalar[n];
+    // Flat: element i is read at offset + i, spelled out (not a multiply by a stride from the
+    // layout) so that the compiler sees consecutive invocations read consecutive elements.
+    std::string index = scalar ? at(base) : fmt::format("{} + i", at(base));
+    if (layout.strided) {
+      index = fmt::format("at{}", n);
+      strided_index(index, base);
+    }
+    const std::string element = fmt::format(fmt::runtime(d.input_at), n, index);
+    const DType t = k.inputs[n];
+    std::string load;
+    if (t == DType::boolean)
+      load = fmt::format("const bool in{} = {} != {};", n, element, d.cast(d.storage_type(t), "0"));
+    else if (is_half(t) && k.raw_bits)
+      load = fmt::format("const uint in{} = {};", n, d.cast("uint", element));
+    else if (is_half(t))
+      load = fmt::format("const float in{} = kiln_{}_to_f32({});", n, dtype_name(t), d.cast("uint", element));
+    else
+      load = fmt::format("const {} in{} = {};", d.value_type(t), n, element);
+    s += "  " + load + "\n";
+  }
+  std::string out_index = "i";
+  if (layout.out_strided) {
+    out_index = "at_out";
+    strided_index(out_index, kFirstLayout + static_cast<int>(k.inputs.size()) * kLayoutStride);
+  }
+  const std::string_view out_type = d.storage_type(k.out);
+  std::string value;
+  if (k.value_is_bool)
+    value = fmt::format("({}) ? {} : {}", k.value, d.cast(out_type, "1"), d.cast(out_type, "0"));
+  else if (is_half(k.out) && k.raw_bits)
+    value = d.cast(out_type, k.value);
+  else if (is_half(k.out))
+    value = d.cast(out_type, fmt::format("kiln_f32_to_{}({})", dtype_name(k.out), d.cast("float", k.value)));
+  else
+    value = d.cast(out_type, k.value);
+  s += fmt::format("  {} = {};\n}}\n", fmt::format(fmt::runtime(d.output_at), out_index), value);
+  return s;
+}
+
+}  // namespace kiln::codegen
