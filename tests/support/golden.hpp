@@ -10,6 +10,8 @@
 
 #include <kiln/tensor.hpp>
 
+#include "expect_error.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -54,14 +56,3 @@ template <class B, std::size_t D, class K>
 
 // EXPECT_CLOSE(tensor, golden_data[, rtol, atol])
 #define EXPECT_CLOSE(actual, ...) EXPECT_TRUE(::kiln::test::all_close(actual, __VA_ARGS__))
-// EXPECT_KILN_ERROR(statement, "substring"): statement throws kiln::Error whose message contains the substring.
-#define EXPECT_KILN_ERROR(statement, substring)                                                        \
-  do {                                                                                                 \
-    try {                                                                                              \
-      statement;                                                                                       \
-      ADD_FAILURE() << "expected kiln::Error containing \"" << substring << "\" from: " #statement;   \
-    } catch (const ::kiln::Error& e) {                                                                 \
-      EXPECT_NE(std::string(e.what()).find(substring), std::string::npos)                              \
-          << "kiln::Error message \"" << e.what() << "\" lacks \"" << substring << "\"";               \
-    }                                                                                                  \
-  } while (0)
