@@ -40,12 +40,10 @@ struct Instruction {
 
 namespace detail {
 // The id of a structural key: equal keys get equal ids, for as long as the process runs.
-inline std::uint64_t intern_key(const std::string& key) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::uint64_t> ids;
-  const std::lock_guard lock(mutex);
-  return ids.emplace(key, ids.size() + 1).first->second;
-}
+// One table per process, in libkiln_core (src/core/program_ids.cpp): a table in this header
+// would be one per shared library wherever symbols are not merged across them (hidden
+// visibility, static builds, other platforms), and two programs could share an id.
+std::uint64_t intern_key(const std::string& key);
 }  // namespace detail
 
 class Program {
