@@ -35,11 +35,11 @@ TYPED_TEST(Creation, FullZerosOnesInEveryDtype) {
   using B = TypeParam;
   for (DType dtype : all_dtypes) {
     const double value = is_bool(dtype) ? 1.0 : is_int(dtype) ? 7.0 : 1.5;
-    const auto p = B::full(Shape{2, 3}, value, dtype, {});
+    const auto p = provided::full<B>(Shape{2, 3}, value, dtype, {});
     EXPECT_EQ(B::dtype(p), dtype);
     EXPECT_EQ(B::shape(p), (Shape{2, 3}));
     EXPECT_EQ(B::into_data(p).template to_vec<double>(), std::vector<double>(6, value)) << dtype_name(dtype);
-    EXPECT_EQ(B::into_data(B::full(Shape{4}, 0.0, dtype, {})).template to_vec<double>(), std::vector<double>(4, 0.0));
+    EXPECT_EQ(B::into_data(provided::full<B>(Shape{4}, 0.0, dtype, {})).template to_vec<double>(), std::vector<double>(4, 0.0));
   }
   EXPECT_EQ(Float2<B>::zeros({2, 2}).to_vec(), std::vector<double>(4, 0.0));
   EXPECT_EQ(Float2<B>::ones({2, 2}, {}, DType::f64).dtype(), DType::f64);
@@ -128,8 +128,8 @@ TYPED_TEST(Creation, FromDataConvertsToTheKindAndChecksRank) {
   EXPECT_EQ(f.to_vec(), (std::vector<double>{1, 2, 3, 4}));
   EXPECT_EQ(Int2<B>::from_data(data).dtype(), DType::i32);
   EXPECT_KILN_ERROR(Float3<B>::from_data(data), "from_data: data of shape [2, 2] has rank 2, the tensor has rank 3");
-  EXPECT_KILN_ERROR(Int2<B>(B::full(Shape{1, 1}, 0.0, DType::f32, {})), "dtype f32 is not a Int dtype");
-  EXPECT_KILN_ERROR(Float2<B>(B::full(Shape{1}, 0.0, DType::f32, {})), "a primitive of shape [1] has rank 1, not 2");
+  EXPECT_KILN_ERROR(Int2<B>(provided::full<B>(Shape{1, 1}, 0.0, DType::f32, {})), "dtype f32 is not a Int dtype");
+  EXPECT_KILN_ERROR(Float2<B>(provided::full<B>(Shape{1}, 0.0, DType::f32, {})), "a primitive of shape [1] has rank 1, not 2");
 }
 
 // ---- host transfer

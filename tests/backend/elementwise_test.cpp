@@ -545,8 +545,8 @@ TYPED_TEST(Elementwise, AddRejectsShapesThatDoNotBroadcast) {
   EXPECT_KILN_ERROR(a.lt(b), "lt: shapes [2, 3] and [4, 3] do not broadcast");
   EXPECT_KILN_ERROR(a.pow(b), "pow: shapes [2, 3] and [4, 3] do not broadcast");
   EXPECT_KILN_ERROR(where(a.lt(0.0), a, b), "where: shapes");
-  const auto p = Tensor<B, 2, Bool>(B::full(Shape{2, 3}, 1.0, DType::boolean, {}));
-  const auto q = Tensor<B, 2, Bool>(B::full(Shape{4, 3}, 1.0, DType::boolean, {}));
+  const auto p = Tensor<B, 2, Bool>(provided::full<B>(Shape{2, 3}, 1.0, DType::boolean, {}));
+  const auto q = Tensor<B, 2, Bool>(provided::full<B>(Shape{4, 3}, 1.0, DType::boolean, {}));
   EXPECT_KILN_ERROR(p & q, "and: shapes [2, 3] and [4, 3] do not broadcast");
 }
 
@@ -564,9 +564,9 @@ TYPED_TEST(Elementwise, MixedDtypesAreRejectedNamingOpShapesAndDtypes) {
 TYPED_TEST(Elementwise, BackendRejectsDtypesOutsideAnOpsDomain) {
   // The Tensor API rules these out at compile time; the backend checks at run time too.
   using B = TypeParam;
-  const auto i = B::full(Shape{2}, 1.0, DType::i64, {});
-  const auto f = B::full(Shape{2}, 1.0, DType::f32, {});
-  const auto x = B::full(Shape{2}, 1.0, DType::boolean, {});
+  const auto i = provided::full<B>(Shape{2}, 1.0, DType::i64, {});
+  const auto f = provided::full<B>(Shape{2}, 1.0, DType::f32, {});
+  const auto x = provided::full<B>(Shape{2}, 1.0, DType::boolean, {});
   EXPECT_KILN_ERROR((provided::unary<B, ops::Exp>(i)), "exp: expected a float tensor, got i64");
   EXPECT_KILN_ERROR((provided::unary<B, ops::Neg>(x)), "neg: expected a float or int tensor, got bool");
   EXPECT_KILN_ERROR((provided::binary<B, ops::LogicalAnd>(f, f)), "and: expected a bool tensor, got f32");

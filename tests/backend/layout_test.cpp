@@ -232,7 +232,7 @@ TYPED_TEST(Layout, CatRejectsMismatchedShapesAndDtypes) {
   EXPECT_KILN_ERROR(Float2<B>::cat({a}, 2), "cat: dim 2 is out of range");
   // The backend checks too.
   const std::vector<typename B::Primitive> prims{a.primitive(), b.primitive()};
-  EXPECT_KILN_ERROR(B::cat(prims, 0), "cat: shapes [2, 3] and [4, 2] differ outside dim 0");
+  EXPECT_KILN_ERROR(provided::cat<B>(prims, 0), "cat: shapes [2, 3] and [4, 2] differ outside dim 0");
 }
 
 TYPED_TEST(Layout, StackAlongNewFirstMiddleAndLastDims) {
@@ -395,7 +395,7 @@ TYPED_TEST(Layout, IndexSelectRejectsOutOfRangeIndices) {
   const auto x = Float2<B>::zeros({4, 3});
   EXPECT_KILN_ERROR(x.index_select(0, Int1<B>::from({0, 4})),
                     "index_select: index 4 is out of range for a dim of size 4");
-  EXPECT_KILN_ERROR(B::index_select(x.primitive(), 0, Int2<B>::zeros({1, 1}).primitive()),
+  EXPECT_KILN_ERROR(provided::index_select<B>(x.primitive(), 0, Int2<B>::zeros({1, 1}).primitive()),
                     "index_select: the index must be 1-d, got shape [1, 1]");
 }
 

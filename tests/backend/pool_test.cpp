@@ -62,7 +62,7 @@ TYPED_TEST(Pool, MaxPool2dValuesIndicesAndBackwardMatchTorch) {
       EXPECT_CLOSE(out, c["out"], rtol(dtype), atol(dtype));
       EXPECT_CLOSE(indices, c["indices"], 0, 0);
       EXPECT_CLOSE(F::max_pool2d(x, options), c["out"], rtol(dtype), atol(dtype));
-      const auto dx = B::max_pool2d_backward(x.primitive(), primitive<B>(c, "dy", dtype), indices.primitive(), options);
+      const auto dx = provided::max_pool2d_backward<B>(x.primitive(), primitive<B>(c, "dy", dtype), indices.primitive(), options);
       EXPECT_CLOSE(B::into_data(dx), c["dx"], rtol(dtype), atol(dtype));
     }
   }
@@ -85,10 +85,10 @@ TYPED_TEST(Pool, MaxPool2dBackwardRejectsIndicesOutsideThePlane) {
   const ops::Pool2dOptions options{.kernel = {2, 2}, .stride = {2, 2}};
   const auto dy = Tensor<B, 4>::ones({1, 1, 1, 1});
   const auto bad = Tensor<B, 4, Int>::full({1, 1, 1, 1}, 4);
-  EXPECT_KILN_ERROR(B::max_pool2d_backward(x.primitive(), dy.primitive(), bad.primitive(), options),
+  EXPECT_KILN_ERROR(provided::max_pool2d_backward<B>(x.primitive(), dy.primitive(), bad.primitive(), options),
                     "max_pool2d_backward: an index is outside the 2x2 input plane");
   const auto wrong_shape = Tensor<B, 4>::ones({1, 1, 2, 1});
-  EXPECT_KILN_ERROR(B::max_pool2d_backward(x.primitive(), wrong_shape.primitive(), bad.primitive(), options),
+  EXPECT_KILN_ERROR(provided::max_pool2d_backward<B>(x.primitive(), wrong_shape.primitive(), bad.primitive(), options),
                     "max_pool2d_backward: dy has shape [1, 1, 2, 1], expected [1, 1, 1, 1]");
 }
 
@@ -105,7 +105,7 @@ TYPED_TEST(Pool, AvgPool2dForwardAndBackwardMatchTorch) {
       SCOPED_TRACE(dtype_name(dtype));
       const auto x = c.tensor<B, 4>("x", dtype);
       EXPECT_CLOSE(F::avg_pool2d(x, options), c["out"], rtol(dtype), atol(dtype));
-      const auto dx = B::avg_pool2d_backward(x.primitive(), primitive<B>(c, "dy", dtype), options);
+      const auto dx = provided::avg_pool2d_backward<B>(x.primitive(), primitive<B>(c, "dy", dtype), options);
       EXPECT_CLOSE(B::into_data(dx), c["dx"], rtol(dtype), atol(dtype));
     }
   }
@@ -133,8 +133,8 @@ TYPED_TEST(Pool, AvgPool2dAgreesBetweenF32AndF64AcrossOptions) {
             const auto expected = F::avg_pool2d(x64, o);
             EXPECT_CLOSE(F::avg_pool2d(x32, o), expected.into_data(), 1e-5, 1e-6);
             const auto dy64 = expected.random_like(Distribution::normal(0, 1));
-            const auto dx64 = B::avg_pool2d_backward(x64.primitive(), dy64.primitive(), o);
-            const auto dx32 = B::avg_pool2d_backward(x32.primitive(), B::cast(dy64.primitive(), DType::f32), o);
+            const auto dx64 = provided::avg_pool2d_backward<B>(x64.primitive(), dy64.primitive(), o);
+            const auto dx32 = provided::avg_pool2d_backward<B>(x32.primitive(), B::cast(dy64.primitive(), DType::f32), o);
             EXPECT_CLOSE(B::into_data(dx32), B::into_data(dx64), 1e-5, 1e-6);
           }
 }
@@ -150,7 +150,7 @@ TYPED_TEST(Pool, AdaptiveAvgPool2dMatchesTorchForSizesThatDoNotDivide) {
     for (DType dtype : kFloatTypes) {
       const auto x = c.tensor<B, 4>("x", dtype);
       EXPECT_CLOSE(F::adaptive_avg_pool2d(x, {size[0], size[1]}), c["out"], rtol(dtype), atol(dtype));
-      const auto dx = B::adaptive_avg_pool2d_backward(x.primitive(), primitive<B>(c, "dy", dtype));
+      const auto dx = provided::adaptive_avg_pool2d_backward<B>(x.primitive(), primitive<B>(c, "dy", dtype));
       EXPECT_CLOSE(B::into_data(dx), c["dx"], rtol(dtype), atol(dtype));
     }
   }
@@ -177,7 +177,7 @@ TYPED_TEST(Pool, InterpolateMatchesTorchForEveryModeAndAlignment) {
           const auto x = c.tensor<B, 4>("x", dtype);
           EXPECT_CLOSE(F::interpolate(x, {v[2], v[3]}, options), c["out"], rtol(dtype), atol(dtype));
           // dx sums taps of both signs: PyTorch's own f32 gradient is off by ~2e-6 here.
-          const auto dx = B::interpolate_backward(x.primitive(), primitive<B>(c, "dy", dtype), options);
+          const auto dx = provided::interpolate_backward<B>(x.primitive(), primitive<B>(c, "dy", dtype), options);
           EXPECT_CLOSE(B::into_data(dx), c["dx"], rtol(dtype), dtype == DType::f32 ? 1e-5 : atol(dtype));
         }
       }
@@ -245,8 +245,8 @@ TYPED_TEST(Pool, EmptyBatchGivesEmptyOutputs) {
   EXPECT_EQ(F::adaptive_avg_pool2d(x, {3, 3}).shape(), (Shape{0, 3, 3, 3}));
   EXPECT_EQ(F::interpolate(x, {5, 6}, {.mode = ops::InterpolateMode::bicubic}).shape(), (Shape{0, 3, 5, 6}));
   const auto dy = Tensor<B, 4>::zeros({0, 3, 2, 2});
-  EXPECT_EQ(B::shape(B::avg_pool2d_backward(x.primitive(), dy.primitive(), o)), (Shape{0, 3, 4, 4}));
-  EXPECT_EQ(B::shape(B::max_pool2d_backward(x.primitive(), dy.primitive(), indices.primitive(), o)),
+  EXPECT_EQ(B::shape(provided::avg_pool2d_backward<B>(x.primitive(), dy.primitive(), o)), (Shape{0, 3, 4, 4}));
+  EXPECT_EQ(B::shape(provided::max_pool2d_backward<B>(x.primitive(), dy.primitive(), indices.primitive(), o)),
             (Shape{0, 3, 4, 4}));
 }
 
@@ -295,7 +295,7 @@ TYPED_TEST(Pool, Interpolate1dMatchesTorch) {
       // The backward primitive on the NCHW form with a height of 1.
       const auto x4 = x.template unsqueeze<4>().swap_dims(0, 1).swap_dims(1, 2);  // [N, C, 1, L]
       const auto dy4 = c.tensor<B, 3>("dy", dtype).template unsqueeze<4>().swap_dims(0, 1).swap_dims(1, 2);
-      const auto dx = Tensor<B, 4>(B::interpolate_backward(x4.primitive(), dy4.primitive(), options));
+      const auto dx = Tensor<B, 4>(provided::interpolate_backward<B>(x4.primitive(), dy4.primitive(), options));
       EXPECT_CLOSE(dx.template reshape<3>({2, 3, 9}), c["dx"], rtol(dtype), atol(dtype));
     }
   }
@@ -332,15 +332,15 @@ TYPED_TEST(Pool, BadInputIsRejectedWithTheOpAndShapes) {
   const auto r3 = Tensor<B, 3>::zeros({2, 5, 5});
   EXPECT_KILN_ERROR(B::max_pool2d(r3.primitive(), {.kernel = {2, 2}}),
                     "max_pool2d: expected an NCHW input of rank 4, got shape [2, 5, 5]");
-  EXPECT_KILN_ERROR(B::interpolate(r3.primitive(), std::vector<std::int64_t>{2, 2}, {}),
+  EXPECT_KILN_ERROR(provided::interpolate<B>(r3.primitive(), std::vector<std::int64_t>{2, 2}, {}),
                     "interpolate: expected an NCHW input of rank 4, got shape [2, 5, 5]");
   const auto ints4 = Tensor<B, 4, Int>::zeros({1, 1, 4, 4});
-  EXPECT_KILN_ERROR(B::avg_pool2d(ints4.primitive(), {.kernel = {2, 2}}), "avg_pool2d: expected a float tensor");
-  EXPECT_KILN_ERROR(B::adaptive_avg_pool2d(x.primitive(), std::vector<std::int64_t>{2}),
+  EXPECT_KILN_ERROR(provided::avg_pool2d<B>(ints4.primitive(), {.kernel = {2, 2}}), "avg_pool2d: expected a float tensor");
+  EXPECT_KILN_ERROR(provided::adaptive_avg_pool2d<B>(x.primitive(), std::vector<std::int64_t>{2}),
                     "adaptive_avg_pool2d: expected 2 output sizes, got 1");
   const auto dy = Tensor<B, 4>::zeros({1, 2, 3, 3});
-  EXPECT_KILN_ERROR(B::adaptive_avg_pool2d_backward(x.primitive(), dy.template reshape<4>({2, 1, 3, 3}).primitive()),
+  EXPECT_KILN_ERROR(provided::adaptive_avg_pool2d_backward<B>(x.primitive(), dy.template reshape<4>({2, 1, 3, 3}).primitive()),
                     "adaptive_avg_pool2d_backward: dy has shape [2, 1, 3, 3], expected [1, 2, 3, 3]");
-  EXPECT_KILN_ERROR(B::interpolate_backward(x.primitive(), dy.cast(DType::f64).primitive(), {}),
+  EXPECT_KILN_ERROR(provided::interpolate_backward<B>(x.primitive(), dy.cast(DType::f64).primitive(), {}),
                     "interpolate_backward: dy must have the input's dtype f32, got f64");
 }

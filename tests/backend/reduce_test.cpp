@@ -504,7 +504,7 @@ TYPED_TEST(Reduce, BadInputGivesErrorsNamingTheOp) {
   const auto ints = Tensor<B, 2, Int>::zeros({2, 3});
   EXPECT_KILN_ERROR(B::reduce(ints.primitive(), ops::ReduceOp::mean, 0), "mean: expected a float tensor, got i64");
   const auto bools = Tensor<B, 2, Bool>::from_data(host_data({1, 0, 1, 1, 0, 0}, Shape{2, 3}, DType::boolean));
-  EXPECT_KILN_ERROR(B::reduce_all(bools.primitive(), ops::ReduceOp::sum),
+  EXPECT_KILN_ERROR(provided::reduce_all<B>(bools.primitive(), ops::ReduceOp::sum),
                     "sum: expected a float or int tensor, got bool");
   EXPECT_KILN_ERROR(B::cumulative(bools.primitive(), ops::CumulativeOp::sum, 0),
                     "cumsum: expected a float or int tensor");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kiln/backend/provided_elementwise.hpp"
+#include "kiln/backend/strided.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/rng.hpp"
@@ -32,8 +33,15 @@ namespace kiln {
 namespace defaults {
 
 // A tensor of `shape` filled with `value` (converted as TensorData::convert does), uploaded.
+namespace detail {
+inline void check_creation_shape(std::string_view op, const Shape& shape) {
+  for (const std::int64_t d : shape) KILN_CHECK(d >= 0, "{}: negative dimension in shape {}", op, shape);
+}
+}  // namespace detail
+
 template <class B>
 typename B::Primitive full(const Shape& shape, double value, DType dtype, const typename B::Device& device) {
+  detail::check_creation_shape("full", shape);
   std::vector<std::byte> bytes(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
   visit_dtype(dtype, [&]<class T>() {
     const T v = from_double<T>(value);
@@ -47,6 +55,7 @@ typename B::Primitive full(const Shape& shape, double value, DType dtype, const 
 template <class B>
 typename B::Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
                              const typename B::Device& device) {
+  detail::check_creation_shape("random", shape);
   std::vector<double> values(static_cast<std::size_t>(shape.numel()));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = distribution.sample(stream.seed, stream.offset + i);
   return B::from_data(TensorData::from(values, shape).convert(dtype), device);
@@ -54,20 +63,32 @@ typename B::Primitive random(const Shape& shape, Distribution distribution, Rand
 
 // The reduction of every element: a reduction along the one dim of the flattened tensor.
 template <class B> typename B::Primitive reduce_all(const typename B::Primitive& x, ops::ReduceOp op) {
+  ops::check_reduce_all_extent(op, B::dtype(x), B::shape(x));
   return B::reduce(B::reshape(x, Shape{B::shape(x).numel()}), op, 0);
 }
 
 namespace detail {
+// The indices of index_select / index_add, checked (1-d or one index, i64 or i32, each in
+// [-size, size)) on the host, as the backends check them, and as an i64 tensor [k] with
+// the negative ones counted from the end.
+template <class B>
+typename B::Primitive checked_indices(std::string_view op, const typename B::Primitive& index, std::int64_t size) {
+  ops::check_index_vector(op, B::shape(index));
+  ops::check_index_dtype(op, B::dtype(index));
+  std::vector<std::int64_t> v = B::into_data(index).template to_vec<std::int64_t>();
+  for (std::int64_t& i : v) {
+    KILN_CHECK(i >= -size && i < size, "{}: index {} is out of range for a dim of size {}", op, i, size);
+    if (i < 0) i += size;
+  }
+  const auto n = static_cast<std::int64_t>(v.size());
+  return B::from_data(TensorData::from(v, Shape{n}), B::device(index));
+}
 // index [k] as a tensor of `shape` (whose size along dim is k) that holds index[i] at
 // position i along dim: what gather and scatter take for index_select and index_add.
 template <class B>
-typename B::Primitive index_along(std::string_view op, const typename B::Primitive& index, std::int64_t dim,
-                                  const Shape& shape) {
-  const Shape is = B::shape(index);
-  KILN_CHECK(is.rank() == 1 && B::dtype(index) == DType::i64, "{}: the index must be a 1-d i64 tensor, got {} {}",
-             op, is, B::dtype(index));
+typename B::Primitive index_along(const typename B::Primitive& index, std::int64_t dim, const Shape& shape) {
   std::vector<std::int64_t> dims(shape.rank(), 1);
-  dims[static_cast<std::size_t>(dim)] = is[0];
+  dims[static_cast<std::size_t>(dim)] = B::shape(index)[0];
   return B::expand(B::reshape(index, Shape(dims)), shape);
 }
 }  // namespace detail
@@ -76,16 +97,20 @@ typename B::Primitive index_along(std::string_view op, const typename B::Primiti
 template <class B>
 typename B::Primitive index_select(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index) {
   Shape shape = B::shape(x);
-  shape[static_cast<std::size_t>(dim)] = B::shape(index).rank() == 1 ? B::shape(index)[0] : 0;
-  return B::gather(x, dim, detail::index_along<B>("index_select", index, dim, shape));
+  const auto i = detail::checked_indices<B>("index_select", index, shape[static_cast<std::size_t>(dim)]);
+  shape[static_cast<std::size_t>(dim)] = B::shape(i)[0];
+  return B::gather(x, dim, detail::index_along<B>(i, dim, shape));
 }
 
 // out = x; out's slices at index[i] along dim += values' slice i: a scatter-add.
 template <class B>
 typename B::Primitive index_add(const typename B::Primitive& x, std::int64_t dim, const typename B::Primitive& index,
                                 const typename B::Primitive& values) {
-  return B::scatter(x, dim, detail::index_along<B>("index_add", index, dim, B::shape(values)), values,
-                    ops::ScatterMode::add);
+  const Shape xs = B::shape(x);
+  const auto d = static_cast<std::size_t>(dim);
+  const auto i = detail::checked_indices<B>("index_add", index, xs[d]);
+  ops::check_index_add_values(xs, B::dtype(x), B::shape(values), B::dtype(values), d, B::shape(i)[0]);
+  return B::scatter(x, dim, detail::index_along<B>(i, dim, B::shape(values)), values, ops::ScatterMode::add);
 }
 
 // Reversed along each of `dims`: an index_select with the indices n-1 ... 0.
@@ -98,15 +123,21 @@ template <class B> typename B::Primitive cat(std::span<const typename B::Primiti
 // elements added at those positions of a zero tensor of x's shape, a scatter-add.
 template <class B>
 typename B::Primitive max_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy,
-                                          const typename B::Primitive& indices, const ops::Pool2dOptions&) {
+                                          const typename B::Primitive& indices, const ops::Pool2dOptions& o) {
   const Shape xs = B::shape(x), ys = B::shape(dy);
-  KILN_CHECK(xs.rank() == 4 && ys.rank() == 4 && B::shape(indices) == ys && xs[0] == ys[0] && xs[1] == ys[1],
-             "max_pool2d_backward: x {}, dy {} and indices {} do not match", xs, ys, B::shape(indices));
+  ops::check_pool_input_float("max_pool2d_backward", xs, B::dtype(x));
+  ops::check_pool_gradient("max_pool2d_backward", xs, B::dtype(x), ys, B::dtype(dy),
+                           ops::pool2d_output_shape("max_pool2d_backward", xs, o));
+  KILN_CHECK(B::shape(indices) == ys && B::dtype(indices) == DType::i64,
+             "max_pool2d_backward: indices must be i64 of dy's shape {}, got {} {}", ys, B::shape(indices),
+             B::dtype(indices));
+  // Checked on the host, as the backends check them: a scatter outside the plane would
+  // name the scatter, not the op.
+  for (const std::int64_t i : B::into_data(indices).template to_vec<std::int64_t>())
+    KILN_CHECK(i >= 0 && i < xs[2] * xs[3], "max_pool2d_backward: an index is outside the {}x{} input plane", xs[2],
+               xs[3]);
   const Shape planes{xs[0], xs[1], xs[2] * xs[3]}, flat{ys[0], ys[1], ys[2] * ys[3]};
-  const auto zeros = B::from_data(TensorData(std::vector<std::byte>(static_cast<std::size_t>(planes.numel()) *
-                                                                     dtype_size(B::dtype(dy))),
-                                             planes, B::dtype(dy)),
-                                  B::device(dy));
+  const auto zeros = full<B>(planes, 0.0, B::dtype(dy), B::device(dy));
   const auto sum = B::scatter(zeros, 2, B::reshape(indices, flat), B::reshape(dy, flat), ops::ScatterMode::add);
   return B::reshape(sum, xs);
 }
@@ -481,18 +512,14 @@ template <class B> typename B::Primitive defaults::flip(const typename B::Primit
 }
 
 template <class B> typename B::Primitive defaults::cat(std::span<const typename B::Primitive> xs, std::int64_t dim) {
-  KILN_CHECK(!xs.empty(), "cat: no tensors");
-  const auto d = static_cast<std::size_t>(dim);
-  Shape shape = B::shape(xs[0]);
-  shape[d] = 0;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   for (const auto& x : xs) {
-    const Shape s = B::shape(x);
-    bool fits = s.rank() == shape.rank() && B::dtype(x) == B::dtype(xs[0]);
-    for (std::size_t i = 0; fits && i < s.rank(); ++i) fits = i == d || s[i] == shape[i];
-    KILN_CHECK(fits, "cat: {} {} does not fit {} {} along dim {}", s, B::dtype(x), B::shape(xs[0]), B::dtype(xs[0]),
-               dim);
-    shape[d] += s[d];
+    shapes.push_back(B::shape(x));
+    dtypes.push_back(B::dtype(x));
   }
+  const Shape shape = strided::cat_shape(shapes, dtypes, dim);
+  const auto d = static_cast<std::size_t>(dim);
   typename B::Primitive out = provided::full<B>(shape, 0.0, B::dtype(xs[0]), B::device(xs[0]));
   std::vector<ops::SliceRange> ranges;
   for (std::size_t i = 0; i < shape.rank(); ++i) ranges.push_back({0, shape[i], 1});
