@@ -1,6 +1,6 @@
 // Kiln's tensors: the core types, the op catalogue, the Backend concept, the Tensor API
-// with kiln::functional (conv, pooling, interpolation), the Autodiff decorator and every
-// backend this installation has (the CPU backend, and Vulkan where it was built). The
+// with kiln::functional (conv, pooling, interpolation), the Autodiff and Fusion decorators
+// and every backend this installation has (the CPU backend, and Vulkan where it was built). The
 // lighter umbrella: <kiln/kiln.hpp> adds nn, optim, store, data and train on top.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "kiln/core/rng.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
+#include "kiln/fusion/backend.hpp"
 #include "kiln/tensor/module_ops.hpp"
 #include "kiln/tensor/print.hpp"
 #include "kiln/tensor/tensor.hpp"

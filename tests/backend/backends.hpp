@@ -22,10 +22,12 @@ namespace kiln::test {
 // What the conformance suite runs on: every hardware backend and every decorator over it.
 #if defined(KILN_TEST_VULKAN)
 using HardwareBackends = ::testing::Types<kiln::Cpu, kiln::Vulkan>;
-using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>>;
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>,
+                                  kiln::Fusion<kiln::Cpu>, kiln::Autodiff<kiln::Fusion<kiln::Cpu>>, kiln::Fusion<kiln::Vulkan>>;
 #else
 using HardwareBackends = ::testing::Types<kiln::Cpu>;
-using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>>;
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Fusion<kiln::Cpu>,
+                                  kiln::Autodiff<kiln::Fusion<kiln::Cpu>>>;
 #endif
 
 // Why B cannot run here (empty when it can): a GPU backend whose device is missing.
@@ -33,6 +35,7 @@ template <class B> struct Availability {
   static std::string reason() { return {}; }
 };
 template <class Inner> struct Availability<kiln::Autodiff<Inner>> : Availability<Inner> {};
+template <class Inner> struct Availability<kiln::Fusion<Inner>> : Availability<Inner> {};
 #if defined(KILN_TEST_VULKAN)
 template <> struct Availability<kiln::Vulkan> {
   static std::string reason() {

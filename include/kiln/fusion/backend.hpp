@@ -1,0 +1,309 @@
+// Fusion<B>: lazy elementwise work as a backend decorator. Fusion<B> is itself a Backend:
+// an elementwise program does not run when it is called; its result is a pending tensor
+// whose value is the program's scalar tree over the materialised tensors it reads (its
+// leaves). An elementwise program whose inputs are pending grows their trees into one, so
+// that a chain of ops becomes one program: `gelu(x * a + b) * sigmoid(x)` reads x, a and b
+// once and writes the result once, in one B::elementwise call. A pending tensor is
+// materialised (flushed) when its value is needed: read to the host, or handed to any
+// primitive that is not elementwise (matmul, a reduction, a layout op...), which then runs
+// on B. A tensor that is dropped while pending is never computed.
+//
+// What fuses today: elementwise programs of one computation type (f32, f64, the integers;
+// masks and `where` included), with broadcasting and scalar parameters, into trees of at
+// most kMaxLeaves materialised inputs and kMaxNodes nodes (beyond that the input is
+// materialised first and read as a leaf). A pending f16 / bf16 result is materialised
+// before another op reads it, since fusing would skip its rounding to 16 bits. Views,
+// reductions and matmul / conv epilogues do not fuse yet: they materialise their inputs.
+//
+// Each pending tensor is computed on its own: an intermediate that two materialised
+// tensors both read is computed in each of their programs (it is never written unless it
+// is materialised itself). Threads: every pending tensor has a mutex; recording reads an
+// input's state under its lock and materialising holds the tensor's own lock, so tensors
+// recorded on several threads at once, and read on any thread, give the same values.
+#pragma once
+
+#include "kiln/backend/backend.hpp"
+#include "kiln/codegen/program.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+// A backend Fusion can decorate: any backend that runs elementwise programs and records no
+// gradients (fusion goes under Autodiff: Autodiff<Fusion<B>>, not over it).
+template <class B>
+concept FusionTarget = Backend<B> && !AutodiffBackend<B> && !requires { typename B::FusionInner; };
+
+namespace fusion::detail {
+
+// "fusion_" + the inner backend's name.
+template <class B> struct Name {
+  static constexpr std::string_view prefix = "fusion_";
+  static constexpr auto storage = [] {
+    std::array<char, prefix.size() + B::name.size()> s{};
+    for (std::size_t i = 0; i < prefix.size(); ++i) s[i] = prefix[i];
+    for (std::size_t i = 0; i < B::name.size(); ++i) s[prefix.size() + i] = B::name[i];
+    return s;
+  }();
+  static constexpr std::string_view value{storage.data(), storage.size()};
+};
+
+// What Fusion did, for tests and logs: programs recorded (pending tensors made), and
+// kernels launched (B::elementwise calls, each one fused program).
+struct Counters {
+  std::atomic<std::uint64_t> recorded{0}, launched{0};
+};
+
+// A pending tensor's value: `root` over `leaves` (input i of the tree is leaves[i]) with
+// parameter values `params`, computed in `type`.
+template <class Tensor> struct Pending {
+  codegen::NodePtr root;
+  std::vector<std::shared_ptr<Tensor>> leaves;
+  std::vector<double> params;
+  codegen::ScalarType type = codegen::ScalarType::f32;
+  std::size_t nodes = 1;  // an upper bound on the tree's size (shared subtrees count twice)
+};
+
+// `root` with input i replaced by inputs[i] and parameter j by parameter j + param_offset.
+inline codegen::NodePtr substitute(const codegen::NodePtr& root, std::span<const codegen::NodePtr> inputs,
+                                   int param_offset, std::unordered_map<const codegen::Node*, codegen::NodePtr>& done) {
+  if (auto it = done.find(root.get()); it != done.end()) return it->second;
+  codegen::NodePtr out;
+  if (root->kind == codegen::Kind::input) {
+    out = inputs[static_cast<std::size_t>(root->index)];
+  } else if (root->kind == codegen::Kind::param) {
+    out = codegen::make_param(root->index + param_offset);
+  } else if (root->kind == codegen::Kind::constant) {
+    out = root;
+  } else {
+    std::vector<codegen::NodePtr> args;
+    for (const codegen::NodePtr& a : root->args) args.push_back(substitute(a, inputs, param_offset, done));
+    out = codegen::make_node(root->kind, std::move(args));
+  }
+  done.emplace(root.get(), out);
+  return out;
+}
+
+}  // namespace fusion::detail
+
+template <FusionTarget B> struct Fusion {
+  using FusionInner = B;
+  using InnerPrimitive = typename B::Primitive;
+  using Device = typename B::Device;
+  static constexpr std::string_view name = fusion::detail::Name<B>::value;
+
+  // The most materialised tensors and parameters one fused program reads (B's
+  // max_program_operands where it says, else 8), and the most nodes in its tree.
+  static constexpr std::size_t kMaxLeaves = [] {
+    if constexpr (requires { B::max_program_operands; }) return std::size_t{B::max_program_operands};
+    else return std::size_t{8};
+  }();
+  static constexpr std::size_t kMaxNodes = 512;
+
+  // A tensor: materialised (`value`) or pending; shape, dtype and device are known either way.
+  struct Tensor {
+    Shape shape;
+    DType dtype = DType::f32;
+    Device device{};
+    std::mutex mutex;
+    std::optional<InnerPrimitive> value;
+    std::optional<fusion::detail::Pending<Tensor>> pending;
+  };
+  struct Primitive {
+    std::shared_ptr<Tensor> node;
+  };
+  using FloatTensor = Primitive;
+  using IntTensor = Primitive;
+  using BoolTensor = Primitive;
+
+  static fusion::detail::Counters& counters() {
+    static fusion::detail::Counters c;
+    return c;
+  }
+
+  // ================================================================ materialising
+  // The value of p, computed now if it is pending (one B::elementwise call).
+  static InnerPrimitive value(const Primitive& p) {
+    KILN_CHECK(p.node != nullptr, "{}: an empty tensor handle", name);
+    Tensor& t = *p.node;
+    const std::lock_guard lock(t.mutex);
+    if (t.value) return *t.value;
+    fusion::detail::Pending<Tensor>& pending = *t.pending;
+    std::vector<DType> dtypes;
+    std::vector<InnerPrimitive> inputs;
+    for (const auto& leaf : pending.leaves) {
+      dtypes.push_back(leaf->dtype);
+      inputs.push_back(*leaf->value);  // leaves are materialised before they become leaves
+    }
+    const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
+                                   {{pending.root, t.dtype}});
+    ++counters().launched;
+    t.value = std::move(B::elementwise(program, inputs, pending.params)[0]);
+    t.pending.reset();  // the tree and the leaves it held go
+    return *t.value;
+  }
+  static Primitive wrap(InnerPrimitive v) {
+    auto t = std::make_shared<Tensor>();
+    t->shape = B::shape(v);
+    t->dtype = B::dtype(v);
+    t->device = B::device(v);
+    t->value = std::move(v);
+    return {std::move(t)};
+  }
+  static bool is_pending(const Primitive& p) {
+    const std::lock_guard lock(p.node->mutex);
+    return !p.node->value.has_value();
+  }
+
+  // ================================================================ creation and host transfer
+  static Primitive from_data(const TensorData& data, const Device& device) { return wrap(B::from_data(data, device)); }
+  static TensorData into_data(const Primitive& p) { return B::into_data(value(p)); }
+  static Shape shape(const Primitive& p) { return p.node->shape; }
+  static DType dtype(const Primitive& p) { return p.node->dtype; }
+  static Device device(const Primitive& p) { return p.node->device; }
+  static Primitive to_device(const Primitive& p, const Device& device) { return wrap(B::to_device(value(p), device)); }
+  static Primitive cast(const Primitive& p, DType dtype) { return wrap(B::cast(value(p), dtype)); }
+
+  // ================================================================ elementwise: recorded, not run
+  static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params) {
+    const Shape shape = codegen::check_elementwise_call<Fusion>(program, inputs, params);
+    fusion::detail::Pending<Tensor> base;
+    base.type = program.type();
+    std::vector<codegen::NodePtr> replaced;
+    std::unordered_map<const Tensor*, int> leaf_of;
+    auto add_leaf = [&](const std::shared_ptr<Tensor>& t) {
+      const auto [it, added] = leaf_of.emplace(t.get(), static_cast<int>(base.leaves.size()));
+      if (added) base.leaves.push_back(t);
+      return codegen::make_input(it->second, t->dtype == DType::boolean);
+    };
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::shared_ptr<Tensor>& t = inputs[i].node;
+      std::optional<fusion::detail::Pending<Tensor>> grown;
+      {
+        const std::lock_guard lock(t->mutex);
+        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1 + params.size())) grown = *t->pending;
+      }
+      if (!grown) {
+        (void)value(inputs[i]);
+        replaced.push_back(add_leaf(t));
+        continue;
+      }
+      // The input's tree, its leaves and parameters renumbered into this program's.
+      std::vector<codegen::NodePtr> leaves;
+      for (const auto& leaf : grown->leaves) leaves.push_back(add_leaf(leaf));
+      std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
+      replaced.push_back(
+          fusion::detail::substitute(grown->root, leaves, static_cast<int>(base.params.size()), done));
+      base.params.insert(base.params.end(), grown->params.begin(), grown->params.end());
+      base.nodes += grown->nodes;
+    }
+    const int own_params = static_cast<int>(base.params.size());
+    base.params.insert(base.params.end(), params.begin(), params.end());
+    std::vector<Primitive> out;
+    std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
+    for (const codegen::ProgramOutput& o : program.outputs()) {
+      auto t = std::make_shared<Tensor>();
+      t->shape = shape;
+      t->dtype = o.dtype;
+      t->device = inputs[0].node->device;
+      t->pending = base;
+      t->pending->root = fusion::detail::substitute(o.root, replaced, own_params, done);
+      t->pending->nodes += program.code().size();
+      ++counters().recorded;
+      out.push_back({std::move(t)});
+    }
+    return out;
+  }
+
+  // ================================================================ everything else runs on B
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) { return wrap(B::reduce(value(x), op, dim)); }
+  static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
+    return wrap(B::arg_reduce(value(x), op, dim));
+  }
+  static Primitive cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) {
+    return wrap(B::cumulative(value(x), op, dim));
+  }
+  static std::pair<Primitive, Primitive> sort(const Primitive& x, std::int64_t dim, bool descending) {
+    auto [values, indices] = B::sort(value(x), dim, descending);
+    return {wrap(std::move(values)), wrap(std::move(indices))};
+  }
+  static Primitive matmul(const Primitive& a, const Primitive& b) { return wrap(B::matmul(value(a), value(b))); }
+  static Primitive reshape(const Primitive& x, const Shape& shape) { return wrap(B::reshape(value(x), shape)); }
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims) { return wrap(B::permute(value(x), dims)); }
+  static Primitive expand(const Primitive& x, const Shape& shape) { return wrap(B::expand(value(x), shape)); }
+  static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges) {
+    return wrap(B::slice(value(x), ranges));
+  }
+  static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& v) {
+    return wrap(B::slice_assign(value(x), ranges, value(v)));
+  }
+  static Primitive gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
+    return wrap(B::gather(value(x), dim, value(index)));
+  }
+  static Primitive scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+                           ops::ScatterMode mode) {
+    return wrap(B::scatter(value(x), dim, value(index), value(src), mode));
+  }
+  static Primitive conv2d(const Primitive& x, const Primitive& w, const std::optional<Primitive>& bias,
+                          const ops::Conv2dOptions& o) {
+    std::optional<InnerPrimitive> b;
+    if (bias) b = value(*bias);
+    return wrap(B::conv2d(value(x), value(w), b, o));
+  }
+  static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& w, const Shape& x_shape,
+                                         const ops::Conv2dOptions& o) {
+    return wrap(B::conv2d_backward_input(value(dy), value(w), x_shape, o));
+  }
+  static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& w_shape,
+                                          const ops::Conv2dOptions& o) {
+    return wrap(B::conv2d_backward_weight(value(x), value(dy), w_shape, o));
+  }
+  static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) {
+    auto [out, indices] = B::max_pool2d(value(x), o);
+    return {wrap(std::move(out)), wrap(std::move(indices))};
+  }
+  // B's hand-fused kernels, where it has them: they read materialised inputs.
+  static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
+    return wrap(B::softmax(value(x), dim, log));
+  }
+  static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log)
+    requires FusedSoftmax<B> {
+    return wrap(B::softmax_backward(value(y), value(dy), dim, log));
+  }
+  static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B> {
+    return wrap(B::layer_norm(value(x), dims, eps));
+  }
+  static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
+    requires FusedLayerNorm<B> {
+    return wrap(B::layer_norm_backward(value(x), value(dy), dims, eps));
+  }
+
+ private:
+  // Whether a pending input's tree can grow into the program being recorded (`into`, with
+  // the leaves, parameters and nodes gathered so far, and `later` operands still to come:
+  // the later inputs and the program's own parameters): the same computation type, a
+  // result that its dtype holds exactly (not f16 / bf16, which round), and room for its
+  // leaves and parameters beside the later operands, and for its nodes.
+  static bool fusable(const fusion::detail::Pending<Tensor>& p, DType dtype, const fusion::detail::Pending<Tensor>& into,
+                      std::size_t later) {
+    if (p.type != into.type) return false;
+    if (dtype != DType::boolean && (dtype == DType::f16 || dtype == DType::bf16 || codegen::scalar_type_of(dtype) != p.type))
+      return false;
+    const std::size_t operands = into.leaves.size() + into.params.size() + p.leaves.size() + p.params.size() + later;
+    return operands <= kMaxLeaves && into.nodes + p.nodes <= kMaxNodes;
+  }
+};
+
+}  // namespace kiln

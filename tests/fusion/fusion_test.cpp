@@ -1,0 +1,174 @@
+// Fusion<B> (kiln/fusion/backend.hpp): elementwise chains recorded lazily and run as one
+// fused program. Every test counts the B::elementwise calls Fusion makes (launched) and
+// compares the values with the same expression on B itself.
+#include "backends.hpp"
+#include "golden.hpp"
+
+#include <thread>
+#include <vector>
+
+using namespace kiln;
+
+template <class B> class FusionChains : public ::kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(FusionChains, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
+
+static_assert(Backend<Fusion<Cpu>>, "Fusion<B> is a backend");
+static_assert(FusionTarget<Cpu> && !FusionTarget<Autodiff<Cpu>> && !FusionTarget<Fusion<Cpu>>,
+              "fusion goes under Autodiff, once");
+static_assert(AutodiffBackend<Autodiff<Fusion<Cpu>>>);
+
+namespace {
+
+template <class B> std::uint64_t launched() { return Fusion<B>::counters().launched.load(); }
+
+// The same values on Fusion<B> as a tensor of B.
+template <class B, std::size_t D> Tensor<B, D> random(const std::array<std::int64_t, D>& dims, std::uint64_t seed) {
+  manual_seed(seed);
+  return Tensor<B, D>::random(dims, Distribution::normal(0, 1));
+}
+template <class B, std::size_t D> Tensor<Fusion<B>, D> on_fusion(const Tensor<B, D>& t) {
+  return Tensor<Fusion<B>, D>::from_data(t.into_data());
+}
+
+}  // namespace
+
+TYPED_TEST(FusionChains, AChainIsOneKernelWithTheValuesOfTheUnfusedOps) {
+  using B = TypeParam;
+  using F = Fusion<B>;
+  const auto x = random<B, 2>({64, 33}, 1), a = random<B, 2>({1, 33}, 2), b = random<B, 2>({64, 1}, 3);
+  const auto expected = ((x * a + b).gelu() * x.sigmoid()).into_data();
+  const auto fx = on_fusion(x), fa = on_fusion(a), fb = on_fusion(b);
+  const std::uint64_t before = launched<B>();
+  const auto y = (fx * fa + fb).gelu() * fx.sigmoid();  // broadcasting both ways
+  EXPECT_EQ(launched<B>(), before) << "recording runs nothing";
+  EXPECT_TRUE(F::is_pending(y.primitive()));
+  EXPECT_EQ(y.shape(), (Shape{64, 33}));
+  EXPECT_TRUE(test::all_close(y.into_data(), expected, 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 1) << "gelu(x * a + b) * sigmoid(x) is one fused program";
+  EXPECT_FALSE(F::is_pending(y.primitive()));
+  (void)y.into_data();
+  EXPECT_EQ(launched<B>(), before + 1) << "a materialised tensor is not computed again";
+}
+
+TYPED_TEST(FusionChains, ScalarsAreParametersAndMasksFuseIntoWhere) {
+  using B = TypeParam;
+  const auto x = random<B, 1>({1000}, 4);
+  const auto expected = where(x.gt(0.25), x * 0.5, (x - 1.5).exp()).clamp(-0.75, 2.0).into_data();
+  const auto fx = on_fusion(x);
+  const std::uint64_t before = launched<B>();
+  const auto y = where(fx.gt(0.25), fx * 0.5, (fx - 1.5).exp()).clamp(-0.75, 2.0);
+  EXPECT_TRUE(test::all_close(y.into_data(), expected, 1e-6, 1e-7));
+  EXPECT_EQ(launched<B>(), before + 1);
+}
+
+TYPED_TEST(FusionChains, ReadingAnIntermediateComputesItAndTheRestStillFuses) {
+  using B = TypeParam;
+  const auto x = random<B, 1>({777}, 5);
+  const auto fx = on_fusion(x);
+  const std::uint64_t before = launched<B>();
+  const auto mid = (fx * 3.0).tanh();
+  const auto end = (mid + fx).square() - 1.0;
+  EXPECT_TRUE(test::all_close(mid.into_data(), (x * 3.0).tanh().into_data(), 1e-6, 1e-7));
+  EXPECT_EQ(launched<B>(), before + 1) << "only the intermediate ran";
+  const auto later = end * mid;  // mid is now a leaf; end is still pending and fuses into later
+  const auto unfused = (((x * 3.0).tanh() + x).square() - 1.0) * (x * 3.0).tanh();
+  EXPECT_TRUE(test::all_close(later.into_data(), unfused.into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 2) << "end was never materialised on its own";
+}
+
+TYPED_TEST(FusionChains, ADroppedIntermediateIsNeverComputed) {
+  using B = TypeParam;
+  const auto fx = on_fusion(random<B, 1>({256}, 6));
+  const std::uint64_t before = launched<B>();
+  {
+    const auto unused = (fx * 2.0).exp();  // dropped while pending
+  }
+  const auto kept = fx + 1.0;
+  (void)kept.into_data();
+  EXPECT_EQ(launched<B>(), before + 1);
+}
+
+TYPED_TEST(FusionChains, AnOpThatDoesNotFuseMaterialisesItsInputs) {
+  using B = TypeParam;
+  const auto x = random<B, 2>({8, 5}, 7), w = random<B, 2>({5, 3}, 8);
+  const auto fx = on_fusion(x), fw = on_fusion(w);
+  const std::uint64_t before = launched<B>();
+  const auto y = ((fx * 2.0).relu().matmul(fw) + 1.0).sum_dim(1);
+  EXPECT_EQ(launched<B>(), before + 2) << "relu(2x) before the matmul, + 1 before the sum";
+  EXPECT_TRUE(test::all_close(y.into_data(), ((x * 2.0).relu().matmul(w) + 1.0).sum_dim(1).into_data(), 1e-5, 1e-6));
+}
+
+TYPED_TEST(FusionChains, IntegerAndHalfChains) {
+  using B = TypeParam;
+  const auto i = Tensor<B, 1, Int>::from({-7, 3, 12, 0, 5});
+  const auto fi = Tensor<Fusion<B>, 1, Int>::from({-7, 3, 12, 0, 5});
+  const std::uint64_t before = launched<B>();
+  EXPECT_EQ(((fi * 3 + 2) % 5).into_data().template to_vec<std::int64_t>(),
+            ((i * 3 + 2) % 5).into_data().template to_vec<std::int64_t>());
+  EXPECT_EQ(launched<B>(), before + 1);
+  // An f16 result rounds to 16 bits: it is materialised before another op reads it, so
+  // fused and unfused f16 chains agree exactly.
+  const auto h = random<B, 1>({300}, 9).cast(DType::f16);
+  const auto fh = on_fusion(h);
+  EXPECT_TRUE(test::all_close(((fh * 1.7).exp() + fh).into_data(), ((h * 1.7).exp() + h).into_data(), 0, 0));
+}
+
+TYPED_TEST(FusionChains, WideChainsSplitAtTheLeafLimit) {
+  using B = TypeParam;
+  using F = Fusion<B>;
+  std::vector<Tensor<B, 1>> xs;
+  for (std::uint64_t k = 0; k < 2 * F::kMaxLeaves + 3; ++k) xs.push_back(random<B, 1>({50}, 10 + k));
+  Tensor<B, 1> expected = xs[0];
+  Tensor<F, 1> sum = on_fusion(xs[0]);
+  for (std::size_t k = 1; k < xs.size(); ++k) {
+    expected = expected + xs[k];
+    sum = sum + on_fusion(xs[k]);
+  }
+  const std::uint64_t before = launched<B>();
+  EXPECT_TRUE(test::all_close(sum.into_data(), expected.into_data(), 1e-5, 1e-6));
+  EXPECT_GE(launched<B>(), before + 1);
+  EXPECT_LE(launched<B>() - before, 1u) << "the earlier parts ran while recording, when the leaves ran out";
+}
+
+TYPED_TEST(FusionChains, AutodiffOverFusionTrainsWithTheSameGradients) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using AF = Autodiff<Fusion<B>>;
+  const auto x = random<B, 2>({16, 7}, 30), w = random<B, 2>({7, 4}, 31);
+  const auto x1 = Tensor<AD, 2>::from_data(x.into_data()), w1 = Tensor<AD, 2>::from_data(w.into_data()).require_grad();
+  const auto x2 = Tensor<AF, 2>::from_data(x.into_data()), w2 = Tensor<AF, 2>::from_data(w.into_data()).require_grad();
+  const auto l1 = ((x1.matmul(w1) * 0.5).tanh().square() + x1.sum_dim(1) * 0.1).mean();
+  const auto l2 = ((x2.matmul(w2) * 0.5).tanh().square() + x2.sum_dim(1) * 0.1).mean();
+  const auto g1 = l1.backward();
+  const auto g2 = l2.backward();
+  EXPECT_TRUE(test::all_close(l2.into_data(), l1.into_data(), 1e-6, 1e-7));
+  EXPECT_TRUE(test::all_close(w2.grad(g2)->into_data(), w1.grad(g1)->into_data(), 1e-5, 1e-6));
+}
+
+TYPED_TEST(FusionChains, TwoThreadsRecordAndReadAtOnce) {
+  using B = TypeParam;
+  const auto x = random<B, 1>({4096}, 40);
+  const auto fx = on_fusion(x);
+  const auto shared = (fx * 0.25).exp();  // pending, read by both threads' chains
+  std::vector<TensorData> got(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      auto y = shared + static_cast<double>(t);
+      for (int k = 0; k < 20; ++k) y = (y * 0.9).sin() + shared;
+      got[static_cast<std::size_t>(t)] = y.into_data();
+    });
+  for (auto& th : threads) th.join();
+  const auto s = (x * 0.25).exp();
+  for (int t = 0; t < 2; ++t) {
+    auto y = s + static_cast<double>(t);
+    for (int k = 0; k < 20; ++k) y = (y * 0.9).sin() + s;
+    EXPECT_TRUE(test::all_close(got[static_cast<std::size_t>(t)], y.into_data(), 1e-5, 1e-6)) << "thread " << t;
+  }
+}
+
+TYPED_TEST(FusionChains, BadInputFailsAtTheCallNamingTheShapes) {
+  using B = TypeParam;
+  const auto a = on_fusion(random<B, 1>({4}, 50)), b = on_fusion(random<B, 1>({5}, 51));
+  EXPECT_KILN_ERROR((a * 2.0 + b), "[4]", "[5]");
+}
