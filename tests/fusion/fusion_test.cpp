@@ -16,6 +16,7 @@ static_assert(Backend<Fusion<Cpu>>, "Fusion<B> is a backend");
 static_assert(FusionTarget<Cpu> && !FusionTarget<Autodiff<Cpu>> && !FusionTarget<Fusion<Cpu>>,
               "fusion goes under Autodiff, once");
 static_assert(AutodiffBackend<Autodiff<Fusion<Cpu>>>);
+static_assert(Fusion<Cpu>::name == "fusion_cpu" && Autodiff<Fusion<Cpu>>::name == "autodiff_fusion_cpu");
 
 namespace {
 

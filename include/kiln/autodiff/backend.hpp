@@ -22,20 +22,6 @@
 
 namespace kiln {
 
-namespace autodiff::detail {
-// "autodiff_" + the inner backend's name, as a constant string (test output names use it).
-template <class B> struct Name {
-  static constexpr std::string_view prefix = "autodiff_";
-  static constexpr auto storage = [] {
-    std::array<char, prefix.size() + B::name.size()> s{};
-    for (std::size_t i = 0; i < prefix.size(); ++i) s[i] = prefix[i];
-    for (std::size_t i = 0; i < B::name.size(); ++i) s[prefix.size() + i] = B::name[i];
-    return s;
-  }();
-  static constexpr std::string_view value{storage.data(), storage.size()};
-};
-}  // namespace autodiff::detail
-
 template <Backend B> struct Autodiff {
   using Inner = B;
   using InnerPrimitive = typename B::Primitive;
@@ -52,7 +38,7 @@ template <Backend B> struct Autodiff {
   using FloatTensor = Primitive;
   using IntTensor = Primitive;
   using BoolTensor = Primitive;
-  static constexpr std::string_view name = autodiff::detail::Name<B>::value;
+  static constexpr std::string_view name = kiln::detail::DecoratedName<"autodiff_", B>::value;
 
   // ================================================================ the autodiff API
   // A leaf that requires grad (a fresh node), or the value detached from any graph.

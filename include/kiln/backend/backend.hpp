@@ -31,7 +31,9 @@
 #include "kiln/ops/nn.hpp"
 #include "kiln/ops/reduce.hpp"
 
+#include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,6 +42,28 @@
 #include <vector>
 
 namespace kiln {
+
+namespace detail {
+// A string literal as a template argument.
+template <std::size_t N> struct Literal {
+  char text[N]{};
+  constexpr Literal(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+};
+// Prefix followed by the backend B's name, as a constant string: the name of a decorator
+// over B ("autodiff_cpu", "fusion_vulkan"), which test output uses.
+template <Literal Prefix, class B> struct DecoratedName {
+  static constexpr std::size_t prefix_size = sizeof(Prefix.text) - 1;
+  static constexpr auto storage = [] {
+    std::array<char, prefix_size + B::name.size()> s{};
+    for (std::size_t i = 0; i < prefix_size; ++i) s[i] = Prefix.text[i];
+    for (std::size_t i = 0; i < B::name.size(); ++i) s[prefix_size + i] = B::name[i];
+    return s;
+  }();
+  static constexpr std::string_view value{storage.data(), storage.size()};
+};
+}  // namespace detail
 
 template <class B>
 concept Backend = requires(const typename B::Primitive& p,

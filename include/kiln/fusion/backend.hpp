@@ -47,17 +47,6 @@ concept FusionTarget = Backend<B> && !AutodiffBackend<B> && !requires { typename
 
 namespace fusion::detail {
 
-// "fusion_" + the inner backend's name.
-template <class B> struct Name {
-  static constexpr std::string_view prefix = "fusion_";
-  static constexpr auto storage = [] {
-    std::array<char, prefix.size() + B::name.size()> s{};
-    for (std::size_t i = 0; i < prefix.size(); ++i) s[i] = prefix[i];
-    for (std::size_t i = 0; i < B::name.size(); ++i) s[prefix.size() + i] = B::name[i];
-    return s;
-  }();
-  static constexpr std::string_view value{storage.data(), storage.size()};
-};
 
 // What Fusion did, for tests and logs: programs recorded (pending tensors made), and
 // kernels launched (B::elementwise calls, each one fused program).
@@ -101,7 +90,7 @@ template <FusionTarget B> struct Fusion {
   using FusionInner = B;
   using InnerPrimitive = typename B::Primitive;
   using Device = typename B::Device;
-  static constexpr std::string_view name = fusion::detail::Name<B>::value;
+  static constexpr std::string_view name = kiln::detail::DecoratedName<"fusion_", B>::value;
 
   // The most materialised tensors and parameters one fused program reads (B's
   // max_program_operands where it says, else 8), and the most nodes in its tree.
