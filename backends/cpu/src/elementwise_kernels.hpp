@@ -276,6 +276,10 @@ bool use_streaming_stores(std::int64_t bytes_touched);
 
 template <class T> void stream_store(T* p, const typename Simd<T>::Packet& v) {
   [[maybe_unused]] constexpr std::size_t bytes = sizeof(typename Simd<T>::Packet);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && bytes == 64) return _mm512_stream_ps(p, v);
+  if constexpr (std::is_same_v<T, double> && bytes == 64) return _mm512_stream_pd(p, v);
+#endif
 #if defined(__AVX__)
   if constexpr (std::is_same_v<T, float> && bytes == 32) return _mm256_stream_ps(p, v);
   if constexpr (std::is_same_v<T, double> && bytes == 32) return _mm256_stream_pd(p, v);

@@ -3,7 +3,8 @@
 // kChunk elements, each instruction a tight loop over SIMD registers (the Simd<T> of
 // elementwise_kernels.hpp, so every function has the same vectorized math as the per-op
 // kernels); the chunk's registers stay in L1, so a multi-op program reads its inputs and
-// writes its outputs once. Integer and bool programs run the same loops on plain values.
+// writes its outputs once (with streaming stores when they are larger than the last-level
+// cache, as the per-op kernels write theirs). Integer and bool programs run the same loops on plain values.
 // The catalogue's single ops keep their compile-time kernels (Cpu::unary<Op>...).
 #include "elementwise_kernels.hpp"
 
@@ -22,6 +23,8 @@ using codegen::Program;
 // Elements per step. A register of a chunk is kChunk * sizeof(T) bytes (1 KiB of floats),
 // so a program of a few dozen steps keeps every register in L1.
 constexpr std::int64_t kChunk = 256;
+// How many chunks ahead each contiguous input is prefetched (8 KiB of floats).
+constexpr std::int64_t kPrefetch = 8;
 
 // The registers of type T: Simd<T> and SimdMask<T> for floating types, plain values for
 // integers and bool (whose simple loops the compiler vectorizes where it can).
@@ -77,10 +80,11 @@ template <class T> Flag<T> load_flag(const std::uint8_t* p, std::int64_t stride,
     return p[i * stride] != 0;
   }
 }
-template <class T> void store(const Value<T>& v, T* p, std::int64_t count) {
+template <class T> void store(const Value<T>& v, T* p, std::int64_t count, bool stream) {
   if constexpr (simd<T>) {
-    if (count == Simd<T>::width) v.store(p);
-    else v.store_partial(p, count);
+    if (count != Simd<T>::width) v.store_partial(p, count);
+    else if (stream) stream_store(p, v.v);
+    else v.store(p);
   } else {
     *p = v;
   }
@@ -187,7 +191,7 @@ template <class T> Flag<T> logic(Kind kind, const Flag<T>& a, const Flag<T>& b) 
 // contiguous from the element of output 0 that `out` points at.
 template <class T>
 void run_program(const void* context, const std::byte* const* inputs, const std::int64_t* strides, std::byte* out,
-                 std::int64_t count, bool) {
+                 std::int64_t count, bool stream) {
   const auto& ctx = *static_cast<const Context<T>*>(context);
   const Program& program = *ctx.program;
   const std::span<const Instruction> code = program.code();
@@ -199,9 +203,31 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   Value<T>* values = registers.values.get();
   Flag<T>* flags = registers.flags.get();
   const std::int64_t first = (out - ctx.outputs.first) / ctx.outputs.element_size[0];
+  // Streaming stores need every full register of every output aligned: they are when the
+  // outputs' runs start on a register boundary (the threads split the work at 64 bytes).
+  if constexpr (simd<T>) {
+    constexpr auto align = static_cast<std::int64_t>(sizeof(typename Simd<T>::Packet));
+    for (std::size_t k = 0; k < slots.size() && stream; ++k)
+      stream = !code[slots[k]].mask &&
+               reinterpret_cast<std::uintptr_t>(ctx.outputs.base[k] + first * ctx.outputs.element_size[k]) % align == 0;
+  } else {
+    stream = false;
+  }
+  const std::span<const DType> input_dtypes = program.inputs();
 
   for (std::int64_t done = 0; done < count; done += kChunk) {
     const std::int64_t n = std::min(kChunk, count - done);
+    // A chunk kPrefetch ahead of each contiguous input is fetched while this one computes:
+    // the compute of a long program between two chunks' loads would otherwise leave the
+    // memory idle, and the loads waiting on it.
+    if (done + kPrefetch * kChunk < count) {
+      for (std::size_t k = 0; k < input_dtypes.size(); ++k) {
+        if (strides[k] != 1) continue;
+        const auto size = static_cast<std::int64_t>(dtype_size(input_dtypes[k]));
+        const std::byte* p = inputs[k] + (done + kPrefetch * kChunk) * size;
+        for (std::int64_t b = 0; b < kChunk * size; b += 64) __builtin_prefetch(p + b);
+      }
+    }
     const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
     auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
     for (std::size_t s = 0; s < code.size(); ++s) {
@@ -300,10 +326,11 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
         for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], p + j * W, lane_count(j));
       } else {
         T* p = reinterpret_cast<T*>(base);
-        for (std::size_t j = 0; j < lanes; ++j) store<T>(values[s * L + j], p + j * W, lane_count(j));
+        for (std::size_t j = 0; j < lanes; ++j) store<T>(values[s * L + j], p + j * W, lane_count(j), stream);
       }
     }
   }
+  if (stream) stream_fence();
 }
 
 template <class F> void dispatch_program_type(codegen::ScalarType t, F&& fn) {
