@@ -173,3 +173,21 @@ TYPED_TEST(FusionChains, BadInputFailsAtTheCallNamingTheShapes) {
   const auto a = on_fusion(random<B, 1>({4}, 50)), b = on_fusion(random<B, 1>({5}, 51));
   EXPECT_KILN_ERROR((a * 2.0 + b), "[4]", "[5]");
 }
+
+TYPED_TEST(FusionChains, ANewSizeOrScalarFindsTheProgramByItsStructure) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  auto chain = [](const auto& x, double scale) { return ((x * scale).sigmoid() + x).abs(); };
+  // A structure no other test launches: its first launch is new, whatever ran before.
+  const auto first = chain(on_fusion(random<B, 2>({3, 5}, 20)), 0.25).erf();
+  const std::uint64_t compiled = c.compiled.load(), cached = c.cached.load(), written = c.written.load();
+  (void)first.into_data();
+  EXPECT_EQ(c.compiled.load(), compiled + 1) << "a structure launched for the first time";
+  EXPECT_EQ(c.written.load(), written + 1) << "one output buffer";
+  const auto x = random<B, 2>({70, 9}, 21);
+  const auto again = chain(on_fusion(x), -1.75).erf();  // another batch size and scalar
+  EXPECT_TRUE(test::all_close(again.into_data(), chain(x, -1.75).erf().into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(c.compiled.load(), compiled + 1) << "the same structure is not new";
+  EXPECT_EQ(c.cached.load(), cached + 1);
+  EXPECT_EQ(c.written.load(), written + 2);
+}

@@ -35,6 +35,7 @@
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,8 +51,29 @@ namespace fusion::detail {
 
 // What Fusion did, for tests and logs: programs recorded (pending tensors made), and
 // kernels launched (B::elementwise calls, each one fused program).
+// `compiled` and `cached` split the launches: a program whose structure this Fusion<B> had
+// not launched before (a backend that compiles kernels compiles it now), or one it had
+// (found by its structure, whatever its sizes and scalar values). `written` counts the
+// buffers the launches wrote.
 struct Counters {
-  std::atomic<std::uint64_t> recorded{0}, launched{0};
+  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0};
+};
+
+// Whether KILN_FUSION_LOG is set to something other than 0 (read once).
+bool log_enabled();
+// One line on stderr for a launched program: the backend, the program's id, whether it
+// was new, its inputs, outputs and code.
+void log_launch(std::string_view backend, const codegen::Program& program, bool compiled,
+                std::span<const Shape> input_shapes, const Shape& shape);
+
+// Whether `id` is launched for the first time by the Fusion whose set `seen` is.
+struct SeenPrograms {
+  std::mutex mutex;
+  std::unordered_set<std::uint64_t> ids;
+  bool first(std::uint64_t id) {
+    const std::lock_guard lock(mutex);
+    return ids.insert(id).second;
+  }
 };
 
 // A pending tensor's value: `root` over `leaves` (input i of the tree is leaves[i]) with
@@ -137,7 +159,16 @@ template <FusionTarget B> struct Fusion {
     }
     const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
                                    {{pending.root, t.dtype}});
+    static fusion::detail::SeenPrograms seen;
+    const bool compiled = seen.first(program.id());
     ++counters().launched;
+    ++(compiled ? counters().compiled : counters().cached);
+    ++counters().written;
+    if (fusion::detail::log_enabled()) {
+      std::vector<Shape> shapes;
+      for (const auto& leaf : pending.leaves) shapes.push_back(leaf->shape);
+      fusion::detail::log_launch(name, program, compiled, shapes, t.shape);
+    }
     t.value = std::move(B::elementwise(program, inputs, pending.params)[0]);
     t.pending.reset();  // the tree and the leaves it held go
     return *t.value;
