@@ -1,6 +1,6 @@
 // One training step of the Fashion-MNIST CNN (conv 1→32 3x3 pad 1, relu, max-pool 2; conv
 // 32→64, relu, max-pool 2; linear 3136→128, relu, linear 128→10) on a batch of 64 with
-// cross-entropy and AdamW, on Autodiff<Cpu>, written with kiln::nn as a user writes it. Its
+// cross-entropy and AdamW, on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>, @fusion_cpu), written with kiln::nn as a user writes it. Its
 // twin in bench/torch_workloads.py is the same torch.nn model with torch.optim.AdamW.
 // An epoch of 60,000 images is 938 such steps.
 #include <kiln/kiln.hpp>
@@ -12,7 +12,6 @@
 namespace {
 
 using kiln::Tensor;
-using AD = kiln::Autodiff<kiln::Cpu>;
 
 template <class B> struct Cnn {
   kiln::nn::Conv2d<B> conv1, conv2;
@@ -31,10 +30,11 @@ template <class B> struct Cnn {
   }
 };
 
-void cnn_train_step(benchmark::State& state) {
+template <class B> void cnn_train_step(benchmark::State& state) {
+  using AD = kiln::Autodiff<B>;
   kiln::manual_seed(0);
   Cnn<AD> model;
-  auto optimizer = kiln::optim::adamw<kiln::Cpu>();
+  auto optimizer = kiln::optim::adamw<B>();
   const auto x = Tensor<AD, 4>::random({64, 1, 28, 28}, kiln::Distribution::normal(0, 1));
   const auto y = Tensor<AD, 1, kiln::Int>::random({64}, kiln::Distribution::uniform(0, 10));
   for (auto _ : state) {
@@ -42,6 +42,8 @@ void cnn_train_step(benchmark::State& state) {
     optimizer.step(1e-3, model, grads);
   }
 }
-BENCHMARK(cnn_train_step)->Name("cnn_train_step_fashion_b64")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(cnn_train_step<kiln::Cpu>)->Name("cnn_train_step_fashion_b64")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(cnn_train_step<kiln::Fusion<kiln::Cpu>>)
+    ->Name("cnn_train_step_fashion_b64@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -9,6 +9,12 @@ ATEN_CPU_CAPABILITY set from this CPU's flags (avx512 where it has AVX-512 F/BW/
 avx2, else default) and glibc malloc settings that keep freed memory mapped; Kiln keeps
 the machine's settings. Nothing here is needed by the build or the tests.
 
+Rows named <workload>@<backend> (bench/fusion_bench.cpp: Fusion<Cpu>, and plain Cpu beside
+it) compare with PyTorch's <workload>. The fusion summary after the table gives this run's
+STREAM triad bandwidth (the stream_triad row), the fused expression's speed against plain
+Cpu, PyTorch eager and torch.compile (always measured for that row, its compile time apart,
+also under --no-compile), and its bandwidth as a share of STREAM.
+
 Kiln's Vulkan benchmarks (vulkan/...) have no PyTorch twin: they run only when --filter
 matches them, and are listed with no PyTorch figure.
 
@@ -83,13 +89,49 @@ def run_kiln(build, pattern):
         name = b["run_name"].replace("/real_time", "")
         scale = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
         results[name] = b["real_time"] * scale
+        if "bytes_per_second" in b:
+            BANDWIDTH[name] = b["bytes_per_second"] / 1e9
     return results
 
 
-def run_torch(python, compile_mode, pattern):
+BANDWIDTH = {}  # Kiln row -> GB/s, for the rows that count their bytes
+
+
+def fusion_summary(kiln, best, fused_compile):
+    """The fusion lines: Fusion<Cpu> against plain Cpu, PyTorch eager and torch.compile, and
+    its bandwidth as a share of this run's STREAM triad."""
+    lines = []
+    stream = BANDWIDTH.get("stream_triad")
+    if stream:
+        lines.append(f"STREAM triad (this machine, this run): {stream:.1f} GB/s")
+    fused, plain = kiln.get("fused_expr_16M@fusion_cpu"), kiln.get("fused_expr_16M@cpu")
+    if fused and plain:
+        line = f"gelu(x*a+b)*sigmoid(x), 16M f32: Fusion<Cpu> {fused:.2f} ms, {plain / fused:.2f}x plain Cpu ({plain:.2f} ms)"
+        gbs = BANDWIDTH.get("fused_expr_16M@fusion_cpu")
+        if gbs and stream:
+            line += f"; {gbs:.1f} GB/s = {100 * gbs / stream:.0f}% of STREAM"
+        eager = best.get("fused_expr_16M@eager")
+        if eager:
+            line += f"; {eager[0] / fused:.2f}x PyTorch eager ({eager[0]:.2f} ms, {eager[1]})"
+        if fused_compile:
+            ms, compile_s, label = fused_compile
+            line += f"; {ms / fused:.2f}x torch.compile ({ms:.2f} ms, {label}, compiled in {compile_s:.1f} s)"
+        lines.append(line)
+    for name in sorted(kiln):
+        if name.endswith("@fusion_cpu") and not name.startswith("fused_expr"):
+            base = name.split("@")[0]
+            other = kiln.get(base) or kiln.get(base + "@cpu")
+            if other:
+                lines.append(f"{base}: Fusion<Cpu> {kiln[name]:.4g} ms, plain Cpu {other:.4g} ms ({other / kiln[name]:.2f}x)")
+    return lines
+
+
+def run_torch(python, compile_mode, pattern, fused_compile=False):
     cmd = [python, str(HERE / "torch_workloads.py")]
     if compile_mode:
         cmd.append("--compile")
+    if fused_compile:
+        cmd.append("--fused-compile")
     if pattern:
         cmd += ["--filter", pattern]
     env = dict(os.environ, **TORCH_ENV)
@@ -160,20 +202,30 @@ def main():
         compare_epoch(args, pythons)
         return
     kiln = run_kiln(args.build, args.filter)
-    best = {}  # name -> (ms, label)
+    best = {}  # name -> (ms, label); name@eager: the best eager time alone
+    fused_compile = None  # (ms, compile seconds, label): torch.compile on the fused expression
     for python in pythons:
         for compile_mode in ((False,) if args.no_compile else (False, True)):
-            r = run_torch(python, compile_mode, args.filter)
+            r = run_torch(python, compile_mode, args.filter, fused_compile=not compile_mode)
             if not r:
                 continue
             label = f"torch {r['torch']}{' compile' if r['compile'] else ' eager'}"
             for name, ms in r["results"].items():
                 if name not in best or ms < best[name][0]:
                     best[name] = (ms, label)
+                if not compile_mode and (name + "@eager" not in best or ms < best[name + "@eager"][0]):
+                    best[name + "@eager"] = (ms, label)
+            if "fused_compile" in r and (fused_compile is None or r["fused_compile"]["ms"] < fused_compile[0]):
+                fc = r["fused_compile"]
+                fused_compile = (fc["ms"], fc["compile_s"], f"torch {r['torch']} compile")
+                name = "fused_expr_16M"
+                if name not in best or fc["ms"] < best[name][0]:
+                    best[name] = (fc["ms"], f"torch {r['torch']} compile")
 
     rows = []
     for name, kiln_ms in kiln.items():
-        torch_ms, label = best.get(name, (float("nan"), "-"))
+        # A row <workload>@<backend> (Kiln on another backend) has the twin <workload>.
+        torch_ms, label = best.get(name.split("@")[0], (float("nan"), "-"))
         # ratio > 1 means Kiln is faster
         rows.append((name, kiln_ms, torch_ms, torch_ms / kiln_ms, label))
     header = f"{'workload':40} {'Kiln ms':>10} {'PyTorch ms':>11} {'speedup':>8}  PyTorch config"
@@ -183,6 +235,9 @@ def main():
             print(f"{name:40} {fmt_ms(k):>10} {'-':>11} {'-':>8}   -")
         else:
             print(f"{name:40} {fmt_ms(k):>10} {fmt_ms(t):>11} {ratio:8.2f}x  {label}")
+    summary = fusion_summary(kiln, best, fused_compile)
+    for line in summary:
+        print(line)
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
@@ -196,6 +251,7 @@ def main():
                 lines.append(f"| {name} | {fmt_ms(k)} | - | - | - |")
             else:
                 lines.append(f"| {name} | {fmt_ms(k)} | {fmt_ms(t)} | {ratio:.2f}× | {label} |")
+        lines += [""] + [f"- {line}" for line in summary]
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 

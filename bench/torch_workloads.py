@@ -40,6 +40,12 @@ def workloads(compile_mode):
     w["gelu_16M"] = maybe_compile(lambda: torch.nn.functional.gelu(a))
     w["exp_16M"] = maybe_compile(lambda: torch.exp(a))
     w["sum_16M"] = maybe_compile(lambda: a.sum())
+    # bench/fusion_bench.cpp's fused expression: gelu(x * a + b) * sigmoid(x), a and b per column.
+    fx, fa, fb = torch.randn(4096, 4096), torch.randn(1, 4096) * 0.1 + 1, torch.randn(1, 4096) * 0.1
+    w["fused_expr_16M"] = maybe_compile(lambda: torch.nn.functional.gelu(fx * fa + fb) * torch.sigmoid(fx))
+    sx = torch.randn(4096, 1024)
+    w["softmax_4096x1024"] = maybe_compile(lambda: torch.softmax(sx, 1))
+    w["layer_norm_4096x1024"] = maybe_compile(lambda: torch.nn.functional.layer_norm(sx, (1024,), eps=1e-5))
     # One op on a tiny tensor: the per-op overhead (bench/ops_bench.cpp's op_overhead).
     tx, tdy = torch.randn(1024), torch.randn(1024)
     ty = torch.tanh(tx)
@@ -155,7 +161,21 @@ def main(argv):
                 results[name] = min(ms, results.get(name, ms))
             except Exception as exc:  # a workload torch.compile cannot handle here is reported, not fatal
                 print(f"{name}: {exc}", file=sys.stderr)
-    print(json.dumps({"torch": torch.__version__, "compile": compile_mode, "results": results}))
+    out = {"torch": torch.__version__, "compile": compile_mode, "results": results}
+    if "--fused-compile" in argv and hasattr(torch, "compile"):
+        out["fused_compile"] = fused_compile()
+    print(json.dumps(out))
+
+
+def fused_compile():
+    """torch.compile (Inductor's C++ backend) on the fused expression, timed apart from the
+    seconds its first call takes to compile; run even with --no-compile (compare_torch.py)."""
+    x, a, b = torch.randn(4096, 4096), torch.randn(1, 4096) * 0.1 + 1, torch.randn(1, 4096) * 0.1
+    fn = torch.compile(lambda: torch.nn.functional.gelu(x * a + b) * torch.sigmoid(x))
+    start = time.perf_counter()
+    fn()
+    compile_s = time.perf_counter() - start
+    return {"ms": timeit(fn), "compile_s": compile_s}
 
 
 if __name__ == "__main__":
