@@ -24,6 +24,7 @@
 
 #include "kiln/backend/backend.hpp"
 #include "kiln/codegen/program.hpp"
+#include "kiln/ops/optim.hpp"
 
 #include <array>
 #include <atomic>
@@ -294,6 +295,69 @@ template <FusionTarget B> struct Fusion {
     auto [out, indices] = B::max_pool2d(value(x), o);
     return {wrap(std::move(out)), wrap(std::move(indices))};
   }
+  // B's overrides of provided primitives, where it has them, on materialised inputs: without
+  // them Fusion<B> would run the provided defaults instead of B's faster kernels.
+  static Primitive full(const Shape& shape, double v, DType dtype, const Device& device)
+    requires provided::detail::HasFull<B> {
+    return wrap(B::full(shape, v, dtype, device));
+  }
+  static Primitive random(const Shape& shape, Distribution distribution, RandomStream stream, DType dtype,
+                          const Device& device) requires provided::detail::HasRandom<B> {
+    return wrap(B::random(shape, distribution, stream, dtype, device));
+  }
+  static Primitive reduce_all(const Primitive& x, ops::ReduceOp op) requires provided::detail::HasReduceAll<B> {
+    return wrap(B::reduce_all(value(x), op));
+  }
+  static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index)
+    requires provided::detail::HasIndexSelect<B> {
+    return wrap(B::index_select(value(x), dim, value(index)));
+  }
+  static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values)
+    requires provided::detail::HasIndexAdd<B> {
+    return wrap(B::index_add(value(x), dim, value(index), value(values)));
+  }
+  static Primitive flip(const Primitive& x, std::span<const std::int64_t> dims) requires provided::detail::HasFlip<B> {
+    return wrap(B::flip(value(x), dims));
+  }
+  static Primitive cat(std::span<const Primitive> xs, std::int64_t dim) requires provided::detail::HasCat<B> {
+    std::vector<InnerPrimitive> inner;
+    for (const Primitive& x : xs) inner.push_back(value(x));
+    return wrap(B::cat(inner, dim));
+  }
+  static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
+                                       const ops::Pool2dOptions& o) requires provided::detail::HasMaxPool2dBackward<B> {
+    return wrap(B::max_pool2d_backward(value(x), value(dy), value(indices), o));
+  }
+  static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) requires provided::detail::HasAvgPool2d<B> {
+    return wrap(B::avg_pool2d(value(x), o));
+  }
+  static Primitive avg_pool2d_backward(const Primitive& x, const Primitive& dy, const ops::Pool2dOptions& o)
+    requires provided::detail::HasAvgPool2dBackward<B> {
+    return wrap(B::avg_pool2d_backward(value(x), value(dy), o));
+  }
+  static Primitive adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> size)
+    requires provided::detail::HasAdaptiveAvgPool2d<B> {
+    return wrap(B::adaptive_avg_pool2d(value(x), size));
+  }
+  static Primitive adaptive_avg_pool2d_backward(const Primitive& x, const Primitive& dy)
+    requires provided::detail::HasAdaptiveAvgPool2dBackward<B> {
+    return wrap(B::adaptive_avg_pool2d_backward(value(x), value(dy)));
+  }
+  static Primitive interpolate(const Primitive& x, std::span<const std::int64_t> size, const ops::InterpolateOptions& o)
+    requires provided::detail::HasInterpolate<B> {
+    return wrap(B::interpolate(value(x), size, o));
+  }
+  static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o)
+    requires provided::detail::HasInterpolateBackward<B> {
+    return wrap(B::interpolate_backward(value(x), value(dy), o));
+  }
+  static std::array<Primitive, 3> adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
+                                            const Primitive& v, const ops::AdamStep& options)
+    requires requires(const InnerPrimitive& p) { B::adam_step(p, p, p, p, options); } {
+    auto [p, m2, v2] = B::adam_step(value(param), value(grad), value(m), value(v), options);
+    return {wrap(std::move(p)), wrap(std::move(m2)), wrap(std::move(v2))};
+  }
+
   // B's hand-fused kernels, where it has them: they read materialised inputs.
   static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
     return wrap(B::softmax(value(x), dim, log));
