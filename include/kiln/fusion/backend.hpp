@@ -67,7 +67,7 @@ bool log_enabled();
 void log_launch(std::string_view backend, const codegen::Program& program, bool compiled,
                 std::span<const Shape> input_shapes, const Shape& shape);
 
-// Whether `id` is launched for the first time by the Fusion whose set `seen` is.
+// The program ids one Fusion<B> has launched: first(id) says whether id is new to it.
 struct SeenPrograms {
   std::mutex mutex;
   std::unordered_set<std::uint64_t> ids;
