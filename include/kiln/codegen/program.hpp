@@ -40,7 +40,7 @@ struct Instruction {
 
 namespace detail {
 // The id of a structural key: equal keys get equal ids, for as long as the process runs.
-// One table per process, in libkiln_core (src/core/program_ids.cpp): a table in this header
+// One table per process, in libkiln_core (src/core/program.cpp): a table in this header
 // would be one per shared library wherever symbols are not merged across them (hidden
 // visibility, static builds, other platforms), and two programs could share an id.
 std::uint64_t intern_key(const std::string& key);
@@ -52,67 +52,8 @@ class Program {
   // `params` scalar parameters, computing in type `type` (f16 and bf16 values compute in
   // f32). Checks every node against the declaration and throws kiln::Error naming the
   // mismatch, so that a backend can trust any program it is given.
-  Program(ScalarType type, std::vector<DType> inputs, int params, std::vector<ProgramOutput> outputs)
-      : type_(type), inputs_(std::move(inputs)), params_(params), outputs_(std::move(outputs)) {
-    KILN_CHECK(!outputs_.empty(), "elementwise program: no outputs");
-    KILN_CHECK(params_ >= 0, "elementwise program: {} parameters", params_);
-    std::unordered_map<const Node*, std::uint32_t> slot_of_node;
-    std::unordered_map<std::string, std::uint32_t> slot_of_entry;
-    std::string body;
-    auto visit = [&](auto& self, const Node& n) -> std::uint32_t {
-      if (auto it = slot_of_node.find(&n); it != slot_of_node.end()) return it->second;
-      Instruction step{n.kind, n.mask, {}, n.value, n.index};
-      std::string entry;
-      if (n.kind == Kind::input) {
-        KILN_CHECK(n.index < static_cast<int>(inputs_.size()), "elementwise program: in{} of {} inputs", n.index,
-                   inputs_.size());
-        const DType d = inputs_[static_cast<std::size_t>(n.index)];
-        KILN_CHECK(n.mask == (d == DType::boolean) && (n.mask || scalar_type_of(d) == type_),
-                   "elementwise program: in{} is {} but the program computes in {}{}", n.index, d,
-                   scalar_type_name(type_), n.mask ? " and reads it as a bool" : "");
-        entry = fmt::format("in{}{}", n.index, n.mask ? "b" : "");
-      } else if (n.kind == Kind::param) {
-        KILN_CHECK(n.index < params_, "elementwise program: p{} of {} parameters", n.index, params_);
-        entry = fmt::format("p{}", n.index);
-      } else if (n.kind == Kind::constant) {
-        entry = fmt::format("c{}", n.value);  // shortest exact form; -0 and 0 differ
-      } else {
-        const KindInfo& info = kind_info(n.kind);
-        KILN_CHECK(info.types != Types::floats || is_float(type_), "elementwise program: {} needs a float type, got {}",
-                   info.name, scalar_type_name(type_));
-        KILN_CHECK(info.types != Types::integers || is_integer(type_),
-                   "elementwise program: {} needs an integer type, got {}", info.name, scalar_type_name(type_));
-        KILN_CHECK(type_ != ScalarType::boolean || n.mask, "elementwise program: a bool program has the number {}",
-                   info.name);
-        entry = fmt::format("{}(", info.name);
-        for (std::size_t i = 0; i < n.args.size(); ++i) {
-          step.args[i] = self(self, *n.args[i]);
-          entry += fmt::format("{}{}", i ? "," : "", step.args[i]);
-        }
-        entry += ')';
-      }
-      auto [it, added] = slot_of_entry.emplace(std::move(entry), static_cast<std::uint32_t>(code_.size()));
-      if (added) {
-        code_.push_back(step);
-        body += (body.empty() ? "" : ";") + it->first;
-      }
-      slot_of_node.emplace(&n, it->second);
-      return it->second;
-    };
-    std::string outs;
-    for (const ProgramOutput& out : outputs_) {
-      KILN_CHECK(out.root != nullptr, "elementwise program: a null output tree");
-      KILN_CHECK(out.root->mask ? out.dtype == DType::boolean : scalar_type_of(out.dtype) == type_,
-                 "elementwise program: an output of dtype {} from a {} value of a {} program", out.dtype,
-                 out.root->mask ? "bool" : "numeric", scalar_type_name(type_));
-      output_slots_.push_back(visit(visit, *out.root));
-      outs += fmt::format("{}{}:{}", outs.empty() ? "" : ",", output_slots_.back(), dtype_name(out.dtype));
-    }
-    std::string ins;
-    for (DType d : inputs_) ins += fmt::format("{}{}", ins.empty() ? "" : ",", dtype_name(d));
-    key_ = fmt::format("{}|{}|p{}|{}|{}", scalar_type_name(type_), ins, params_, body, outs);
-    id_ = detail::intern_key(key_);
-  }
+  // Compiled once, in libkiln_core (src/core/program.cpp).
+  Program(ScalarType type, std::vector<DType> inputs, int params, std::vector<ProgramOutput> outputs);
 
   ScalarType type() const { return type_; }
   std::span<const DType> inputs() const { return inputs_; }
@@ -124,10 +65,11 @@ class Program {
   std::span<const Instruction> code() const { return code_; }
   std::span<const std::uint32_t> output_slots() const { return output_slots_; }
   // What the program computes, as text: its type, input dtypes, parameter count, code and
-  // outputs. Programs with equal keys compute the same thing; scalar parameter values
-  // and tensor shapes are not part of it.
-  const std::string& key() const { return key_; }
-  // A number for the key (equal keys, equal ids) that backends index their kernels by.
+  // outputs ("f32|f32|p1|in0;p0;mul(0,1)|2:f32"). Programs with equal keys compute the same
+  // thing; scalar parameter values and tensor shapes are not part of it. Made when asked
+  // (for messages and logs): the id below is interned from the code itself.
+  std::string key() const;
+  // A number for the structure (equal keys, equal ids) that backends index their kernels by.
   std::uint64_t id() const { return id_; }
 
  private:
@@ -137,7 +79,6 @@ class Program {
   std::vector<ProgramOutput> outputs_;
   std::vector<Instruction> code_;
   std::vector<std::uint32_t> output_slots_;
-  std::string key_;
   std::uint64_t id_ = 0;
 };
 
