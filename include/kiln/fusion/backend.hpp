@@ -26,6 +26,7 @@
 #include "kiln/codegen/program.hpp"
 #include "kiln/ops/optim.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -204,13 +205,22 @@ template <FusionTarget B> struct Fusion {
     base.type = program.type();
     std::vector<codegen::NodePtr> replaced;
     std::unordered_map<const Tensor*, int> leaf_of;
-    auto add_leaf = [&](const std::shared_ptr<Tensor>& t) {
+    // The leaf index of t in this program, added if new.
+    auto leaf_index = [&](const std::shared_ptr<Tensor>& t) {
       const auto [it, added] = leaf_of.emplace(t.get(), static_cast<int>(base.leaves.size()));
       if (added) base.leaves.push_back(t);
-      return codegen::make_input(it->second, t->dtype == DType::boolean);
+      return it->second;
     };
+    auto add_leaf = [&](const std::shared_ptr<Tensor>& t) { return codegen::make_input(leaf_index(t), t->dtype == DType::boolean); };
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const std::shared_ptr<Tensor>& t = inputs[i].node;
+      // The same tensor twice (x * x): its tree once.
+      if (auto j = std::find_if(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(i),
+                                [&](const Primitive& p) { return p.node == t; });
+          j != inputs.begin() + static_cast<std::ptrdiff_t>(i)) {
+        replaced.push_back(replaced[static_cast<std::size_t>(j - inputs.begin())]);
+        continue;
+      }
       std::optional<fusion::detail::Pending<Tensor>> grown;
       {
         const std::lock_guard lock(t->mutex);
@@ -221,12 +231,25 @@ template <FusionTarget B> struct Fusion {
         replaced.push_back(add_leaf(t));
         continue;
       }
-      // The input's tree, its leaves and parameters renumbered into this program's.
-      std::vector<codegen::NodePtr> leaves;
-      for (const auto& leaf : grown->leaves) leaves.push_back(add_leaf(leaf));
-      std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
-      replaced.push_back(
-          fusion::detail::substitute(grown->root, leaves, static_cast<int>(base.params.size()), done));
+      // The input's tree, its leaves and parameters renumbered into this program's. Its tree
+      // is taken as it is where nothing changes number (the first input of a chain): a
+      // chain's recording then costs its own nodes, not a copy of the tree so far.
+      const auto param_offset = static_cast<int>(base.params.size());
+      bool same_numbers = param_offset == 0;
+      std::vector<int> indices;
+      for (const auto& leaf : grown->leaves) {
+        indices.push_back(leaf_index(leaf));
+        same_numbers = same_numbers && indices.back() == static_cast<int>(indices.size()) - 1;
+      }
+      if (same_numbers) {
+        replaced.push_back(grown->root);
+      } else {
+        std::vector<codegen::NodePtr> leaves;
+        for (std::size_t k = 0; k < indices.size(); ++k)
+          leaves.push_back(codegen::make_input(indices[k], grown->leaves[k]->dtype == DType::boolean));
+        std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
+        replaced.push_back(fusion::detail::substitute(grown->root, leaves, param_offset, done));
+      }
       base.params.insert(base.params.end(), grown->params.begin(), grown->params.end());
       base.nodes += grown->nodes;
     }
