@@ -4,6 +4,7 @@
 #include "backends.hpp"
 #include "golden.hpp"
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -190,4 +191,40 @@ TYPED_TEST(FusionChains, ANewSizeOrScalarFindsTheProgramByItsStructure) {
   EXPECT_EQ(c.compiled.load(), compiled + 1) << "the same structure is not new";
   EXPECT_EQ(c.cached.load(), cached + 1);
   EXPECT_EQ(c.written.load(), written + 2);
+}
+
+// ---------------------------------------------------------------- the CPU's plans
+// Cpu::elementwise runs a catalogue formula found in a program as one compiled step.
+
+TEST(CpuProgramPlans, CatalogueFormulasRunAsOneCompiledStep) {
+  using codegen::Expr;
+  const Expr x = Expr::input(0);
+  const Expr root = ops::GeluErf::apply(Expr(x * Expr::param(0) + 1.0)) + ops::Sigmoid::apply(x);
+  const codegen::Program program(codegen::ScalarType::f32, {DType::f32}, 1, {{root.node(), DType::f32}});
+  EXPECT_EQ(Cpu::program_steps(program),
+            (std::vector<std::string>{"input", "mul", "add", "gelu", "sigmoid", "add"}));
+  // A gradient formula, as Autodiff's backward records it: one step over its three inputs.
+  const codegen::Program grad = codegen::unary_grad_program<ops::GeluTanh>(DType::f64);
+  EXPECT_EQ(Cpu::program_steps(grad), (std::vector<std::string>{"input", "input", "gelu_tanh_backward"}));
+  EXPECT_KILN_ERROR(Cpu::program_steps(codegen::unary_program<ops::Neg>(DType::i32)), "program_steps", "i32");
+}
+
+TEST(CpuProgramPlans, EveryFormulaInAChainHasTheValuesOfTheUnfusedOps) {
+  const auto x = random<Cpu, 2>({19, 67}, 60) * 3.0;
+  const auto fx = on_fusion(x);
+  const auto check = [&](std::string_view name, const auto& fused, const auto& unfused) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(test::all_close(fused.into_data(), unfused.into_data(), 1e-6, 1e-7));
+  };
+  const auto shift = [](const auto& t) { return t * 0.5 + 0.25; };
+  check("sigmoid", shift(fx).sigmoid() * 2.0, shift(x).sigmoid() * 2.0);
+  check("silu", shift(fx).silu() * 2.0, shift(x).silu() * 2.0);
+  check("softplus", shift(fx).softplus() * 2.0, shift(x).softplus() * 2.0);
+  check("gelu", shift(fx).gelu() * 2.0, shift(x).gelu() * 2.0);
+  check("gelu_tanh", shift(fx).gelu(true) * 2.0, shift(x).gelu(true) * 2.0);
+  check("relu", shift(fx).relu() * 2.0, shift(x).relu() * 2.0);
+  check("hard_sigmoid", shift(fx).hard_sigmoid() * 2.0, shift(x).hard_sigmoid() * 2.0);
+  check("rsqrt", (fx.abs() + 0.5).rsqrt() * 2.0, (x.abs() + 0.5).rsqrt() * 2.0);
+  // Steps inside sigmoid's formula that another branch reads are computed for it as well.
+  check("shared steps", fx.sigmoid() + (-fx).exp(), x.sigmoid() + (-x).exp());
 }

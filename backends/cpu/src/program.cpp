@@ -10,7 +10,12 @@
 
 #include "kiln/codegen/program.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::cpu {
@@ -42,28 +47,86 @@ struct Outputs {
   std::vector<std::int64_t> element_size;
 };
 
-template <class T> struct Context {
-  const Program* program;
-  std::vector<T> params;  // the parameters in T
-  Outputs outputs;
+// Where a step's numeric registers are read: register j of the chunk starts at
+// base + j * step elements, step being the register width (a run of registers: a computed
+// step's own, or a contiguous input read where it lies in memory) or 0 (one register read
+// again for every j: a constant, a parameter, a broadcast input). Reading operands through
+// this instead of copying them into register runs first keeps inputs, constants and
+// parameters out of the executed code: a step of the code costs its own arithmetic plus
+// a load per operand and a store, all in L1.
+template <class T> struct Operand {
+  const T* base = nullptr;
+  std::int64_t step = 0;
 };
 
-// The registers of one thread: one run of values and one of flags per instruction.
+// A catalogue formula compiled for the CPU (Op::apply or a gradient formula instantiated
+// with Simd<T>, as the per-op kernels are): it computes `lanes` registers from its operands.
+template <class T> using FormulaKernel = void (*)(const Operand<T>* in, Value<T>* out, std::size_t lanes);
+
+// A formula the evaluator recognises in a program: its traced tree over in0..in<inputs-1>,
+// how many steps it spans, and its compiled kernel.
+template <class T> struct Formula {
+  std::string name;
+  codegen::NodePtr tree;
+  int inputs = 0;
+  std::size_t steps = 0;
+  FormulaKernel<T> run = nullptr;
+};
+
+// One step of a plan: code step `step`, computed by the program's own instruction or, where
+// `formula` is set, by that compiled formula reading the steps `bind` as its inputs.
+template <class T> struct PlannedStep {
+  std::uint32_t step = 0;
+  const Formula<T>* formula = nullptr;
+  std::array<std::uint32_t, 4> bind{};
+};
+
+// How a program runs on the CPU, made once per program (cached by its id): the steps to
+// execute, in order. Subtrees that are catalogue formulas (gelu, sigmoid, a gradient...) run
+// as one compiled step each, whose intermediates stay in registers; steps that no output
+// needs, and the steps inside a formula that nothing else reads, are not executed.
+template <class T> struct Plan {
+  std::vector<PlannedStep<T>> steps;
+};
+
+template <class T> struct Context {
+  const Program* program;
+  Outputs outputs;
+  // Per step of the code: its uniform value (a constant or a parameter in T, as a full
+  // register).
+  std::unique_ptr<Value<T>[]> uniforms;  // (not a vector: Value<bool> is bool)
+  const Plan<T>* plan = nullptr;
+};
+
+// The registers of one thread: one run of values and one of flags per instruction, the
+// operands, and a broadcast register per input read at stride 0.
 // (Arrays, not vectors: Flag<int> is bool, and a vector<bool> holds no bools.)
 template <class T> struct Registers {
   std::unique_ptr<Value<T>[]> values;
   std::unique_ptr<Flag<T>[]> flags;
+  std::unique_ptr<Value<T>[]> broadcasts;
+  std::vector<Operand<T>> operands;
   std::size_t size = 0;
   void reserve(std::size_t steps, std::size_t lanes) {
+    operands.resize(steps);
     if (size >= steps * lanes) return;
     size = steps * lanes;
     values = std::make_unique<Value<T>[]>(size);
     flags = std::make_unique<Flag<T>[]>(size);
+    broadcasts = std::make_unique<Value<T>[]>(steps);
   }
 };
 
 template <class T> Value<T> broadcast(T v) {
   if constexpr (simd<T>) return Simd<T>::broadcast(v);
+  else return v;
+}
+template <class T> KILN_INLINE Value<T> read(const Operand<T>& o, std::size_t j) {
+  if constexpr (simd<T>) return Simd<T>::load(o.base + static_cast<std::int64_t>(j) * o.step);
+  else return o.base[static_cast<std::int64_t>(j) * o.step];
+}
+template <class T> const T* elements(const Value<T>* v) {
+  if constexpr (simd<T>) return reinterpret_cast<const T*>(v);
   else return v;
 }
 template <class T> Value<T> load(const T* p, std::int64_t stride, std::int64_t i, std::int64_t count) {
@@ -187,6 +250,148 @@ template <class T> Flag<T> logic(Kind kind, const Flag<T>& a, const Flag<T>& b) 
   }
 }
 
+// ---------------------------------------------------------------- formulas and plans
+// The catalogue's formulas that span two steps or more, for float programs: each op's
+// apply and each gradient formula.
+template <class Op, class T> void apply_unary(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j));
+}
+template <class Op, class T> void apply_binary(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j), read(in[1], j));
+}
+template <class Op, class T> void unary_grad(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::grad(read(in[0], j), read(in[1], j), read(in[2], j));
+}
+template <class Op, ops::Operand side, class T>
+void binary_grad(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) {
+    const Value<T> a = read(in[0], j), b = read(in[1], j), y = read(in[2], j), dy = read(in[3], j);
+    if constexpr (side == ops::Operand::lhs) out[j] = Op::grad_lhs(a, b, y, dy);
+    else out[j] = Op::grad_rhs(a, b, y, dy);
+  }
+}
+
+// The number of distinct steps a tree computes (inputs, constants and parameters not counted).
+inline std::size_t computed_steps(const codegen::NodePtr& root) {
+  std::unordered_set<const codegen::Node*> seen;
+  std::size_t count = 0;
+  auto visit = [&](auto& self, const codegen::Node& n) -> void {
+    if (!seen.insert(&n).second) return;
+    if (n.kind != Kind::input && n.kind != Kind::constant && n.kind != Kind::param) ++count;
+    for (const codegen::NodePtr& a : n.args) self(self, *a);
+  };
+  visit(visit, *root);
+  return count;
+}
+
+template <class T> const std::vector<Formula<T>>& formulas() {
+  static const std::vector<Formula<T>> table = [] {
+    std::vector<Formula<T>> out;
+    const codegen::ScalarType t = std::is_same_v<T, float> ? codegen::ScalarType::f32 : codegen::ScalarType::f64;
+    auto add = [&](std::string name, codegen::NodePtr tree, int inputs, FormulaKernel<T> run) {
+      if (tree->mask) return;
+      const std::size_t steps = computed_steps(tree);
+      if (steps >= 2) out.push_back({std::move(name), std::move(tree), inputs, steps, run});
+    };
+    const std::string backward = "_backward";
+#define KILN_CPU_UNARY_FORMULA(Op)                                                                           \
+  if constexpr (ops::Op::domain != ops::Domain::boolean && !ops::is_predicate<ops::Op>) {                     \
+    add(std::string(ops::Op::name), codegen::trace_unary<ops::Op>(t), 1, apply_unary<ops::Op, T>);            \
+    if constexpr (ops::DifferentiableUnary<ops::Op>)                                                          \
+      add(std::string(ops::Op::name) + backward, codegen::trace_unary_grad<ops::Op>(t), 3,                    \
+          unary_grad<ops::Op, T>);                                                                            \
+  }
+#define KILN_CPU_BINARY_FORMULA(Op)                                                                          \
+  if constexpr (ops::Op::domain != ops::Domain::boolean && !ops::is_predicate<ops::Op>) {                     \
+    add(std::string(ops::Op::name), codegen::trace_binary<ops::Op>(t), 2, apply_binary<ops::Op, T>);          \
+    if constexpr (ops::DifferentiableBinary<ops::Op>) {                                                       \
+      add(std::string(ops::Op::name) + backward + "_lhs", codegen::trace_binary_grad<ops::Op, ops::Operand::lhs>(t), 4, \
+          binary_grad<ops::Op, ops::Operand::lhs, T>);                                                        \
+      add(std::string(ops::Op::name) + backward + "_rhs", codegen::trace_binary_grad<ops::Op, ops::Operand::rhs>(t), 4, \
+          binary_grad<ops::Op, ops::Operand::rhs, T>);                                                        \
+    }                                                                                                         \
+  }
+    KILN_UNARY_OPS(KILN_CPU_UNARY_FORMULA)
+    KILN_BINARY_OPS(KILN_CPU_BINARY_FORMULA)
+#undef KILN_CPU_UNARY_FORMULA
+#undef KILN_CPU_BINARY_FORMULA
+    // Larger formulas first: where two match at one step, the one that spans more wins.
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.steps > b.steps; });
+    return out;
+  }();
+  return table;
+}
+
+// Whether the tree `pattern` computes code step `s`, its inputs bound to steps in `bind`
+// (-1: not bound yet; an input used twice must bind the same step twice).
+inline bool matches(const codegen::Node& pattern, std::uint32_t s, std::span<const Instruction> code,
+                    std::array<std::int64_t, 4>& bind) {
+  const Instruction& step = code[s];
+  if (pattern.kind == Kind::input) {
+    if (step.mask != pattern.mask) return false;
+    std::int64_t& b = bind[static_cast<std::size_t>(pattern.index)];
+    if (b < 0) b = s;
+    return b == s;
+  }
+  if (pattern.kind != step.kind || pattern.mask != step.mask) return false;
+  if (pattern.kind == Kind::constant) return std::bit_cast<std::uint64_t>(pattern.value) == std::bit_cast<std::uint64_t>(step.value);
+  if (pattern.kind == Kind::param) return false;
+  for (std::size_t i = 0; i < pattern.args.size(); ++i)
+    if (!matches(*pattern.args[i], step.args[i], code, bind)) return false;
+  return true;
+}
+
+template <class T> Plan<T> make_plan(const Program& program) {
+  const std::span<const Instruction> code = program.code();
+  // The largest formula computing each step, if any.
+  std::vector<PlannedStep<T>> best(code.size());
+  if constexpr (simd<T>) {
+    for (std::uint32_t s = 0; s < code.size(); ++s) {
+      best[s].step = s;
+      if (code[s].mask || codegen::kind_info(code[s].kind).operands == codegen::Operands::none) continue;
+      for (const Formula<T>& f : formulas<T>()) {
+        if (f.tree->kind != code[s].kind) continue;
+        std::array<std::int64_t, 4> bind{-1, -1, -1, -1};
+        if (!matches(*f.tree, s, code, bind)) continue;
+        best[s].formula = &f;
+        // An input the formula does not read (Exp's gradient ignores x) reads its own result.
+        for (std::size_t k = 0; k < bind.size(); ++k) best[s].bind[k] = bind[k] < 0 ? s : static_cast<std::uint32_t>(bind[k]);
+        break;
+      }
+    }
+  }
+  // The steps the outputs need, through formulas where they match.
+  std::vector<bool> needed(code.size(), false);
+  auto need = [&](auto& self, std::uint32_t s) -> void {
+    if (needed[s]) return;
+    needed[s] = true;
+    if (best[s].formula != nullptr) {
+      for (int k = 0; k < best[s].formula->inputs; ++k)
+        if (best[s].bind[static_cast<std::size_t>(k)] != s) self(self, best[s].bind[static_cast<std::size_t>(k)]);
+    } else {
+      for (int k = 0; k < codegen::kind_arity(code[s].kind); ++k) self(self, code[s].args[static_cast<std::size_t>(k)]);
+    }
+  };
+  for (const std::uint32_t s : program.output_slots()) need(need, s);
+  Plan<T> plan;
+  for (std::uint32_t s = 0; s < code.size(); ++s) {
+    if (!needed[s] || code[s].kind == Kind::constant || code[s].kind == Kind::param) continue;
+    best[s].step = s;
+    plan.steps.push_back(best[s]);
+  }
+  return plan;
+}
+
+// The plan of a program, made on its first run and kept for the process.
+template <class T> const Plan<T>& plan_of(const Program& program) {
+  static std::mutex mutex;
+  static std::unordered_map<std::uint64_t, std::unique_ptr<const Plan<T>>> plans;
+  const std::lock_guard lock(mutex);
+  auto& plan = plans[program.id()];
+  if (!plan) plan = std::make_unique<const Plan<T>>(make_plan<T>(program));
+  return *plan;
+}
+
 // Runs the program over `count` elements: inputs[k] at element stride strides[k], outputs
 // contiguous from the element of output 0 that `out` points at.
 template <class T>
@@ -202,6 +407,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   registers.reserve(code.size(), L);
   Value<T>* values = registers.values.get();
   Flag<T>* flags = registers.flags.get();
+  Operand<T>* operands = registers.operands.data();
   const std::int64_t first = (out - ctx.outputs.first) / ctx.outputs.element_size[0];
   // Streaming stores need every full register of every output aligned: they are when the
   // outputs' runs start on a register boundary (the threads split the work at 64 bytes).
@@ -214,6 +420,21 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     stream = false;
   }
   const std::span<const DType> input_dtypes = program.inputs();
+  // Operands that stay put for the whole run: computed steps read their own registers,
+  // constants and parameters their uniform register, inputs at stride 0 a register
+  // broadcast from their one element.
+  for (std::size_t s = 0; s < code.size(); ++s) {
+    const Instruction& step = code[s];
+    if (step.mask) continue;
+    if (step.kind == Kind::constant || step.kind == Kind::param) {
+      operands[s] = {elements<T>(&ctx.uniforms[s]), 0};
+    } else if (step.kind == Kind::input && strides[step.index] == 0) {
+      registers.broadcasts[s] = broadcast<T>(*reinterpret_cast<const T*>(inputs[step.index]));
+      operands[s] = {elements<T>(&registers.broadcasts[s]), 0};
+    } else {
+      operands[s] = {elements<T>(values + s * L), W};
+    }
+  }
 
   for (std::int64_t done = 0; done < count; done += kChunk) {
     const std::int64_t n = std::min(kChunk, count - done);
@@ -230,74 +451,90 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     }
     const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
     auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
-    for (std::size_t s = 0; s < code.size(); ++s) {
+    for (const PlannedStep<T>& planned : ctx.plan->steps) {
+      const std::uint32_t s = planned.step;
       const Instruction& step = code[s];
+      if (planned.formula != nullptr) {
+        if constexpr (simd<T>) {
+          std::array<Operand<T>, 4> in;
+          for (int k = 0; k < planned.formula->inputs; ++k) in[k] = operands[planned.bind[k]];
+          planned.formula->run(in.data(), values + s * L, lanes);
+        }
+        continue;
+      }
       Value<T>* v = values + s * L;
       Flag<T>* f = flags + s * L;
-      const Value<T>* a = values + step.args[0] * L;
-      const Value<T>* b = values + step.args[1] * L;
+      const Operand<T> a = operands[step.args[0]];
+      const Operand<T> b = operands[step.args[1]];
       const Flag<T>* fa = flags + step.args[0] * L;
       const Flag<T>* fb = flags + step.args[1] * L;
       const Flag<T>* fc = flags + step.args[2] * L;
       switch (codegen::kind_info(step.kind).operands) {
-        case codegen::Operands::none:
-          if (step.kind == Kind::input) {
-            const auto k = static_cast<std::size_t>(step.index);
-            const std::int64_t stride = strides[k];
-            if (step.mask) {
-              const auto* p = reinterpret_cast<const std::uint8_t*>(inputs[k]);
-              for (std::size_t j = 0; j < lanes; ++j)
-                f[j] = load_flag<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
-            } else {
-              const T* p = reinterpret_cast<const T*>(inputs[k]);
-              for (std::size_t j = 0; j < lanes; ++j)
-                v[j] = load<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
-            }
+        case codegen::Operands::none: {  // an input read where it does not lie as registers
+          const auto k = static_cast<std::size_t>(step.index);
+          const std::int64_t stride = strides[k];
+          if (step.mask) {
+            const auto* p = reinterpret_cast<const std::uint8_t*>(inputs[k]);
+            for (std::size_t j = 0; j < lanes; ++j)
+              f[j] = load_flag<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
+          } else if (stride == 0) {
+            break;  // its broadcast register, set for the run
+          } else if (stride == 1 && n == kChunk) {
+            operands[s] = {reinterpret_cast<const T*>(inputs[k]) + done, W};
           } else {
-            T value{};
-            if (step.kind == Kind::param) value = ctx.params[static_cast<std::size_t>(step.index)];
-            else if constexpr (!std::is_same_v<T, bool>) value = fn::constant(T(0), step.value);
-            const Value<T> r = broadcast<T>(value);
-            for (std::size_t j = 0; j < lanes; ++j) v[j] = r;
+            const T* p = reinterpret_cast<const T*>(inputs[k]);
+            for (std::size_t j = 0; j < lanes; ++j)
+              v[j] = load<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
+            operands[s] = {elements<T>(v), W};
           }
           break;
+        }
         case codegen::Operands::numbers:
           if (codegen::kind_info(step.kind).result == codegen::Result::mask) {
-            for (std::size_t j = 0; j < lanes; ++j) f[j] = compare<T>(step.kind, a[j], b[j]);
+            const Operand<T> rhs = codegen::kind_arity(step.kind) == 1 ? a : b;
+            for (std::size_t j = 0; j < lanes; ++j) f[j] = compare<T>(step.kind, read(a, j), read(rhs, j));
           } else {
             // One switch per step, not per register: the loop below is the kind's own.
             switch (step.kind) {
-#define KILN_CPU_PROGRAM_CASE(kind)                                                   \
-  case Kind::kind:                                                                    \
-    for (std::size_t j = 0; j < lanes; ++j) v[j] = number<T>(Kind::kind, a[j], b[j]); \
+#define KILN_CPU_PROGRAM_UNARY(kind)                                             \
+  case Kind::kind:                                                               \
+    for (std::size_t j = 0; j < lanes; ++j) {                                    \
+      const Value<T> x = read(a, j);                                             \
+      v[j] = number<T>(Kind::kind, x, x);                                        \
+    }                                                                            \
     break;
-              KILN_CPU_PROGRAM_CASE(neg)
-              KILN_CPU_PROGRAM_CASE(exp)
-              KILN_CPU_PROGRAM_CASE(log)
-              KILN_CPU_PROGRAM_CASE(log1p)
-              KILN_CPU_PROGRAM_CASE(expm1)
-              KILN_CPU_PROGRAM_CASE(sqrt)
-              KILN_CPU_PROGRAM_CASE(abs)
-              KILN_CPU_PROGRAM_CASE(sin)
-              KILN_CPU_PROGRAM_CASE(cos)
-              KILN_CPU_PROGRAM_CASE(tan)
-              KILN_CPU_PROGRAM_CASE(tanh)
-              KILN_CPU_PROGRAM_CASE(erf)
-              KILN_CPU_PROGRAM_CASE(floor)
-              KILN_CPU_PROGRAM_CASE(ceil)
-              KILN_CPU_PROGRAM_CASE(round_even)
-              KILN_CPU_PROGRAM_CASE(add)
-              KILN_CPU_PROGRAM_CASE(sub)
-              KILN_CPU_PROGRAM_CASE(mul)
-              KILN_CPU_PROGRAM_CASE(div)
-              KILN_CPU_PROGRAM_CASE(max)
-              KILN_CPU_PROGRAM_CASE(min)
-              KILN_CPU_PROGRAM_CASE(pow)
-              KILN_CPU_PROGRAM_CASE(atan2)
-              KILN_CPU_PROGRAM_CASE(int_div)
-              KILN_CPU_PROGRAM_CASE(int_rem)
-              KILN_CPU_PROGRAM_CASE(int_pow)
-#undef KILN_CPU_PROGRAM_CASE
+#define KILN_CPU_PROGRAM_BINARY(kind)                                                    \
+  case Kind::kind:                                                                       \
+    for (std::size_t j = 0; j < lanes; ++j) v[j] = number<T>(Kind::kind, read(a, j), read(b, j)); \
+    break;
+              KILN_CPU_PROGRAM_UNARY(neg)
+              KILN_CPU_PROGRAM_UNARY(exp)
+              KILN_CPU_PROGRAM_UNARY(log)
+              KILN_CPU_PROGRAM_UNARY(log1p)
+              KILN_CPU_PROGRAM_UNARY(expm1)
+              KILN_CPU_PROGRAM_UNARY(sqrt)
+              KILN_CPU_PROGRAM_UNARY(abs)
+              KILN_CPU_PROGRAM_UNARY(sin)
+              KILN_CPU_PROGRAM_UNARY(cos)
+              KILN_CPU_PROGRAM_UNARY(tan)
+              KILN_CPU_PROGRAM_UNARY(tanh)
+              KILN_CPU_PROGRAM_UNARY(erf)
+              KILN_CPU_PROGRAM_UNARY(floor)
+              KILN_CPU_PROGRAM_UNARY(ceil)
+              KILN_CPU_PROGRAM_UNARY(round_even)
+              KILN_CPU_PROGRAM_BINARY(add)
+              KILN_CPU_PROGRAM_BINARY(sub)
+              KILN_CPU_PROGRAM_BINARY(mul)
+              KILN_CPU_PROGRAM_BINARY(div)
+              KILN_CPU_PROGRAM_BINARY(max)
+              KILN_CPU_PROGRAM_BINARY(min)
+              KILN_CPU_PROGRAM_BINARY(pow)
+              KILN_CPU_PROGRAM_BINARY(atan2)
+              KILN_CPU_PROGRAM_BINARY(int_div)
+              KILN_CPU_PROGRAM_BINARY(int_rem)
+              KILN_CPU_PROGRAM_BINARY(int_pow)
+#undef KILN_CPU_PROGRAM_UNARY
+#undef KILN_CPU_PROGRAM_BINARY
               default: KILN_FAIL("cpu elementwise: {} is not a numeric step", codegen::kind_name(step.kind));
             }
           }
@@ -309,10 +546,10 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
           if (step.mask) {
             for (std::size_t j = 0; j < lanes; ++j) f[j] = select_flags<T>(fa[j], fb[j], fc[j]);
           } else {
-            const Value<T>* c = values + step.args[2] * L;
+            const Operand<T> c = operands[step.args[2]];
             for (std::size_t j = 0; j < lanes; ++j) {
-              if constexpr (simd<T>) v[j] = fa[j].select(b[j], c[j]);
-              else v[j] = fa[j] ? b[j] : c[j];
+              if constexpr (simd<T>) v[j] = fa[j].select(read(b, j), read(c, j));
+              else v[j] = fa[j] ? read(b, j) : read(c, j);
             }
           }
           break;
@@ -326,7 +563,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
         for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], p + j * W, lane_count(j));
       } else {
         T* p = reinterpret_cast<T*>(base);
-        for (std::size_t j = 0; j < lanes; ++j) store<T>(values[s * L + j], p + j * W, lane_count(j), stream);
+        for (std::size_t j = 0; j < lanes; ++j) store<T>(read(operands[s], j), p + j * W, lane_count(j), stream);
       }
     }
   }
@@ -367,11 +604,24 @@ std::vector<Cpu::Primitive> Cpu::elementwise(const codegen::Program& program, st
   std::array<const cpu::CpuTensor*, cpu::kMaxElementwiseInputs> pointers{};
   for (std::size_t k = 0; k < operands.size(); ++k) pointers[k] = &operands[k];
   cpu::dispatch_program_type(program.type(), [&]<class T>() {
-    cpu::Context<T> context{&program, {}, {}};
-    for (double p : params) {
-      if constexpr (std::is_same_v<T, bool>) context.params.push_back(p != 0.0);
-      else context.params.push_back(fn::constant(T(0), p));
+    cpu::Context<T> context{&program, {}, {}, {}};
+    const std::span<const codegen::Instruction> code = program.code();
+    context.uniforms = std::make_unique<cpu::Value<T>[]>(code.size());
+    for (std::size_t s = 0; s < code.size(); ++s) {
+      const codegen::Instruction& step = code[s];
+      T value{};
+      if (step.kind == codegen::Kind::param) {
+        const double p = params[static_cast<std::size_t>(step.index)];
+        if constexpr (std::is_same_v<T, bool>) value = p != 0.0;
+        else value = fn::constant(T(0), p);
+      } else if (step.kind == codegen::Kind::constant) {
+        if constexpr (!std::is_same_v<T, bool>) value = fn::constant(T(0), step.value);
+      } else {
+        continue;
+      }
+      context.uniforms[s] = cpu::broadcast<T>(value);
     }
+    context.plan = &cpu::plan_of<T>(program);
     context.outputs.first = outputs[0].bytes();
     for (const Primitive& out : outputs) {
       context.outputs.base.push_back(out.bytes());
@@ -382,6 +632,19 @@ std::vector<Cpu::Primitive> Cpu::elementwise(const codegen::Program& program, st
   for (std::size_t k = 0; k < outputs.size(); ++k)
     if (cpu::is_half(declared_outputs[k].dtype)) outputs[k] = cast(outputs[k], declared_outputs[k].dtype);
   return outputs;
+}
+
+std::vector<std::string> Cpu::program_steps(const codegen::Program& program) {
+  std::vector<std::string> names;
+  auto describe = [&]<class T>() {
+    for (const cpu::PlannedStep<T>& step : cpu::plan_of<T>(program).steps)
+      names.emplace_back(step.formula != nullptr ? step.formula->name
+                                                 : std::string(codegen::kind_name(program.code()[step.step].kind)));
+  };
+  if (program.type() == codegen::ScalarType::f64) describe.template operator()<double>();
+  else if (program.type() == codegen::ScalarType::f32) describe.template operator()<float>();
+  else KILN_FAIL("program_steps: the CPU plans f32 and f64 programs, got {}", codegen::scalar_type_name(program.type()));
+  return names;
 }
 
 }  // namespace kiln

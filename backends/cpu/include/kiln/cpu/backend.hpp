@@ -11,6 +11,7 @@
 #include <array>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -43,6 +44,11 @@ struct Cpu {
   // L1-sized chunks with the SIMD math of the per-op kernels
   static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                             std::span<const double> params);
+  // The steps elementwise() executes for a program of f32 / f64, in order: a subtree that is
+  // a catalogue formula runs as one compiled step, named by its op ("gelu", "sigmoid",
+  // "tanh_backward", "div_backward_lhs"), the others by their node kind ("mul", "input").
+  // For tests and logs.
+  static std::vector<std::string> program_steps(const codegen::Program& program);
   // the catalogue's ops as compile-time SIMD kernels, instantiated for every op
   // (backends/cpu/src/elementwise*.cpp): overrides of the provided one-op programs
   template <class Op> static Primitive unary(const Primitive& x);
