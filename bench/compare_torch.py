@@ -19,9 +19,9 @@ Kiln's Vulkan benchmarks (vulkan/...) have no PyTorch twin: they run only when -
 matches them, and are listed with no PyTorch figure.
 
 --epoch compares whole training epochs instead: examples/fashion_mnist (one epoch, its
-data loader and Learner included; the time is the train row of its epochs.csv) against
-bench/torch_fashion_epoch.py, the same model and schedule in PyTorch, and their test
-accuracies after that epoch.
+data loader and Learner included; the time is the train row of its epochs.csv), on Cpu and
+with --fusion on Fusion<Cpu>, against bench/torch_fashion_epoch.py, the same model and
+schedule in PyTorch, and their test accuracies after that epoch.
 
 Usage: bench/compare_torch.py [--build build] [--filter REGEX] [--markdown FILE]
        bench/compare_torch.py --epoch [--build build] [--markdown FILE]
@@ -144,11 +144,12 @@ def run_torch(python, compile_mode, pattern, fused_compile=False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_kiln_epoch(build):
+def run_kiln_epoch(build, extra=()):
     """Seconds of examples/fashion_mnist's training epoch and its test accuracy after it."""
     exe = pathlib.Path(build) / "examples" / "fashion_mnist"
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([str(exe), "--epochs", "1", "--output", out], check=True, capture_output=True, text=True)
+        subprocess.run([str(exe), "--epochs", "1", "--output", out, *extra], check=True, capture_output=True,
+                       text=True)
         rows = list(csv.DictReader(open(pathlib.Path(out) / "epochs.csv")))
     train = next(r for r in rows if r["split"] == "train")
     valid = next(r for r in rows if r["split"] == "valid")
@@ -157,6 +158,7 @@ def run_kiln_epoch(build):
 
 def compare_epoch(args, pythons):
     kiln_s, kiln_accuracy = run_kiln_epoch(args.build)
+    fused_s, fused_accuracy = run_kiln_epoch(args.build, ["--fusion"])
     best = None  # (seconds, accuracy, label)
     for python in pythons:
         for compile_mode in ((False,) if args.no_compile else (False, True)):
@@ -173,6 +175,8 @@ def compare_epoch(args, pythons):
     print(f"Fashion-MNIST epoch (60k images, batch 64, AdamW): Kiln {kiln_s:.1f} s (test accuracy "
           f"{kiln_accuracy:.4f}), PyTorch {torch_s:.1f} s ({torch_accuracy:.4f}, {label}): "
           f"Kiln takes {kiln_s / torch_s:.2f}x PyTorch's time")
+    print(f"  on Fusion<Cpu> (--fusion): {fused_s:.1f} s (test accuracy {fused_accuracy:.4f}), "
+          f"{fused_s / kiln_s:.2f}x plain Cpu's time, {fused_s / torch_s:.2f}x PyTorch's")
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
@@ -182,6 +186,8 @@ def compare_epoch(args, pythons):
             "|---|---:|---:|---:|",
             f"| training epoch (s) | {kiln_s:.1f} | {torch_s:.1f} ({label}) | {kiln_s / torch_s:.2f}× |",
             f"| test accuracy after it | {kiln_accuracy:.4f} | {torch_accuracy:.4f} | |",
+            f"| training epoch on Fusion<Cpu> (`--fusion`, s) | {fused_s:.1f} | {torch_s:.1f} | {fused_s / torch_s:.2f}× |",
+            f"| test accuracy after it | {fused_accuracy:.4f} | {torch_accuracy:.4f} | |",
         ]
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 

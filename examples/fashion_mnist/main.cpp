@@ -3,8 +3,11 @@
 // (plain log lines otherwise) and a validation pass over the test set after each epoch, then
 // saved for examples/infer. The README's main job.
 //
-//   fashion_mnist [--backend cpu|vulkan] [--epochs 3] [--batch-size 64] [--lr 1e-3]
+//   fashion_mnist [--backend cpu|vulkan] [--fusion] [--epochs 3] [--batch-size 64] [--lr 1e-3]
 //                 [--output runs/fashion_mnist] [--resume]
+//
+// --fusion trains on Autodiff<Fusion<Cpu>>: the elementwise work of the forward pass, of the
+// gradient formulas and of the optimizer runs as fused programs (docs/fusion.md).
 //
 // Reads Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). Writes logs,
 // checkpoints and learning_curves.svg under --output and the trained weights to
@@ -35,6 +38,7 @@ namespace data = kiln::data;
 // The command line, with its defaults.
 struct Options {
   std::string backend = "cpu";
+  bool fusion = false;
   std::int64_t epochs = 3;
   std::size_t batch_size = 64;
   double lr = 1e-3;
@@ -96,6 +100,7 @@ int main(int argc, char** argv) try {
   Options options;
   examples::Flags flags("fashion_mnist", "Trains the Fashion-MNIST CNN with kiln::train's Learner and saves it.");
   flags.add("--backend", options.backend, "cpu|vulkan", "the backend to train on");
+  flags.add("--fusion", options.fusion, "run elementwise chains as fused kernels (Fusion<B>; cpu only)");
   flags.add("--epochs", options.epochs, "N", "passes over the training set", examples::positive);
   flags.add("--batch-size", options.batch_size, "N", "training images per optimizer step", examples::positive);
   flags.add("--lr", options.lr, "X", "AdamW's initial learning rate, annealed to 0 on a cosine", examples::positive);
@@ -103,7 +108,11 @@ int main(int argc, char** argv) try {
   flags.add("--resume", options.resume, "continue from the checkpoint in --output");
   if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
-  if (options.backend == "cpu") return train<kiln::Cpu>(options, {});
+  if (options.backend == "cpu") return options.fusion ? train<kiln::Fusion<kiln::Cpu>>(options, {}) : train<kiln::Cpu>(options, {});
+  if (options.fusion) {
+    fmt::print(stderr, "fashion_mnist: --fusion is built for the cpu backend only, got --backend {}\n", options.backend);
+    return 2;
+  }
 #ifdef KILN_EXAMPLE_VULKAN
   if (options.backend == "vulkan") {
     if (const std::string reason = kiln::vulkan::unavailable_reason(); !reason.empty()) {

@@ -1,15 +1,20 @@
 // The Fashion-MNIST CNN of model.hpp: its layers' sizes and its forward pass, compiled for
 // the backends the examples run it on. examples/CMakeLists.txt compiles this file once per
-// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan (the CPU
-// otherwise) and FASHION_MODEL_AUTODIFF Autodiff over it, for training (the backend itself,
+// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan,
+// FASHION_MODEL_FUSION Fusion<Cpu> (the CPU otherwise), and FASHION_MODEL_AUTODIFF Autodiff
+// over it, for training (the backend itself,
 // for testing and inference, otherwise). The layers' convolution, pooling, linear and
 // initialization code comes compiled in libkiln_<backend>_instances (kiln/<backend>/instances.hpp),
 // so this file holds little more than the model itself and rebuilds in seconds.
 #include "model.hpp"
 
-#ifdef FASHION_MODEL_VULKAN
+#if defined(FASHION_MODEL_VULKAN)
 #include <kiln/vulkan/instances.hpp>
 using Inner = kiln::Vulkan;
+#elif defined(FASHION_MODEL_FUSION)
+#include <kiln/cpu/instances.hpp>
+#include <kiln/fusion/backend.hpp>
+using Inner = kiln::Fusion<kiln::Cpu>;
 #else
 #include <kiln/cpu/instances.hpp>
 using Inner = kiln::Cpu;
