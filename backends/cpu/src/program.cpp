@@ -106,9 +106,11 @@ template <class T> struct Registers {
   std::unique_ptr<Flag<T>[]> flags;
   std::unique_ptr<Value<T>[]> broadcasts;
   std::vector<Operand<T>> operands;
+  std::vector<Value<T>*> direct;  // per step: the output memory it writes this chunk, if any
   std::size_t size = 0;
   void reserve(std::size_t steps, std::size_t lanes) {
     operands.resize(steps);
+    direct.assign(steps, nullptr);
     if (size >= steps * lanes) return;
     size = steps * lanes;
     values = std::make_unique<Value<T>[]>(size);
@@ -409,6 +411,9 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   Flag<T>* flags = registers.flags.get();
   Operand<T>* operands = registers.operands.data();
   const std::int64_t first = (out - ctx.outputs.first) / ctx.outputs.element_size[0];
+  // Inputs are prefetched only when the data is larger than the last-level cache (as the
+  // caller says by asking for streaming stores): in cache, the prefetches only cost issue slots.
+  const bool prefetch = stream;
   // Streaming stores need every full register of every output aligned: they are when the
   // outputs' runs start on a register boundary (the threads split the work at 64 bytes).
   if constexpr (simd<T>) {
@@ -441,7 +446,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     // A chunk kPrefetch ahead of each contiguous input is fetched while this one computes:
     // the compute of a long program between two chunks' loads would otherwise leave the
     // memory idle, and the loads waiting on it.
-    if (done + kPrefetch * kChunk < count) {
+    if (prefetch && done + kPrefetch * kChunk < count) {
       for (std::size_t k = 0; k < input_dtypes.size(); ++k) {
         if (strides[k] != 1) continue;
         const auto size = static_cast<std::int64_t>(dtype_size(input_dtypes[k]));
@@ -451,18 +456,41 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     }
     const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
     auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
+    // A full chunk of an output that a step computes is written by that step straight into
+    // the output's memory where it is aligned as a register is (not when streaming: those
+    // stores are the copy below), instead of into its registers and then copied.
+    if constexpr (simd<T>) {
+      if (!stream && n == kChunk) {
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+          const std::uint32_t s = slots[k];
+          const Kind kind = code[s].kind;
+          if (code[s].mask || kind == Kind::input || kind == Kind::constant || kind == Kind::param ||
+              registers.direct[s] != nullptr)
+            continue;
+          std::byte* base = ctx.outputs.base[k] + (first + done) * ctx.outputs.element_size[k];
+          if (reinterpret_cast<std::uintptr_t>(base) % alignof(Value<T>) == 0)
+            registers.direct[s] = reinterpret_cast<Value<T>*>(base);
+        }
+      }
+    }
     for (const PlannedStep<T>& planned : ctx.plan->steps) {
       const std::uint32_t s = planned.step;
       const Instruction& step = code[s];
+      Value<T>* v = values + s * L;
+      if constexpr (simd<T>) {
+        if (!step.mask && step.kind != Kind::input) {
+          if (registers.direct[s] != nullptr) v = registers.direct[s];
+          operands[s] = {elements<T>(v), W};
+        }
+      }
       if (planned.formula != nullptr) {
         if constexpr (simd<T>) {
           std::array<Operand<T>, 4> in;
           for (int k = 0; k < planned.formula->inputs; ++k) in[k] = operands[planned.bind[k]];
-          planned.formula->run(in.data(), values + s * L, lanes);
+          planned.formula->run(in.data(), v, lanes);
         }
         continue;
       }
-      Value<T>* v = values + s * L;
       Flag<T>* f = flags + s * L;
       const Operand<T> a = operands[step.args[0]];
       const Operand<T> b = operands[step.args[1]];
@@ -558,6 +586,10 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const std::size_t s = slots[k];
       std::byte* base = ctx.outputs.base[k] + (first + done) * ctx.outputs.element_size[k];
+      if (registers.direct[s] != nullptr && reinterpret_cast<std::byte*>(registers.direct[s]) == base) {
+        registers.direct[s] = nullptr;  // written in place
+        continue;
+      }
       if (code[s].mask) {
         bool* p = reinterpret_cast<bool*>(base);
         for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], p + j * W, lane_count(j));
