@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,9 +65,10 @@ struct Counters {
 // Whether KILN_FUSION_LOG is set to something other than 0 (read once).
 bool log_enabled();
 // One line on stderr for a launched program: the backend, the program's id, whether it
-// was new, its inputs, outputs and code.
+// was new, its inputs, outputs and code, and the steps the backend runs it as where it says
+// (Cpu::program_steps: catalogue formulas run as one compiled step each).
 void log_launch(std::string_view backend, const codegen::Program& program, bool compiled,
-                std::span<const Shape> input_shapes, const Shape& shape);
+                std::span<const Shape> input_shapes, const Shape& shape, std::span<const std::string> runs);
 
 // The program ids one Fusion<B> has launched: first(id) says whether id is new to it.
 struct SeenPrograms {
@@ -169,7 +171,11 @@ template <FusionTarget B> struct Fusion {
     if (fusion::detail::log_enabled()) {
       std::vector<Shape> shapes;
       for (const auto& leaf : pending.leaves) shapes.push_back(leaf->shape);
-      fusion::detail::log_launch(name, program, compiled, shapes, t.shape);
+      std::vector<std::string> runs;
+      if constexpr (requires { B::program_steps(program); }) {
+        if (codegen::is_float(program.type())) runs = B::program_steps(program);
+      }
+      fusion::detail::log_launch(name, program, compiled, shapes, t.shape, runs);
     }
     t.value = std::move(B::elementwise(program, inputs, pending.params)[0]);
     t.pending.reset();  // the tree and the leaves it held go
