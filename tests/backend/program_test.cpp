@@ -221,6 +221,31 @@ TYPED_TEST(Programs, AChainOfOpsIsOneProgramThatMatchesTheOps) {
   }
 }
 
+// One step that is two outputs and the input of a third: backends that write an output's
+// step straight into the output's memory (the CPU, for full aligned chunks) must still give
+// every output its values, also where rows start unaligned (301 floats) and across threads.
+TYPED_TEST(Programs, AStepThatIsSeveralOutputsAndFeedsAnotherFillsEachOfThem) {
+  using B = TypeParam;
+  const Expr x = Expr::input(0), b = Expr::input(1);
+  const Expr y = ops::Sigmoid::apply(x * b) * 2.0;
+  const Expr z = y + x;
+  const Program program(ScalarType::f32, {DType::f32, DType::f32}, 0,
+                        {{y.node(), DType::f32}, {y.node(), DType::f32}, {z.node(), DType::f32}});
+  for (const auto& [xs_shape, bs_shape] : {std::pair{Shape{37, 301}, Shape{301}}, std::pair{Shape{100003}, Shape{100003}}}) {
+    SCOPED_TRACE(fmt::format("{}", xs_shape));
+    const auto xs = provided::random<B>(xs_shape, Distribution::normal(0, 2), RandomStream{5, 0}, DType::f32, {});
+    const auto bs = provided::random<B>(bs_shape, Distribution::normal(0, 2), RandomStream{6, 0}, DType::f32, {});
+    const std::array<typename B::Primitive, 2> inputs{xs, bs};
+    const auto out = B::elementwise(program, inputs, {});
+    ASSERT_EQ(out.size(), 3u);
+    const auto ref_y = provided::binary_scalar<B, ops::Mul>(
+        provided::unary<B, ops::Sigmoid>(provided::binary<B, ops::Mul>(xs, bs)), 2.0);
+    EXPECT_TRUE(same<B>(out[0], ref_y, 1e-6));
+    EXPECT_TRUE(same<B>(out[1], ref_y, 1e-6));
+    EXPECT_TRUE(same<B>(out[2], provided::binary<B, ops::Add>(ref_y, xs), 1e-6));
+  }
+}
+
 TYPED_TEST(Programs, LargeProgramsSplitIntoChunksAndThreadsWithoutSeams) {
   using B = TypeParam;
   // Sizes around the evaluator's chunk and register widths, and one big enough for threads.
