@@ -84,6 +84,7 @@ Program::Program(ScalarType type, std::vector<DType> inputs, int params, std::ve
       KILN_CHECK(type_ != ScalarType::boolean || n.mask, "elementwise program: a bool program has the number {}",
                  info.name);
       for (std::size_t i = 0; i < n.args.size(); ++i) step.args[i] = self(self, *n.args[i]);
+      reduces_rows_ = reduces_rows_ || is_row_reduction(n.kind);
       step.value = 0;
       step.index = 0;
     }
@@ -101,6 +102,8 @@ Program::Program(ScalarType type, std::vector<DType> inputs, int params, std::ve
                out.root->mask ? "bool" : "numeric", scalar_type_name(type_));
     output_slots_.push_back(visit(visit, *out.root));
   }
+  for (const ProgramOutput& out : outputs_)
+    KILN_CHECK(!out.per_row || reduces_rows_, "elementwise program: a per-row output in a program with no row reduction");
   // The structure as bytes: equal bytes, equal programs (what key() spells out).
   std::string bytes;
   bytes.reserve(16 + inputs_.size() + code_.size() * 24 + output_slots_.size() * 5);
@@ -119,6 +122,7 @@ Program::Program(ScalarType type, std::vector<DType> inputs, int params, std::ve
   for (std::size_t k = 0; k < output_slots_.size(); ++k) {
     append(bytes, output_slots_[k]);
     append(bytes, outputs_[k].dtype);
+    append(bytes, outputs_[k].per_row);
   }
   id_ = detail::intern_key(bytes);
 }
@@ -142,7 +146,8 @@ std::string Program::key() const {
   std::string ins, outs;
   for (DType d : inputs_) ins += fmt::format("{}{}", ins.empty() ? "" : ",", dtype_name(d));
   for (std::size_t k = 0; k < output_slots_.size(); ++k)
-    outs += fmt::format("{}{}:{}", outs.empty() ? "" : ",", output_slots_[k], dtype_name(outputs_[k].dtype));
+    outs += fmt::format("{}{}:{}{}", outs.empty() ? "" : ",", output_slots_[k], dtype_name(outputs_[k].dtype),
+                        outputs_[k].per_row ? ":row" : "");
   return fmt::format("{}|{}|p{}|{}|{}", scalar_type_name(type_), ins, params_, body, outs);
 }
 

@@ -111,6 +111,9 @@ template <class T> T evaluate(const NodePtr& n, std::span<const T> in) {
     case Kind::logical_or: return flag(arg(0) != T(0) || arg(1) != T(0));
     case Kind::logical_xor: return flag((arg(0) != T(0)) != (arg(1) != T(0)));
     case Kind::logical_not: return flag(arg(0) == T(0));
+    case Kind::row_sum:
+    case Kind::row_max:
+    case Kind::row_min: throw std::logic_error("evaluate: row reductions are evaluated by row programs only");
   }
   throw std::logic_error("evaluate: unknown kind");
 }

@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -343,13 +346,12 @@ inline bool matches(const codegen::Node& pattern, std::uint32_t s, std::span<con
   return true;
 }
 
-template <class T> Plan<T> make_plan(const Program& program) {
-  const std::span<const Instruction> code = program.code();
-  // The largest formula computing each step, if any.
+// The largest formula computing each step of `code`, if any (formula == nullptr: none).
+template <class T> std::vector<PlannedStep<T>> match_formulas(std::span<const Instruction> code) {
   std::vector<PlannedStep<T>> best(code.size());
+  for (std::uint32_t s = 0; s < code.size(); ++s) best[s].step = s;
   if constexpr (simd<T>) {
     for (std::uint32_t s = 0; s < code.size(); ++s) {
-      best[s].step = s;
       if (code[s].mask || codegen::kind_info(code[s].kind).operands == codegen::Operands::none) continue;
       for (const Formula<T>& f : formulas<T>()) {
         if (f.tree->kind != code[s].kind) continue;
@@ -362,19 +364,30 @@ template <class T> Plan<T> make_plan(const Program& program) {
       }
     }
   }
+  return best;
+}
+
+// Marks the steps that step s needs (itself, and through its formula's inputs where it has
+// one, else its arguments) in `needed`.
+template <class T>
+void mark_needed(std::uint32_t s, std::span<const Instruction> code, std::span<const PlannedStep<T>> best,
+                 std::vector<bool>& needed) {
+  if (needed[s]) return;
+  needed[s] = true;
+  if (best[s].formula != nullptr) {
+    for (int k = 0; k < best[s].formula->inputs; ++k)
+      if (best[s].bind[static_cast<std::size_t>(k)] != s) mark_needed<T>(best[s].bind[static_cast<std::size_t>(k)], code, best, needed);
+  } else {
+    for (int k = 0; k < codegen::kind_arity(code[s].kind); ++k) mark_needed<T>(code[s].args[static_cast<std::size_t>(k)], code, best, needed);
+  }
+}
+
+template <class T> Plan<T> make_plan(const Program& program) {
+  const std::span<const Instruction> code = program.code();
+  std::vector<PlannedStep<T>> best = match_formulas<T>(code);
   // The steps the outputs need, through formulas where they match.
   std::vector<bool> needed(code.size(), false);
-  auto need = [&](auto& self, std::uint32_t s) -> void {
-    if (needed[s]) return;
-    needed[s] = true;
-    if (best[s].formula != nullptr) {
-      for (int k = 0; k < best[s].formula->inputs; ++k)
-        if (best[s].bind[static_cast<std::size_t>(k)] != s) self(self, best[s].bind[static_cast<std::size_t>(k)]);
-    } else {
-      for (int k = 0; k < codegen::kind_arity(code[s].kind); ++k) self(self, code[s].args[static_cast<std::size_t>(k)]);
-    }
-  };
-  for (const std::uint32_t s : program.output_slots()) need(need, s);
+  for (const std::uint32_t s : program.output_slots()) mark_needed<T>(s, code, best, needed);
   Plan<T> plan;
   for (std::uint32_t s = 0; s < code.size(); ++s) {
     if (!needed[s] || code[s].kind == Kind::constant || code[s].kind == Kind::param) continue;
@@ -392,6 +405,131 @@ template <class T> const Plan<T>& plan_of(const Program& program) {
   auto& plan = plans[program.id()];
   if (!plan) plan = std::make_unique<const Plan<T>>(make_plan<T>(program));
   return *plan;
+}
+
+// Executes `steps` on one chunk: the n elements of the run from element `done` (L registers
+// per step; inputs[k] at element stride strides[k]). Each step's result is left in its
+// registers (or where registers.direct says) and its operand set to read it.
+template <class T>
+void execute(std::span<const PlannedStep<T>> steps, std::span<const Instruction> code, Registers<T>& registers,
+             std::size_t L, const std::byte* const* inputs, const std::int64_t* strides, std::int64_t done,
+             std::int64_t n) {
+  constexpr std::int64_t W = width<T>();
+  Value<T>* values = registers.values.get();
+  Flag<T>* flags = registers.flags.get();
+  Operand<T>* operands = registers.operands.data();
+  const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
+  auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
+  for (const PlannedStep<T>& planned : steps) {
+    const std::uint32_t s = planned.step;
+    const Instruction& step = code[s];
+    Value<T>* v = values + s * L;
+    if constexpr (simd<T>) {
+      if (!step.mask && step.kind != Kind::input) {
+        if (registers.direct[s] != nullptr) v = registers.direct[s];
+        operands[s] = {elements<T>(v), W};
+      }
+    }
+    if (planned.formula != nullptr) {
+      if constexpr (simd<T>) {
+        std::array<Operand<T>, 4> in;
+        for (int k = 0; k < planned.formula->inputs; ++k) in[k] = operands[planned.bind[k]];
+        planned.formula->run(in.data(), v, lanes);
+      }
+      continue;
+    }
+    Flag<T>* f = flags + s * L;
+    const Operand<T> a = operands[step.args[0]];
+    const Operand<T> b = operands[step.args[1]];
+    const Flag<T>* fa = flags + step.args[0] * L;
+    const Flag<T>* fb = flags + step.args[1] * L;
+    const Flag<T>* fc = flags + step.args[2] * L;
+    switch (codegen::kind_info(step.kind).operands) {
+      case codegen::Operands::none: {  // an input read where it does not lie as registers
+        const auto k = static_cast<std::size_t>(step.index);
+        const std::int64_t stride = strides[k];
+        if (step.mask) {
+          const auto* p = reinterpret_cast<const std::uint8_t*>(inputs[k]);
+          for (std::size_t j = 0; j < lanes; ++j)
+            f[j] = load_flag<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
+        } else if (stride == 0) {
+          break;  // its broadcast register, set for the run
+        } else if (stride == 1 && n == kChunk) {
+          operands[s] = {reinterpret_cast<const T*>(inputs[k]) + done, W};
+        } else {
+          const T* p = reinterpret_cast<const T*>(inputs[k]);
+          for (std::size_t j = 0; j < lanes; ++j)
+            v[j] = load<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
+          operands[s] = {elements<T>(v), W};
+        }
+        break;
+      }
+      case codegen::Operands::numbers:
+        if (codegen::kind_info(step.kind).result == codegen::Result::mask) {
+          const Operand<T> rhs = codegen::kind_arity(step.kind) == 1 ? a : b;
+          for (std::size_t j = 0; j < lanes; ++j) f[j] = compare<T>(step.kind, read(a, j), read(rhs, j));
+        } else {
+          // One switch per step, not per register: the loop below is the kind's own.
+          switch (step.kind) {
+#define KILN_CPU_PROGRAM_UNARY(kind)                                             \
+case Kind::kind:                                                               \
+  for (std::size_t j = 0; j < lanes; ++j) {                                    \
+    const Value<T> x = read(a, j);                                             \
+    v[j] = number<T>(Kind::kind, x, x);                                        \
+  }                                                                            \
+  break;
+#define KILN_CPU_PROGRAM_BINARY(kind)                                                    \
+case Kind::kind:                                                                       \
+  for (std::size_t j = 0; j < lanes; ++j) v[j] = number<T>(Kind::kind, read(a, j), read(b, j)); \
+  break;
+            KILN_CPU_PROGRAM_UNARY(neg)
+            KILN_CPU_PROGRAM_UNARY(exp)
+            KILN_CPU_PROGRAM_UNARY(log)
+            KILN_CPU_PROGRAM_UNARY(log1p)
+            KILN_CPU_PROGRAM_UNARY(expm1)
+            KILN_CPU_PROGRAM_UNARY(sqrt)
+            KILN_CPU_PROGRAM_UNARY(abs)
+            KILN_CPU_PROGRAM_UNARY(sin)
+            KILN_CPU_PROGRAM_UNARY(cos)
+            KILN_CPU_PROGRAM_UNARY(tan)
+            KILN_CPU_PROGRAM_UNARY(tanh)
+            KILN_CPU_PROGRAM_UNARY(erf)
+            KILN_CPU_PROGRAM_UNARY(floor)
+            KILN_CPU_PROGRAM_UNARY(ceil)
+            KILN_CPU_PROGRAM_UNARY(round_even)
+            KILN_CPU_PROGRAM_BINARY(add)
+            KILN_CPU_PROGRAM_BINARY(sub)
+            KILN_CPU_PROGRAM_BINARY(mul)
+            KILN_CPU_PROGRAM_BINARY(div)
+            KILN_CPU_PROGRAM_BINARY(max)
+            KILN_CPU_PROGRAM_BINARY(min)
+            KILN_CPU_PROGRAM_BINARY(pow)
+            KILN_CPU_PROGRAM_BINARY(atan2)
+            KILN_CPU_PROGRAM_BINARY(int_div)
+            KILN_CPU_PROGRAM_BINARY(int_rem)
+            KILN_CPU_PROGRAM_BINARY(int_pow)
+#undef KILN_CPU_PROGRAM_UNARY
+#undef KILN_CPU_PROGRAM_BINARY
+            default: KILN_FAIL("cpu elementwise: {} is not a numeric step", codegen::kind_name(step.kind));
+          }
+        }
+        break;
+      case codegen::Operands::masks:
+        for (std::size_t j = 0; j < lanes; ++j) f[j] = logic<T>(step.kind, fa[j], fb[j]);
+        break;
+      case codegen::Operands::select:
+        if (step.mask) {
+          for (std::size_t j = 0; j < lanes; ++j) f[j] = select_flags<T>(fa[j], fb[j], fc[j]);
+        } else {
+          const Operand<T> c = operands[step.args[2]];
+          for (std::size_t j = 0; j < lanes; ++j) {
+            if constexpr (simd<T>) v[j] = fa[j].select(read(b, j), read(c, j));
+            else v[j] = fa[j] ? read(b, j) : read(c, j);
+          }
+        }
+        break;
+    }
+  }
 }
 
 // Runs the program over `count` elements: inputs[k] at element stride strides[k], outputs
@@ -473,116 +611,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
         }
       }
     }
-    for (const PlannedStep<T>& planned : ctx.plan->steps) {
-      const std::uint32_t s = planned.step;
-      const Instruction& step = code[s];
-      Value<T>* v = values + s * L;
-      if constexpr (simd<T>) {
-        if (!step.mask && step.kind != Kind::input) {
-          if (registers.direct[s] != nullptr) v = registers.direct[s];
-          operands[s] = {elements<T>(v), W};
-        }
-      }
-      if (planned.formula != nullptr) {
-        if constexpr (simd<T>) {
-          std::array<Operand<T>, 4> in;
-          for (int k = 0; k < planned.formula->inputs; ++k) in[k] = operands[planned.bind[k]];
-          planned.formula->run(in.data(), v, lanes);
-        }
-        continue;
-      }
-      Flag<T>* f = flags + s * L;
-      const Operand<T> a = operands[step.args[0]];
-      const Operand<T> b = operands[step.args[1]];
-      const Flag<T>* fa = flags + step.args[0] * L;
-      const Flag<T>* fb = flags + step.args[1] * L;
-      const Flag<T>* fc = flags + step.args[2] * L;
-      switch (codegen::kind_info(step.kind).operands) {
-        case codegen::Operands::none: {  // an input read where it does not lie as registers
-          const auto k = static_cast<std::size_t>(step.index);
-          const std::int64_t stride = strides[k];
-          if (step.mask) {
-            const auto* p = reinterpret_cast<const std::uint8_t*>(inputs[k]);
-            for (std::size_t j = 0; j < lanes; ++j)
-              f[j] = load_flag<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
-          } else if (stride == 0) {
-            break;  // its broadcast register, set for the run
-          } else if (stride == 1 && n == kChunk) {
-            operands[s] = {reinterpret_cast<const T*>(inputs[k]) + done, W};
-          } else {
-            const T* p = reinterpret_cast<const T*>(inputs[k]);
-            for (std::size_t j = 0; j < lanes; ++j)
-              v[j] = load<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
-            operands[s] = {elements<T>(v), W};
-          }
-          break;
-        }
-        case codegen::Operands::numbers:
-          if (codegen::kind_info(step.kind).result == codegen::Result::mask) {
-            const Operand<T> rhs = codegen::kind_arity(step.kind) == 1 ? a : b;
-            for (std::size_t j = 0; j < lanes; ++j) f[j] = compare<T>(step.kind, read(a, j), read(rhs, j));
-          } else {
-            // One switch per step, not per register: the loop below is the kind's own.
-            switch (step.kind) {
-#define KILN_CPU_PROGRAM_UNARY(kind)                                             \
-  case Kind::kind:                                                               \
-    for (std::size_t j = 0; j < lanes; ++j) {                                    \
-      const Value<T> x = read(a, j);                                             \
-      v[j] = number<T>(Kind::kind, x, x);                                        \
-    }                                                                            \
-    break;
-#define KILN_CPU_PROGRAM_BINARY(kind)                                                    \
-  case Kind::kind:                                                                       \
-    for (std::size_t j = 0; j < lanes; ++j) v[j] = number<T>(Kind::kind, read(a, j), read(b, j)); \
-    break;
-              KILN_CPU_PROGRAM_UNARY(neg)
-              KILN_CPU_PROGRAM_UNARY(exp)
-              KILN_CPU_PROGRAM_UNARY(log)
-              KILN_CPU_PROGRAM_UNARY(log1p)
-              KILN_CPU_PROGRAM_UNARY(expm1)
-              KILN_CPU_PROGRAM_UNARY(sqrt)
-              KILN_CPU_PROGRAM_UNARY(abs)
-              KILN_CPU_PROGRAM_UNARY(sin)
-              KILN_CPU_PROGRAM_UNARY(cos)
-              KILN_CPU_PROGRAM_UNARY(tan)
-              KILN_CPU_PROGRAM_UNARY(tanh)
-              KILN_CPU_PROGRAM_UNARY(erf)
-              KILN_CPU_PROGRAM_UNARY(floor)
-              KILN_CPU_PROGRAM_UNARY(ceil)
-              KILN_CPU_PROGRAM_UNARY(round_even)
-              KILN_CPU_PROGRAM_BINARY(add)
-              KILN_CPU_PROGRAM_BINARY(sub)
-              KILN_CPU_PROGRAM_BINARY(mul)
-              KILN_CPU_PROGRAM_BINARY(div)
-              KILN_CPU_PROGRAM_BINARY(max)
-              KILN_CPU_PROGRAM_BINARY(min)
-              KILN_CPU_PROGRAM_BINARY(pow)
-              KILN_CPU_PROGRAM_BINARY(atan2)
-              KILN_CPU_PROGRAM_BINARY(int_div)
-              KILN_CPU_PROGRAM_BINARY(int_rem)
-              KILN_CPU_PROGRAM_BINARY(int_pow)
-#undef KILN_CPU_PROGRAM_UNARY
-#undef KILN_CPU_PROGRAM_BINARY
-              default: KILN_FAIL("cpu elementwise: {} is not a numeric step", codegen::kind_name(step.kind));
-            }
-          }
-          break;
-        case codegen::Operands::masks:
-          for (std::size_t j = 0; j < lanes; ++j) f[j] = logic<T>(step.kind, fa[j], fb[j]);
-          break;
-        case codegen::Operands::select:
-          if (step.mask) {
-            for (std::size_t j = 0; j < lanes; ++j) f[j] = select_flags<T>(fa[j], fb[j], fc[j]);
-          } else {
-            const Operand<T> c = operands[step.args[2]];
-            for (std::size_t j = 0; j < lanes; ++j) {
-              if constexpr (simd<T>) v[j] = fa[j].select(read(b, j), read(c, j));
-              else v[j] = fa[j] ? read(b, j) : read(c, j);
-            }
-          }
-          break;
-      }
-    }
+    execute<T>(ctx.plan->steps, code, registers, L, inputs, strides, done, n);
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const std::size_t s = slots[k];
       std::byte* base = ctx.outputs.base[k] + (first + done) * ctx.outputs.element_size[k];
@@ -600,6 +629,330 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     }
   }
   if (stream) stream_fence();
+}
+
+template <class T> T first_lane(const Value<T>& v) {
+  alignas(64) T lanes[width<T>()];
+  v.store(lanes);
+  return lanes[0];
+}
+
+// ---------------------------------------------------------------- row programs
+// A row program (Program::reduces_rows) runs row by row over its domain [..., n]: each row
+// in passes over its chunks, pass p accumulating the reductions whose arguments are known
+// in it (a reduction's level is one more than its argument's), the last pass writing the
+// outputs. A step that does not vary along the row (a reduction, a parameter, an input at
+// stride 0 along the row, and anything computed from those alone) is uniform: it is
+// computed once per row, at the start of the first pass where its arguments are known, and
+// read by the chunks as one register. A varying step that a later pass reads again is kept
+// in a per-thread scratch row when first computed (softmax's exp(x - max) is computed once),
+// so a row is read from memory once and re-read from L1 / L2.
+template <class T> struct RowPass {
+  std::vector<std::uint32_t> finished;    // reductions known from this pass's start
+  std::vector<PlannedStep<T>> uniform;    // uniform steps computed at this pass's start
+  std::vector<PlannedStep<T>> varying;    // steps computed over the chunks
+  std::vector<std::uint32_t> accumulate;  // reductions accumulated over the chunks
+  std::vector<std::uint32_t> keep;        // varying steps kept for later passes
+  std::vector<std::uint32_t> reread;      // varying steps read from the scratch row
+  bool chunks = false;                    // whether the pass walks the row
+};
+template <class T> struct RowPlan {
+  std::vector<RowPass<T>> passes;
+  std::vector<bool> uniform;       // per step
+  std::vector<int> slot;           // per step: its row of the scratch, or -1
+  std::size_t slots = 0;
+  std::vector<std::uint32_t> uniform_inputs;  // numeric input steps read once per row
+};
+
+// `uniform_inputs` has bit k set where input k does not vary along the rows.
+template <class T> RowPlan<T> make_row_plan(const Program& program, std::uint64_t uniform_inputs) {
+  const std::span<const Instruction> code = program.code();
+  const std::vector<PlannedStep<T>> best = match_formulas<T>(code);
+  RowPlan<T> plan;
+  plan.uniform.assign(code.size(), false);
+  plan.slot.assign(code.size(), -1);
+  std::vector<int> level(code.size(), 0);
+  for (std::uint32_t s = 0; s < code.size(); ++s) {
+    const Instruction& step = code[s];
+    bool uniform = true;
+    int l = 0;
+    for (int k = 0; k < codegen::kind_arity(step.kind); ++k) {
+      uniform = uniform && plan.uniform[step.args[static_cast<std::size_t>(k)]];
+      l = std::max(l, level[step.args[static_cast<std::size_t>(k)]]);
+    }
+    if (step.kind == Kind::input) uniform = ((uniform_inputs >> step.index) & 1u) != 0;
+    if (codegen::is_row_reduction(step.kind)) {
+      uniform = true;
+      ++l;
+    }
+    plan.uniform[s] = uniform;
+    level[s] = l;
+  }
+  std::vector<bool> needed(code.size(), false);
+  const std::span<const std::uint32_t> slots = program.output_slots();
+  int last = 0;
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    KILN_CHECK(!program.outputs()[k].per_row || plan.uniform[slots[k]],
+               "row_program: output {} is stored per row but varies along the row ({})", k, program.key());
+    mark_needed<T>(slots[k], code, best, needed);
+    last = std::max(last, level[slots[k]]);
+  }
+  plan.passes.resize(static_cast<std::size_t>(last) + 1);
+  // Uniform steps and finished reductions, by the pass where they become known.
+  for (std::uint32_t s = 0; s < code.size(); ++s) {
+    if (!needed[s] || !plan.uniform[s] || code[s].kind == Kind::constant || code[s].kind == Kind::param) continue;
+    RowPass<T>& pass = plan.passes[static_cast<std::size_t>(level[s])];
+    if (codegen::is_row_reduction(code[s].kind)) pass.finished.push_back(s);
+    else if (code[s].kind == Kind::input && !code[s].mask) plan.uniform_inputs.push_back(s);
+    else pass.uniform.push_back(best[s]);
+  }
+  // Varying steps, pass by pass: what each pass's reductions and (in the last) the outputs
+  // read. A numeric step computed in an earlier pass is kept from there; inputs and masks
+  // are computed again.
+  std::vector<int> computed(code.size(), -1);
+  for (std::size_t p = 0; p < plan.passes.size(); ++p) {
+    RowPass<T>& pass = plan.passes[p];
+    std::vector<std::uint32_t> roots;
+    for (std::uint32_t s = 0; s < code.size(); ++s)
+      if (needed[s] && codegen::is_row_reduction(code[s].kind) && static_cast<std::size_t>(level[s]) == p + 1 &&
+          !plan.uniform[code[s].args[0]]) {
+        pass.accumulate.push_back(s);
+        roots.push_back(code[s].args[0]);
+      }
+    if (p + 1 == plan.passes.size())
+      for (std::size_t k = 0; k < slots.size(); ++k)
+        if (!program.outputs()[k].per_row) {
+          pass.chunks = true;
+          roots.push_back(slots[k]);
+        }
+    std::vector<std::uint32_t> varying;
+    auto visit = [&](auto& self, std::uint32_t s) -> void {
+      if (plan.uniform[s] || computed[s] == static_cast<int>(p)) return;
+      const bool input = code[s].kind == Kind::input;
+      if (computed[s] >= 0 && !input && !code[s].mask) {
+        if (plan.slot[s] < 0) {
+          plan.slot[s] = static_cast<int>(plan.slots++);
+          plan.passes[static_cast<std::size_t>(computed[s])].keep.push_back(s);
+        }
+        if (std::find(pass.reread.begin(), pass.reread.end(), s) == pass.reread.end()) pass.reread.push_back(s);
+        return;
+      }
+      computed[s] = static_cast<int>(p);
+      if (best[s].formula != nullptr) {
+        for (int k = 0; k < best[s].formula->inputs; ++k)
+          if (best[s].bind[static_cast<std::size_t>(k)] != s) self(self, best[s].bind[static_cast<std::size_t>(k)]);
+      } else {
+        for (int k = 0; k < codegen::kind_arity(code[s].kind); ++k) self(self, code[s].args[static_cast<std::size_t>(k)]);
+      }
+      varying.push_back(s);
+    };
+    for (const std::uint32_t r : roots) visit(visit, r);
+    std::sort(varying.begin(), varying.end());  // the code's order: arguments first
+    for (const std::uint32_t s : varying) pass.varying.push_back(best[s]);
+    pass.chunks = pass.chunks || !roots.empty();
+  }
+  return plan;
+}
+
+template <class T> const RowPlan<T>& row_plan_of(const Program& program, std::uint64_t uniform_inputs) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<const RowPlan<T>>> plans;
+  const std::lock_guard lock(mutex);
+  auto& plan = plans[{program.id(), uniform_inputs}];
+  if (!plan) plan = std::make_unique<const RowPlan<T>>(make_row_plan<T>(program, uniform_inputs));
+  return *plan;
+}
+
+// A reduction's running value over a row: partial results of chunks in double for sums
+// (as the CPU's reductions sum f32), in T for max / min; NaN propagates.
+struct RowAccumulator {
+  double value = 0;
+  bool nan = false;
+};
+
+template <class T>
+void accumulate_chunk(Kind kind, const Operand<T>& x, std::int64_t n, RowAccumulator& acc) {
+  constexpr std::int64_t W = width<T>();
+  const std::int64_t full = n / W;
+  const T* tail = nullptr;
+  alignas(64) T lanes[W];
+  if (kind == Kind::row_sum) {
+    Value<T> sum = broadcast<T>(T(0));
+    for (std::int64_t j = 0; j < full; ++j) sum = sum + read(x, static_cast<std::size_t>(j));
+    sum.store(lanes);
+    double total = 0;
+    for (std::int64_t l = 0; l < W; ++l) total += static_cast<double>(lanes[l]);
+    if (n > full * W) {
+      read(x, static_cast<std::size_t>(full)).store(lanes);
+      tail = lanes;
+      for (std::int64_t l = 0; l < n - full * W; ++l) total += static_cast<double>(tail[l]);
+    }
+    acc.value += total;
+    return;
+  }
+  const bool is_max = kind == Kind::row_max;
+  Value<T> best = broadcast<T>(static_cast<T>(acc.value));
+  SimdMask<T> nan = broadcast<T>(T(0)).isNaN();
+  for (std::int64_t j = 0; j < full; ++j) {
+    const Value<T> v = read(x, static_cast<std::size_t>(j));
+    best = is_max ? best.max(v) : best.min(v);
+    nan = nan || v.isNaN();
+  }
+  alignas(64) T flags[W];
+  Eigen::internal::pstore(flags, nan.v);
+  best.store(lanes);
+  T result = static_cast<T>(acc.value);
+  for (std::int64_t l = 0; l < W; ++l) {
+    acc.nan = acc.nan || std::bit_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(flags[l]) != 0;
+    result = is_max ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
+  }
+  if (n > full * W) {
+    read(x, static_cast<std::size_t>(full)).store(lanes);
+    for (std::int64_t l = 0; l < n - full * W; ++l) {
+      acc.nan = acc.nan || std::isnan(lanes[l]);
+      result = is_max ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
+    }
+  }
+  acc.value = static_cast<double>(result);
+}
+
+template <class T> struct RowContext {
+  const Program* program = nullptr;
+  const RowPlan<T>* plan = nullptr;
+  std::unique_ptr<Value<T>[]> uniforms;          // per step: a constant's or parameter's register
+  std::vector<const std::byte*> inputs;          // per input: its first element
+  std::vector<std::vector<std::int64_t>> strides;  // per input: its element strides over the domain
+  std::vector<std::byte*> outputs;               // per output: its first element
+  std::vector<std::int64_t> output_sizes;        // per output: its element size
+  Shape domain;
+};
+
+template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, std::int64_t end) {
+  const Program& program = *ctx.program;
+  const RowPlan<T>& plan = *ctx.plan;
+  const std::span<const Instruction> code = program.code();
+  const std::span<const std::uint32_t> slots = program.output_slots();
+  constexpr std::int64_t W = width<T>();
+  constexpr auto L = static_cast<std::size_t>((kChunk + W - 1) / W);
+  const std::size_t rank = ctx.domain.rank();
+  const std::int64_t n = ctx.domain[rank - 1];
+  const std::int64_t padded = (n + kChunk - 1) / kChunk * kChunk;
+  static thread_local Registers<T> registers;
+  static thread_local std::vector<Value<T>> scratch;
+  registers.reserve(code.size(), L);
+  if (scratch.size() < plan.slots * static_cast<std::size_t>(padded / W))
+    scratch.resize(plan.slots * static_cast<std::size_t>(padded / W));
+  Value<T>* values = registers.values.get();
+  Flag<T>* flags = registers.flags.get();
+  Operand<T>* operands = registers.operands.data();
+  for (std::size_t s = 0; s < code.size(); ++s)
+    if (code[s].kind == Kind::constant || code[s].kind == Kind::param) operands[s] = {elements<T>(&ctx.uniforms[s]), 0};
+  const std::size_t inputs = ctx.inputs.size();
+  std::vector<const std::byte*> row_inputs(inputs);
+  std::vector<std::int64_t> row_strides(inputs);
+  // A row of one element reads every input as uniform (at stride 0).
+  for (std::size_t k = 0; k < inputs; ++k) row_strides[k] = n == 1 ? 0 : ctx.strides[k][rank - 1];
+  std::vector<RowAccumulator> acc(code.size());
+  for (std::int64_t row = begin; row < end; ++row) {
+    // Each input's first element of this row.
+    for (std::size_t k = 0; k < inputs; ++k) {
+      std::int64_t offset = 0, rest = row;
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        offset += (rest % ctx.domain[d]) * ctx.strides[k][d];
+        rest /= ctx.domain[d];
+      }
+      row_inputs[k] = ctx.inputs[k] + offset * static_cast<std::int64_t>(dtype_size(program.inputs()[k]));
+    }
+    for (const std::uint32_t s : plan.uniform_inputs) {
+      registers.broadcasts[s] = broadcast<T>(*reinterpret_cast<const T*>(row_inputs[static_cast<std::size_t>(code[s].index)]));
+      operands[s] = {elements<T>(&registers.broadcasts[s]), 0};
+    }
+    for (std::size_t p = 0; p < plan.passes.size(); ++p) {
+      const RowPass<T>& pass = plan.passes[p];
+      for (const std::uint32_t r : pass.finished) {
+        const std::uint32_t a = code[r].args[0];
+        T value;
+        if (plan.uniform[a]) {  // a reduction of a value the row does not vary in
+          value = first_lane<T>(read(operands[a], 0));
+          if (code[r].kind == Kind::row_sum) value = static_cast<T>(value * static_cast<T>(n));
+        } else {
+          value = acc[r].nan ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc[r].value);
+        }
+        values[r * L] = broadcast<T>(value);
+        operands[r] = {elements<T>(values + r * L), 0};
+      }
+      execute<T>(pass.uniform, code, registers, L, row_inputs.data(), row_strides.data(), 0, W);
+      for (const PlannedStep<T>& u : pass.uniform) {
+        const std::uint32_t s = u.step;
+        if (code[s].mask) std::fill(flags + s * L + 1, flags + (s + 1) * L, flags[s * L]);
+        else operands[s].step = 0;
+      }
+      if (!pass.chunks) continue;
+      for (const std::uint32_t r : pass.accumulate) {
+        acc[r] = {};
+        if (code[r].kind == Kind::row_max) acc[r].value = -std::numeric_limits<double>::infinity();
+        if (code[r].kind == Kind::row_min) acc[r].value = std::numeric_limits<double>::infinity();
+      }
+      const bool last = p + 1 == plan.passes.size();
+      for (std::int64_t done = 0; done < n; done += kChunk) {
+        const std::int64_t count = std::min(kChunk, n - done);
+        const auto lanes = static_cast<std::size_t>((count + W - 1) / W);
+        Value<T>* row_scratch = scratch.data() + done / W;
+        for (const std::uint32_t s : pass.reread)
+          operands[s] = {elements<T>(row_scratch + static_cast<std::size_t>(plan.slot[s]) * static_cast<std::size_t>(padded / W)), W};
+        // A step kept for later passes computes straight into its scratch row.
+        for (const std::uint32_t s : pass.keep)
+          registers.direct[s] = row_scratch + static_cast<std::size_t>(plan.slot[s]) * static_cast<std::size_t>(padded / W);
+        execute<T>(pass.varying, code, registers, L, row_inputs.data(), row_strides.data(), done, count);
+        for (const std::uint32_t s : pass.keep) registers.direct[s] = nullptr;
+        for (const std::uint32_t r : pass.accumulate) accumulate_chunk<T>(code[r].kind, operands[code[r].args[0]], count, acc[r]);
+        if (!last) continue;
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+          if (program.outputs()[k].per_row) continue;
+          const std::uint32_t s = slots[k];
+          std::byte* base = ctx.outputs[k] + (row * n + done) * ctx.output_sizes[k];
+          auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, count - static_cast<std::int64_t>(j) * W); };
+          if (code[s].mask) {
+            bool* out = reinterpret_cast<bool*>(base);
+            for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], out + j * W, lane_count(j));
+          } else {
+            T* out = reinterpret_cast<T*>(base);
+            for (std::size_t j = 0; j < lanes; ++j) store<T>(read(operands[s], j), out + j * W, lane_count(j), false);
+          }
+        }
+      }
+    }
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      if (!program.outputs()[k].per_row) continue;
+      const std::uint32_t s = slots[k];
+      std::byte* base = ctx.outputs[k] + row * ctx.output_sizes[k];
+      if (code[s].mask) store_flag<T>(flags[s * L], reinterpret_cast<bool*>(base), 1);
+      else store<T>(read(operands[s], 0), reinterpret_cast<T*>(base), 1, false);
+    }
+  }
+}
+
+// Per step of the program's code: the register of its value where it is a constant or a
+// parameter (in T).
+template <class T>
+std::unique_ptr<Value<T>[]> uniform_registers(const Program& program, std::span<const double> params) {
+  const std::span<const Instruction> code = program.code();
+  auto uniforms = std::make_unique<Value<T>[]>(code.size());
+  for (std::size_t s = 0; s < code.size(); ++s) {
+    const Instruction& step = code[s];
+    T value{};
+    if (step.kind == Kind::param) {
+      const double p = params[static_cast<std::size_t>(step.index)];
+      if constexpr (std::is_same_v<T, bool>) value = p != 0.0;
+      else value = fn::constant(T(0), p);
+    } else if (step.kind == Kind::constant) {
+      if constexpr (!std::is_same_v<T, bool>) value = fn::constant(T(0), step.value);
+    } else {
+      continue;
+    }
+    uniforms[s] = broadcast<T>(value);
+  }
+  return uniforms;
 }
 
 template <class F> void dispatch_program_type(codegen::ScalarType t, F&& fn) {
@@ -636,23 +989,7 @@ std::vector<Cpu::Primitive> Cpu::elementwise(const codegen::Program& program, st
   std::array<const cpu::CpuTensor*, cpu::kMaxElementwiseInputs> pointers{};
   for (std::size_t k = 0; k < operands.size(); ++k) pointers[k] = &operands[k];
   cpu::dispatch_program_type(program.type(), [&]<class T>() {
-    cpu::Context<T> context{&program, {}, {}, {}};
-    const std::span<const codegen::Instruction> code = program.code();
-    context.uniforms = std::make_unique<cpu::Value<T>[]>(code.size());
-    for (std::size_t s = 0; s < code.size(); ++s) {
-      const codegen::Instruction& step = code[s];
-      T value{};
-      if (step.kind == codegen::Kind::param) {
-        const double p = params[static_cast<std::size_t>(step.index)];
-        if constexpr (std::is_same_v<T, bool>) value = p != 0.0;
-        else value = fn::constant(T(0), p);
-      } else if (step.kind == codegen::Kind::constant) {
-        if constexpr (!std::is_same_v<T, bool>) value = fn::constant(T(0), step.value);
-      } else {
-        continue;
-      }
-      context.uniforms[s] = cpu::broadcast<T>(value);
-    }
+    cpu::Context<T> context{&program, {}, cpu::uniform_registers<T>(program, params), {}};
     context.plan = &cpu::plan_of<T>(program);
     context.outputs.first = outputs[0].bytes();
     for (const Primitive& out : outputs) {
@@ -661,6 +998,49 @@ std::vector<Cpu::Primitive> Cpu::elementwise(const codegen::Program& program, st
     }
     cpu::run_elementwise(std::span(pointers.data(), operands.size()), outputs[0], cpu::run_program<T>, &context);
   });
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    if (cpu::is_half(declared_outputs[k].dtype)) outputs[k] = cast(outputs[k], declared_outputs[k].dtype);
+  return outputs;
+}
+
+std::vector<Cpu::Primitive> Cpu::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+                                             std::span<const double> params, const Shape& domain) {
+  codegen::check_row_program_call<Cpu>(program, inputs, params, domain);
+  KILN_CHECK(codegen::is_float(program.type()), "row_program: the CPU runs row programs in f32 and f64, got {} ({})",
+             codegen::scalar_type_name(program.type()), program.key());
+  KILN_CHECK(inputs.size() <= 64, "row_program: the CPU runs row programs of up to 64 inputs, got {}", inputs.size());
+  std::vector<Primitive> operands(inputs.begin(), inputs.end());
+  for (Primitive& operand : operands)
+    if (cpu::is_half(operand.dtype)) operand = cast(operand, DType::f32);
+  const std::size_t rank = domain.rank();
+  const std::int64_t n = domain[rank - 1];
+  const std::span<const codegen::ProgramOutput> declared_outputs = program.outputs();
+  std::vector<Primitive> outputs;
+  for (const codegen::ProgramOutput& out : declared_outputs)
+    outputs.push_back(cpu::empty(out.per_row ? ops::keep_dim(domain, rank - 1) : domain,
+                                 cpu::is_half(out.dtype) ? DType::f32 : out.dtype));
+  auto run = [&]<class T>() {
+    cpu::RowContext<T> context;
+    context.program = &program;
+    context.uniforms = cpu::uniform_registers<T>(program, params);
+    context.domain = domain;
+    std::uint64_t uniform_inputs = 0;
+    for (std::size_t k = 0; k < operands.size(); ++k) {
+      const cpu::CpuTensor view = cpu::broadcast_view(operands[k], domain);
+      context.inputs.push_back(view.bytes());
+      context.strides.push_back(view.strides);
+      if (n == 1 || view.strides[rank - 1] == 0) uniform_inputs |= std::uint64_t{1} << k;
+    }
+    for (const Primitive& out : outputs) {
+      context.outputs.push_back(out.bytes());
+      context.output_sizes.push_back(static_cast<std::int64_t>(dtype_size(out.dtype)));
+    }
+    context.plan = &cpu::row_plan_of<T>(program, uniform_inputs);
+    cpu::parallel_for(domain.numel() / n, std::max<std::int64_t>(1, 16384 / n),
+                      [&](std::int64_t begin, std::int64_t end) { cpu::run_rows<T>(context, begin, end); });
+  };
+  if (program.type() == codegen::ScalarType::f64) run.template operator()<double>();
+  else run.template operator()<float>();
   for (std::size_t k = 0; k < outputs.size(); ++k)
     if (cpu::is_half(declared_outputs[k].dtype)) outputs[k] = cast(outputs[k], declared_outputs[k].dtype);
   return outputs;

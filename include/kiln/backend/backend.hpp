@@ -140,6 +140,16 @@ concept FusedLayerNorm = requires(const typename B::Primitive& p, std::int64_t d
   { B::layer_norm_backward(p, p, dims, eps) } -> std::same_as<typename B::Primitive>;  // (x, dy)
 };
 
+// - row_program(program, inputs, params, domain): runs a row program (an elementwise
+//   program with reductions along rows, kiln/codegen/program.hpp) over `domain`, one
+//   kernel: softmax, layer norm and the like, with the elementwise work around them.
+//   Fusion<B> fuses reductions over the last dim into such programs where B has it.
+template <class B>
+concept RowPrograms = requires(const codegen::Program& program, std::span<const typename B::Primitive> inputs,
+                               std::span<const double> params, const Shape& domain) {
+  { B::row_program(program, inputs, params, domain) } -> std::same_as<std::vector<typename B::Primitive>>;
+};
+
 // A backend that records gradients (Autodiff<B>): it wraps an inner backend, whose
 // primitives hold the values and the gradients.
 template <class B>

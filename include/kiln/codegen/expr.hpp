@@ -70,6 +70,9 @@ constexpr ScalarType scalar_type_of(DType dtype) {
 // fn::round, halves to even. max / min need not handle NaN: fn::max checks isnan first.
 // int_div, int_rem and int_pow are the catalogue's integer branches of Div, Rem and Pow
 // (integer trees only).
+// row_sum, row_max and row_min are reductions along the last dim of a row program's domain
+// (kiln/codegen/program.hpp): the value of their argument summed (max, min; NaN propagating)
+// over the row, the same for every element of the row. Only B::row_program runs them.
 #define KILN_CODEGEN_NODE_KINDS(X)                                                                 \
   X(input, "input", 0, none, given, any)          /* in<index>: a kernel operand */                \
   X(constant, "constant", 0, none, number, any)   /* typed by the tree's ScalarType */             \
@@ -112,7 +115,10 @@ constexpr ScalarType scalar_type_of(DType dtype) {
   X(logical_and, "and", 2, masks, mask, any)                                                       \
   X(logical_or, "or", 2, masks, mask, any)                                                         \
   X(logical_xor, "xor", 2, masks, mask, any)                                                       \
-  X(logical_not, "not", 1, masks, mask, any)
+  X(logical_not, "not", 1, masks, mask, any)                                                       \
+  X(row_sum, "row_sum", 1, numbers, number, floats) /* row programs only */                         \
+  X(row_max, "row_max", 1, numbers, number, floats)                                                \
+  X(row_min, "row_min", 1, numbers, number, floats)
 
 // What a node computes. An enum rather than strings, so that a renderer's switch is
 // checked by the compiler (-Wswitch) when a kind is added.
@@ -141,6 +147,8 @@ constexpr const KindInfo& kind_info(Kind k) { return kind_infos[static_cast<std:
 constexpr std::string_view kind_name(Kind k) { return kind_info(k).name; }
 // How many arguments a kind takes.
 constexpr int kind_arity(Kind k) { return kind_info(k).arity; }
+// Whether a kind reduces along a row program's rows.
+constexpr bool is_row_reduction(Kind k) { return k == Kind::row_sum || k == Kind::row_max || k == Kind::row_min; }
 
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;

@@ -23,10 +23,13 @@
 
 namespace kiln::codegen {
 
-// One output of a program: the tree that computes it and the dtype it is stored in.
+// One output of a program: the tree that computes it and the dtype it is stored in. In a row
+// program, a `per_row` output is stored once per row (the domain with its last dim 1): its
+// tree must not vary along the row (it reads the row only through reductions).
 struct ProgramOutput {
   NodePtr root;
   DType dtype;
+  bool per_row = false;
 };
 
 // One step of a program's code: a node with its arguments as indices of earlier steps.
@@ -64,6 +67,9 @@ class Program {
   // once; output_slots()[k] is the step that computes output k. For evaluators.
   std::span<const Instruction> code() const { return code_; }
   std::span<const std::uint32_t> output_slots() const { return output_slots_; }
+  // Whether the code reduces along rows (Kind::row_sum...): a row program, which
+  // B::row_program runs and B::elementwise rejects.
+  bool reduces_rows() const { return reduces_rows_; }
   // What the program computes, as text: its type, input dtypes, parameter count, code and
   // outputs ("f32|f32|p1|in0;p0;mul(0,1)|2:f32"). Programs with equal keys compute the same
   // thing; scalar parameter values and tensor shapes are not part of it. Made when asked
@@ -79,6 +85,7 @@ class Program {
   std::vector<ProgramOutput> outputs_;
   std::vector<Instruction> code_;
   std::vector<std::uint32_t> output_slots_;
+  bool reduces_rows_ = false;
   std::uint64_t id_ = 0;
 };
 
@@ -115,6 +122,8 @@ Shape check_elementwise_call(const Program& program, std::span<const typename B:
              "elementwise: the program takes {} parameters, got {} ({})", program.param_count(), params.size(),
              program.key());
   KILN_CHECK(!inputs.empty(), "elementwise: a program needs at least one input ({})", program.key());
+  KILN_CHECK(!program.reduces_rows(), "elementwise: the program reduces along rows; run it with row_program ({})",
+             program.key());
   Shape shape = B::shape(inputs[0]);
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const Shape s = B::shape(inputs[k]);
@@ -123,6 +132,31 @@ Shape check_elementwise_call(const Program& program, std::span<const typename B:
     if (s != shape) shape = broadcast_shapes("elementwise", shape, s);
   }
   return shape;
+}
+
+// What every backend's B::row_program checks first. A row program runs over `domain`: its
+// inputs broadcast to it (each to exactly the domain), its row reductions reduce along the
+// domain's last dim (its rows, at least one element long), and each output is the domain, or
+// the domain with its last dim 1 where it is per_row.
+template <class B>
+void check_row_program_call(const Program& program, std::span<const typename B::Primitive> inputs,
+                            std::span<const double> params, const Shape& domain) {
+  const std::span<const DType> declared = program.inputs();
+  KILN_CHECK(inputs.size() == declared.size(), "row_program: the program takes {} inputs, got {} ({})",
+             declared.size(), inputs.size(), program.key());
+  KILN_CHECK(params.size() == static_cast<std::size_t>(program.param_count()),
+             "row_program: the program takes {} parameters, got {} ({})", program.param_count(), params.size(),
+             program.key());
+  KILN_CHECK(domain.rank() >= 1 && domain[domain.rank() - 1] >= 1,
+             "row_program: the domain {} has no rows of at least one element ({})", domain, program.key());
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const Shape s = B::shape(inputs[k]);
+    KILN_CHECK(B::dtype(inputs[k]) == declared[k], "row_program: input {} must be {}, got {} {} ({})", k, declared[k], s,
+               B::dtype(inputs[k]), program.key());
+    KILN_CHECK(s.rank() <= domain.rank() && broadcast_shapes("row_program", domain, s) == domain,
+               "row_program: input {} of shape {} does not broadcast to the domain {} ({})", k, s, domain,
+               program.key());
+  }
 }
 
 // `root` with each parameter p<i> read as the input in<first + i> instead: for kernels

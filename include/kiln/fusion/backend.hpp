@@ -12,8 +12,12 @@
 // masks and `where` included), with broadcasting and scalar parameters, into trees of at
 // most kMaxLeaves materialised inputs and kMaxNodes nodes (beyond that the input is
 // materialised first and read as a leaf). A pending f16 / bf16 result is materialised
-// before another op reads it, since fusing would skip its rounding to 16 bits. Views,
-// reductions and matmul / conv epilogues do not fuse yet: they materialise their inputs.
+// before another op reads it, since fusing would skip its rounding to 16 bits. Where B runs
+// row programs (RowPrograms: the CPU), a sum, mean, max or min over the last dim of an f32 /
+// f64 tensor fuses too: the elementwise work before it and after it (broadcast back over the
+// rows, or per row) joins one row program, so softmax, log-softmax, layer norm, RMS norm and
+// the losses' row sums are one kernel each. Views, other reductions and matmul / conv
+// epilogues do not fuse yet: they materialise their inputs.
 //
 // Each pending tensor is computed on its own: an intermediate that two materialised
 // tensors both read is computed in each of their programs (it is never written unless it
@@ -86,24 +90,38 @@ template <class Tensor> struct Pending {
   codegen::NodePtr root;
   std::vector<std::shared_ptr<Tensor>> leaves;
   std::vector<double> params;
+  std::vector<std::uint64_t> param_ids;  // each parameter's identity (new_param_id)
   codegen::ScalarType type = codegen::ScalarType::f32;
   std::size_t nodes = 1;  // an upper bound on the tree's size (shared subtrees count twice)
+  // Where the tree reduces along rows (a row program): the shape its leaves are read over,
+  // whose last dim the reductions run along. The tensor is that shape, or that shape with
+  // its last dim 1 (per row). Without row reductions: the tensor's own shape.
+  Shape domain;
+  bool reduces = false;
 };
 
-// `root` with input i replaced by inputs[i] and parameter j by parameter j + param_offset.
+// A new parameter's identity: a parameter that two pending trees share (both read one
+// recorded op's scalar) is one parameter of the program that joins them, so the subtrees
+// reading it stay equal and the program computes them once.
+inline std::uint64_t new_param_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// `root` with input i replaced by inputs[i] and parameter j by parameter params[j].
 inline codegen::NodePtr substitute(const codegen::NodePtr& root, std::span<const codegen::NodePtr> inputs,
-                                   int param_offset, std::unordered_map<const codegen::Node*, codegen::NodePtr>& done) {
+                                   std::span<const int> params, std::unordered_map<const codegen::Node*, codegen::NodePtr>& done) {
   if (auto it = done.find(root.get()); it != done.end()) return it->second;
   codegen::NodePtr out;
   if (root->kind == codegen::Kind::input) {
     out = inputs[static_cast<std::size_t>(root->index)];
   } else if (root->kind == codegen::Kind::param) {
-    out = codegen::make_param(root->index + param_offset);
+    out = codegen::make_param(params[static_cast<std::size_t>(root->index)]);
   } else if (root->kind == codegen::Kind::constant) {
     out = root;
   } else {
     std::vector<codegen::NodePtr> args;
-    for (const codegen::NodePtr& a : root->args) args.push_back(substitute(a, inputs, param_offset, done));
+    for (const codegen::NodePtr& a : root->args) args.push_back(substitute(a, inputs, params, done));
     out = codegen::make_node(root->kind, std::move(args));
   }
   done.emplace(root.get(), out);
@@ -162,7 +180,7 @@ template <FusionTarget B> struct Fusion {
       inputs.push_back(*leaf->value);  // leaves are materialised before they become leaves
     }
     const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
-                                   {{pending.root, t.dtype}});
+                                   {{pending.root, t.dtype, pending.reduces && t.shape != pending.domain}});
     static fusion::detail::SeenPrograms seen;
     const bool compiled = seen.first(program.id());
     ++counters().launched;
@@ -176,6 +194,13 @@ template <FusionTarget B> struct Fusion {
         if (codegen::is_float(program.type())) runs = B::program_steps(program);
       }
       fusion::detail::log_launch(name, program, compiled, shapes, t.shape, runs);
+    }
+    if constexpr (RowPrograms<B>) {
+      if (pending.reduces) {
+        t.value = std::move(B::row_program(program, inputs, pending.params, pending.domain)[0]);
+        t.pending.reset();
+        return *t.value;
+      }
     }
     t.value = std::move(B::elementwise(program, inputs, pending.params)[0]);
     t.pending.reset();  // the tree and the leaves it held go
@@ -209,6 +234,7 @@ template <FusionTarget B> struct Fusion {
     const Shape shape = codegen::check_elementwise_call<Fusion>(program, inputs, params);
     fusion::detail::Pending<Tensor> base;
     base.type = program.type();
+    base.domain = shape;
     std::vector<codegen::NodePtr> replaced;
     std::unordered_map<const Tensor*, int> leaf_of;
     // The leaf index of t in this program, added if new.
@@ -218,6 +244,16 @@ template <FusionTarget B> struct Fusion {
       return it->second;
     };
     auto add_leaf = [&](const std::shared_ptr<Tensor>& t) { return codegen::make_input(leaf_index(t), t->dtype == DType::boolean); };
+    std::unordered_map<std::uint64_t, int> param_of;
+    // The index in this program of the parameter `id`, added with value v if new.
+    auto param_index = [&](std::uint64_t id, double v) {
+      const auto [it, added] = param_of.emplace(id, static_cast<int>(base.params.size()));
+      if (added) {
+        base.params.push_back(v);
+        base.param_ids.push_back(id);
+      }
+      return it->second;
+    };
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const std::shared_ptr<Tensor>& t = inputs[i].node;
       // The same tensor twice (x * x): its tree once.
@@ -230,7 +266,9 @@ template <FusionTarget B> struct Fusion {
       std::optional<fusion::detail::Pending<Tensor>> grown;
       {
         const std::lock_guard lock(t->mutex);
-        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1 + params.size())) grown = *t->pending;
+        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1 + params.size()) &&
+            rows_fit(*t->pending, shape, base))
+          grown = *t->pending;
       }
       if (!grown) {
         (void)value(inputs[i]);
@@ -240,12 +278,15 @@ template <FusionTarget B> struct Fusion {
       // The input's tree, its leaves and parameters renumbered into this program's. Its tree
       // is taken as it is where nothing changes number (the first input of a chain): a
       // chain's recording then costs its own nodes, not a copy of the tree so far.
-      const auto param_offset = static_cast<int>(base.params.size());
-      bool same_numbers = param_offset == 0;
-      std::vector<int> indices;
+      bool same_numbers = true;
+      std::vector<int> indices, param_indices;
       for (const auto& leaf : grown->leaves) {
         indices.push_back(leaf_index(leaf));
         same_numbers = same_numbers && indices.back() == static_cast<int>(indices.size()) - 1;
+      }
+      for (std::size_t k = 0; k < grown->params.size(); ++k) {
+        param_indices.push_back(param_index(grown->param_ids[k], grown->params[k]));
+        same_numbers = same_numbers && param_indices.back() == static_cast<int>(k);
       }
       if (same_numbers) {
         replaced.push_back(grown->root);
@@ -254,13 +295,16 @@ template <FusionTarget B> struct Fusion {
         for (std::size_t k = 0; k < indices.size(); ++k)
           leaves.push_back(codegen::make_input(indices[k], grown->leaves[k]->dtype == DType::boolean));
         std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
-        replaced.push_back(fusion::detail::substitute(grown->root, leaves, param_offset, done));
+        replaced.push_back(fusion::detail::substitute(grown->root, leaves, param_indices, done));
       }
-      base.params.insert(base.params.end(), grown->params.begin(), grown->params.end());
       base.nodes += grown->nodes;
+      if (grown->reduces) {
+        base.reduces = true;
+        base.domain = grown->domain;
+      }
     }
-    const int own_params = static_cast<int>(base.params.size());
-    base.params.insert(base.params.end(), params.begin(), params.end());
+    std::vector<int> own_params;
+    for (const double v : params) own_params.push_back(param_index(fusion::detail::new_param_id(), v));
     std::vector<Primitive> out;
     std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
     for (const codegen::ProgramOutput& o : program.outputs()) {
@@ -278,7 +322,15 @@ template <FusionTarget B> struct Fusion {
   }
 
   // ================================================================ everything else runs on B
-  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) { return wrap(B::reduce(value(x), op, dim)); }
+  // A sum, mean, max or min over the last dim of a float tensor fuses where B runs row
+  // programs: the result is pending, its tree a row reduction of x's, and the elementwise
+  // work after it (softmax's exp(x - max) / sum, layer norm's scaling) joins the same program.
+  static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
+    if constexpr (RowPrograms<B>) {
+      if (auto fused = reduce_rows(x, op, dim)) return *fused;
+    }
+    return wrap(B::reduce(value(x), op, dim));
+  }
   static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
     return wrap(B::arg_reduce(value(x), op, dim));
   }
@@ -387,23 +439,146 @@ template <FusionTarget B> struct Fusion {
     return {wrap(std::move(p)), wrap(std::move(m2)), wrap(std::move(v2))};
   }
 
-  // B's hand-fused kernels, where it has them: they read materialised inputs.
+  // Softmax and layer norm over the last dim are recorded where B runs row programs: each is
+  // one row program with the elementwise work around it (a layer norm's affine part, the
+  // loss after a log-softmax, the gradient formulas on either side), instead of B's
+  // hand-fused kernel between two flushes. Elsewhere (another dim, several dims, integer
+  // or 16-bit tensors, a B without row programs) B's hand-fused kernels run on
+  // materialised inputs.
   static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
+    if constexpr (RowPrograms<B>) {
+      if (rows_of(x, dim)) {
+        using F = Fusion;
+        const Primitive shifted = provided::binary<F, ops::Sub>(x, reduce(x, ops::ReduceOp::max, dim));
+        const Primitive e = provided::unary<F, ops::Exp>(shifted);
+        const Primitive sum = reduce(e, ops::ReduceOp::sum, dim);
+        if (log) return provided::binary<F, ops::Sub>(shifted, provided::unary<F, ops::Log>(sum));
+        return provided::binary<F, ops::Div>(e, sum);
+      }
+    }
     return wrap(B::softmax(value(x), dim, log));
   }
   static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log)
     requires FusedSoftmax<B> {
+    if constexpr (RowPrograms<B>) {
+      if (rows_of(y, dim) && shape(dy) == shape(y) && dtype(dy) == dtype(y)) {
+        using F = Fusion;
+        if (log) {  // dx = dy - softmax · Σ dy
+          const Primitive total = reduce(dy, ops::ReduceOp::sum, dim);
+          return provided::binary<F, ops::Sub>(dy, provided::binary<F, ops::Mul>(provided::unary<F, ops::Exp>(y), total));
+        }
+        // dx = y · (dy - Σ y·dy)
+        const Primitive dot = reduce(provided::binary<F, ops::Mul>(y, dy), ops::ReduceOp::sum, dim);
+        return provided::binary<F, ops::Mul>(y, provided::binary<F, ops::Sub>(dy, dot));
+      }
+    }
     return wrap(B::softmax_backward(value(y), value(dy), dim, log));
   }
   static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B> {
+    if constexpr (RowPrograms<B>) {
+      if (dims == 1 && rows_of(x, -1)) {
+        using F = Fusion;
+        const auto [centered, rstd] = normalized(x, eps);
+        return provided::binary<F, ops::Mul>(centered, rstd);
+      }
+    }
     return wrap(B::layer_norm(value(x), dims, eps));
   }
+  // dx = rstd · (dy - mean(dy) - x̂ · mean(dy · x̂)), x̂ = (x - mean) · rstd.
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
     requires FusedLayerNorm<B> {
+    if constexpr (RowPrograms<B>) {
+      if (dims == 1 && rows_of(x, -1) && shape(dy) == shape(x) && dtype(dy) == dtype(x)) {
+        using F = Fusion;
+        const auto [centered, rstd] = normalized(x, eps);
+        const Primitive xhat = provided::binary<F, ops::Mul>(centered, rstd);
+        const Primitive dy_mean = reduce(dy, ops::ReduceOp::mean, -1);
+        const Primitive dot_mean = reduce(provided::binary<F, ops::Mul>(dy, xhat), ops::ReduceOp::mean, -1);
+        const Primitive inner = provided::binary<F, ops::Sub>(provided::binary<F, ops::Sub>(dy, dy_mean),
+                                                              provided::binary<F, ops::Mul>(xhat, dot_mean));
+        return provided::binary<F, ops::Mul>(rstd, inner);
+      }
+    }
     return wrap(B::layer_norm_backward(value(x), value(dy), dims, eps));
   }
 
  private:
+  // Whether x is a float tensor (f32 / f64) with rows of at least two elements along `dim`,
+  // its last dim: what a row program reduces.
+  static bool rows_of(const Primitive& x, std::int64_t dim) {
+    const Shape& s = x.node->shape;
+    const auto rank = static_cast<std::int64_t>(s.rank());
+    return rank >= 1 && (dim == rank - 1 || dim == -1) && s[s.rank() - 1] >= 2 && s.numel() > 0 &&
+           (x.node->dtype == DType::f32 || x.node->dtype == DType::f64);
+  }
+  // x - mean(x) and 1 / sqrt(var(x) + eps) along the last dim, pending.
+  static std::pair<Primitive, Primitive> normalized(const Primitive& x, double eps) {
+    using F = Fusion;
+    const Primitive centered = provided::binary<F, ops::Sub>(x, reduce(x, ops::ReduceOp::mean, -1));
+    const Primitive var = reduce(provided::binary<F, ops::Mul>(centered, centered), ops::ReduceOp::mean, -1);
+    return {centered, provided::unary<F, ops::Rsqrt>(provided::binary_scalar<F, ops::Add>(var, eps))};
+  }
+
+  // Whether a pending input with row reductions can join a program of shape `shape` whose
+  // tree so far is `into`: its rows are the program's (the program is the rows' shape or
+  // one value per row), and the rows of any reduction already in it.
+  static bool rows_fit(const fusion::detail::Pending<Tensor>& p, const Shape& shape,
+                       const fusion::detail::Pending<Tensor>& into) {
+    if (!p.reduces) return true;
+    if (into.reduces && into.domain != p.domain) return false;
+    return shape == p.domain || shape == ops::keep_dim(p.domain, p.domain.rank() - 1);
+  }
+
+  // x reduced along its last dim as a pending row reduction, where it fuses (see reduce).
+  static std::optional<Primitive> reduce_rows(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
+    KILN_CHECK(x.node != nullptr, "{}: an empty tensor handle", name);
+    const Shape shape = x.node->shape;
+    const auto rank = static_cast<std::int64_t>(shape.rank());
+    if (op != ops::ReduceOp::sum && op != ops::ReduceOp::mean && op != ops::ReduceOp::max && op != ops::ReduceOp::min)
+      return std::nullopt;
+    if (rank == 0 || (dim != rank - 1 && dim != -1) || shape[shape.rank() - 1] < 2 || shape.numel() == 0) return std::nullopt;
+    const DType dtype = x.node->dtype;
+    if (dtype != DType::f32 && dtype != DType::f64) return std::nullopt;
+    fusion::detail::Pending<Tensor> p;
+    {
+      const std::lock_guard lock(x.node->mutex);
+      if (x.node->value) {
+        p.root = codegen::make_input(0);
+        p.leaves.push_back(x.node);
+        p.type = codegen::scalar_type_of(dtype);
+      } else if (!x.node->pending->reduces || x.node->pending->domain == shape) {
+        p = *x.node->pending;
+        if (p.params.size() + p.leaves.size() + 1 > kMaxLeaves || p.nodes + 3 > kMaxNodes) p = {};
+      }
+    }
+    if (!p.root) {  // a pending x that cannot grow: materialised, then read as a leaf
+      (void)value(x);
+      p = {};
+      p.root = codegen::make_input(0);
+      p.leaves.push_back(x.node);
+      p.type = codegen::scalar_type_of(dtype);
+    }
+    const codegen::Kind kind = op == ops::ReduceOp::max   ? codegen::Kind::row_max
+                               : op == ops::ReduceOp::min ? codegen::Kind::row_min
+                                                          : codegen::Kind::row_sum;
+    p.root = codegen::make_node(kind, {p.root});
+    if (op == ops::ReduceOp::mean) {
+      p.root = codegen::make_node(codegen::Kind::mul, {p.root, codegen::make_param(static_cast<int>(p.params.size()))});
+      p.params.push_back(1.0 / static_cast<double>(shape[shape.rank() - 1]));
+      p.param_ids.push_back(fusion::detail::new_param_id());
+    }
+    p.nodes += 3;
+    p.domain = shape;
+    p.reduces = true;
+    auto t = std::make_shared<Tensor>();
+    t->shape = ops::keep_dim(shape, shape.rank() - 1);
+    t->dtype = dtype;
+    t->device = x.node->device;
+    t->pending = std::move(p);
+    ++counters().recorded;
+    return Primitive{std::move(t)};
+  }
+
   // Whether a pending input's tree can grow into the program being recorded (`into`, with
   // the leaves, parameters and nodes gathered so far, and `later` operands still to come:
   // the later inputs and the program's own parameters): the same computation type, a
@@ -414,7 +589,12 @@ template <FusionTarget B> struct Fusion {
     if (p.type != into.type) return false;
     if (dtype != DType::boolean && (dtype == DType::f16 || dtype == DType::bf16 || codegen::scalar_type_of(dtype) != p.type))
       return false;
-    const std::size_t operands = into.leaves.size() + into.params.size() + p.leaves.size() + p.params.size() + later;
+    // The leaves and parameters p would add: those `into` does not have already.
+    std::size_t operands = into.leaves.size() + into.params.size() + later;
+    for (const auto& leaf : p.leaves)
+      operands += std::find(into.leaves.begin(), into.leaves.end(), leaf) == into.leaves.end() ? 1 : 0;
+    for (const std::uint64_t id : p.param_ids)
+      operands += std::find(into.param_ids.begin(), into.param_ids.end(), id) == into.param_ids.end() ? 1 : 0;
     return operands <= kMaxLeaves && into.nodes + p.nodes <= kMaxNodes;
   }
 };

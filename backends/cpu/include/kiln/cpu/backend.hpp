@@ -49,6 +49,11 @@ struct Cpu {
   // "tanh_backward", "div_backward_lhs"), the others by their node kind ("mul", "input").
   // For tests and logs.
   static std::vector<std::string> program_steps(const codegen::Program& program);
+  // Row programs (RowPrograms; backends/cpu/src/program.cpp): f32 / f64 programs with
+  // reductions along the domain's rows, run row by row on the threads, each row in passes
+  // over L1-sized chunks, so softmax or layer norm with the work around them is one kernel.
+  static std::vector<Primitive> row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params, const Shape& domain);
   // the catalogue's ops as compile-time SIMD kernels, instantiated for every op
   // (backends/cpu/src/elementwise*.cpp): overrides of the provided one-op programs
   template <class Op> static Primitive unary(const Primitive& x);
@@ -117,7 +122,7 @@ struct Cpu {
 };
 
 static_assert(Backend<Cpu>, "kiln::Cpu must satisfy the Backend concept");
-static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu>, "kiln::Cpu provides fused softmax and layer norm");
+static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu> && RowPrograms<Cpu>, "kiln::Cpu provides fused softmax and layer norm, and row programs");
 
 // The kernels are instantiated once, in the library, for every op of the catalogue.
 #define KILN_CPU_EXTERN_UNARY(Op) extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);
