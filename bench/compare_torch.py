@@ -123,6 +123,10 @@ def fusion_summary(kiln, best, fused_compile):
             other = kiln.get(base) or kiln.get(base + "@cpu")
             if other:
                 lines.append(f"{base}: Fusion<Cpu> {kiln[name]:.4g} ms, plain Cpu {other:.4g} ms ({other / kiln[name]:.2f}x)")
+    row, hand = kiln.get("softmax_4096x1024_row_program@fusion_cpu"), kiln.get("softmax_4096x1024@cpu")
+    if row and hand:
+        lines.append(f"softmax_4096x1024 as a row program {row:.4g} ms, the hand-fused kernel {hand:.4g} ms "
+                     f"({row / hand:.2f}x its time)")
     return lines
 
 

@@ -70,6 +70,32 @@ BENCHMARK(layer_norm_rows<Cpu>)->Name("layer_norm_4096x1024@cpu")->Unit(benchmar
 BENCHMARK(layer_norm_rows<Fusion<Cpu>>)
     ->Name("layer_norm_4096x1024@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// RMS norm over the rows of [4096, 1024] as nn::RmsNorm writes it: x * rsqrt(mean(x^2) + eps)
+// * w. On Fusion<Cpu> it is one row program; on Cpu, four elementwise passes and a reduction.
+template <class B> void rms_norm_rows(benchmark::State& state) {
+  const auto x = kiln::Tensor<B, 2>::random({4096, 1024}, kiln::Distribution::normal(0, 1));
+  const auto w = kiln::Tensor<B, 2>::random({1, 1024}, kiln::Distribution::normal(0, 1));
+  const auto step = [&] { return x * ((x * x).mean_dim(1) + 1e-6).rsqrt() * w; };
+  keep(step());
+  for (auto _ : state) keep(step());
+}
+BENCHMARK(rms_norm_rows<Cpu>)->Name("rms_norm_4096x1024@cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(rms_norm_rows<Fusion<Cpu>>)->Name("rms_norm_4096x1024@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Softmax over the rows as a row program (the composition a backend without a hand-fused
+// softmax records), beside the hand-fused kernel that Fusion<Cpu> calls.
+void softmax_row_program(benchmark::State& state) {
+  using F = Fusion<Cpu>;
+  const auto x = kiln::Tensor<F, 2>::random({4096, 1024}, kiln::Distribution::normal(0, 1));
+  const auto step = [&] {
+    const auto e = (x - x.max_dim(1)).exp();
+    return e / e.sum_dim(1);
+  };
+  keep(step());
+  for (auto _ : state) keep(step());
+}
+BENCHMARK(softmax_row_program)->Name("softmax_4096x1024_row_program@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // Recording on Fusion<Cpu>, 1k floats: one op recorded and dropped (never computed), and a
 // chain of eight ops recorded and then computed as one program (the time is per chain).
 void record_op(benchmark::State& state) {

@@ -46,6 +46,8 @@ def workloads(compile_mode):
     sx = torch.randn(4096, 1024)
     w["softmax_4096x1024"] = maybe_compile(lambda: torch.softmax(sx, 1))
     w["layer_norm_4096x1024"] = maybe_compile(lambda: torch.nn.functional.layer_norm(sx, (1024,), eps=1e-5))
+    rw = torch.randn(1024)
+    w["rms_norm_4096x1024"] = maybe_compile(lambda: sx * torch.rsqrt((sx * sx).mean(1, keepdim=True) + 1e-6) * rw)
     # One op on a tiny tensor: the per-op overhead (bench/ops_bench.cpp's op_overhead).
     tx, tdy = torch.randn(1024), torch.randn(1024)
     ty = torch.tanh(tx)

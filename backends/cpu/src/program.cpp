@@ -82,6 +82,9 @@ template <class T> struct PlannedStep {
   std::uint32_t step = 0;
   const Formula<T>* formula = nullptr;
   std::array<std::uint32_t, 4> bind{};
+  // A division whose divisor is one value for the whole chunk (a row program's uniform
+  // divisor): a multiplication by its reciprocal, computed once (as the hand-fused softmax does).
+  bool reciprocal = false;
 };
 
 // How a program runs on the CPU, made once per program (cached by its id): the steps to
@@ -441,6 +444,13 @@ void execute(std::span<const PlannedStep<T>> steps, std::span<const Instruction>
     Flag<T>* f = flags + s * L;
     const Operand<T> a = operands[step.args[0]];
     const Operand<T> b = operands[step.args[1]];
+    if constexpr (simd<T>) {
+      if (planned.reciprocal) {
+        const Value<T> r = broadcast<T>(T(1)) / read(b, 0);
+        for (std::size_t j = 0; j < lanes; ++j) v[j] = read(a, j) * r;
+        continue;
+      }
+    }
     const Flag<T>* fa = flags + step.args[0] * L;
     const Flag<T>* fb = flags + step.args[1] * L;
     const Flag<T>* fc = flags + step.args[2] * L;
@@ -454,7 +464,7 @@ void execute(std::span<const PlannedStep<T>> steps, std::span<const Instruction>
             f[j] = load_flag<T>(p, stride, done + static_cast<std::int64_t>(j) * W, lane_count(j));
         } else if (stride == 0) {
           break;  // its broadcast register, set for the run
-        } else if (stride == 1 && n == kChunk) {
+        } else if (stride == 1 && n % W == 0) {  // whole registers: read where it lies
           operands[s] = {reinterpret_cast<const T*>(inputs[k]) + done, W};
         } else {
           const T* p = reinterpret_cast<const T*>(inputs[k]);
@@ -647,6 +657,10 @@ template <class T> T first_lane(const Value<T>& v) {
 // read by the chunks as one register. A varying step that a later pass reads again is kept
 // in a per-thread scratch row when first computed (softmax's exp(x - max) is computed once),
 // so a row is read from memory once and re-read from L1 / L2.
+// Elements per chunk of a row: twice the element evaluator's, since a row program's steps
+// are fewer and each step's fixed cost is paid once per chunk.
+constexpr std::int64_t kRowChunk = 512;
+
 template <class T> struct RowPass {
   std::vector<std::uint32_t> finished;    // reductions known from this pass's start
   std::vector<PlannedStep<T>> uniform;    // uniform steps computed at this pass's start
@@ -748,7 +762,10 @@ template <class T> RowPlan<T> make_row_plan(const Program& program, std::uint64_
     };
     for (const std::uint32_t r : roots) visit(visit, r);
     std::sort(varying.begin(), varying.end());  // the code's order: arguments first
-    for (const std::uint32_t s : varying) pass.varying.push_back(best[s]);
+    for (const std::uint32_t s : varying) {
+      pass.varying.push_back(best[s]);
+      pass.varying.back().reciprocal = best[s].formula == nullptr && code[s].kind == Kind::div && plan.uniform[code[s].args[1]];
+    }
     pass.chunks = pass.chunks || !roots.empty();
   }
   return plan;
@@ -763,57 +780,93 @@ template <class T> const RowPlan<T>& row_plan_of(const Program& program, std::ui
   return *plan;
 }
 
-// A reduction's running value over a row: partial results of chunks in double for sums
-// (as the CPU's reductions sum f32), in T for max / min; NaN propagates.
-struct RowAccumulator {
+// A reduction's running value over a row: a register of lane-wise partial sums (maxima,
+// minima) and whether a NaN was seen, folded into `value` (in double, as the CPU's
+// reductions sum f32) every kFold chunks and at the row's end. The partial tail of a row
+// goes straight into `value`.
+template <class T> struct RowAccumulator {
+  static constexpr int kFold = 16;  // chunks per fold: 4096 elements' partial sums in T
+  Value<T> lanes;
+  SimdMask<T> nan;
   double value = 0;
-  bool nan = false;
+  bool tail_nan = false;
+  int chunks = 0;
+
+  void reset(Kind kind) {
+    value = kind == Kind::row_max ? -std::numeric_limits<double>::infinity()
+            : kind == Kind::row_min ? std::numeric_limits<double>::infinity()
+                                    : 0.0;
+    lanes = broadcast<T>(static_cast<T>(value));
+    nan = broadcast<T>(T(0)).isNaN();
+    tail_nan = false;
+    chunks = 0;
+  }
+  void fold(Kind kind) {
+    alignas(64) T l[width<T>()];
+    lanes.store(l);
+    for (std::int64_t i = 0; i < width<T>(); ++i) value = combine(kind, value, static_cast<double>(l[i]));
+    lanes = broadcast<T>(kind == Kind::row_sum ? T(0) : static_cast<T>(value));
+    chunks = 0;
+  }
+  static double combine(Kind kind, double a, double b) {
+    return kind == Kind::row_sum ? a + b : kind == Kind::row_max ? std::max(a, b) : std::min(a, b);
+  }
+  // The row's value: NaN where a NaN was reduced by max / min (a sum has it already).
+  T finish(Kind kind) {
+    fold(kind);
+    alignas(64) T flags[width<T>()];
+    Eigen::internal::pstore(flags, nan.v);
+    bool seen = tail_nan;
+    for (std::int64_t i = 0; i < width<T>(); ++i) seen = seen || std::isnan(flags[i]);  // set lanes read as NaN
+    return seen && kind != Kind::row_sum ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(value);
+  }
 };
 
-template <class T>
-void accumulate_chunk(Kind kind, const Operand<T>& x, std::int64_t n, RowAccumulator& acc) {
+// Adds the n elements of a chunk (operand x) to acc: four independent chains of registers.
+template <class T> KILN_INLINE void accumulate_chunk(Kind kind, const Operand<T>& x, std::int64_t n, RowAccumulator<T>& acc) {
   constexpr std::int64_t W = width<T>();
   const std::int64_t full = n / W;
-  const T* tail = nullptr;
-  alignas(64) T lanes[W];
   if (kind == Kind::row_sum) {
-    Value<T> sum = broadcast<T>(T(0));
-    for (std::int64_t j = 0; j < full; ++j) sum = sum + read(x, static_cast<std::size_t>(j));
-    sum.store(lanes);
-    double total = 0;
-    for (std::int64_t l = 0; l < W; ++l) total += static_cast<double>(lanes[l]);
-    if (n > full * W) {
-      read(x, static_cast<std::size_t>(full)).store(lanes);
-      tail = lanes;
-      for (std::int64_t l = 0; l < n - full * W; ++l) total += static_cast<double>(tail[l]);
+    Value<T> a0 = broadcast<T>(T(0)), a1 = a0, a2 = a0, a3 = a0;
+    std::int64_t j = 0;
+    for (; j + 4 <= full; j += 4) {
+      a0 = a0 + read(x, static_cast<std::size_t>(j));
+      a1 = a1 + read(x, static_cast<std::size_t>(j + 1));
+      a2 = a2 + read(x, static_cast<std::size_t>(j + 2));
+      a3 = a3 + read(x, static_cast<std::size_t>(j + 3));
     }
-    acc.value += total;
-    return;
-  }
-  const bool is_max = kind == Kind::row_max;
-  Value<T> best = broadcast<T>(static_cast<T>(acc.value));
-  SimdMask<T> nan = broadcast<T>(T(0)).isNaN();
-  for (std::int64_t j = 0; j < full; ++j) {
-    const Value<T> v = read(x, static_cast<std::size_t>(j));
-    best = is_max ? best.max(v) : best.min(v);
-    nan = nan || v.isNaN();
-  }
-  alignas(64) T flags[W];
-  Eigen::internal::pstore(flags, nan.v);
-  best.store(lanes);
-  T result = static_cast<T>(acc.value);
-  for (std::int64_t l = 0; l < W; ++l) {
-    acc.nan = acc.nan || std::bit_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(flags[l]) != 0;
-    result = is_max ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
+    for (; j < full; ++j) a0 = a0 + read(x, static_cast<std::size_t>(j));
+    acc.lanes = acc.lanes + ((a0 + a1) + (a2 + a3));
+  } else {
+    const bool is_max = kind == Kind::row_max;
+    auto pick = [is_max](const Value<T>& a, const Value<T>& b) { return is_max ? a.max(b) : a.min(b); };
+    Value<T> b0 = acc.lanes, b1 = b0;
+    SimdMask<T> n0 = acc.nan, n1 = n0;
+    std::int64_t j = 0;
+    for (; j + 2 <= full; j += 2) {
+      const Value<T> v0 = read(x, static_cast<std::size_t>(j)), v1 = read(x, static_cast<std::size_t>(j + 1));
+      b0 = pick(b0, v0);
+      b1 = pick(b1, v1);
+      n0 = n0 || v0.isNaN();
+      n1 = n1 || v1.isNaN();
+    }
+    for (; j < full; ++j) {
+      const Value<T> v = read(x, static_cast<std::size_t>(j));
+      b0 = pick(b0, v);
+      n0 = n0 || v.isNaN();
+    }
+    acc.lanes = pick(b0, b1);
+    acc.nan = n0 || n1;
   }
   if (n > full * W) {
-    read(x, static_cast<std::size_t>(full)).store(lanes);
+    alignas(64) T tail[W];
+    read(x, static_cast<std::size_t>(full)).store(tail);
     for (std::int64_t l = 0; l < n - full * W; ++l) {
-      acc.nan = acc.nan || std::isnan(lanes[l]);
-      result = is_max ? std::max(result, lanes[l]) : std::min(result, lanes[l]);
+      acc.tail_nan = acc.tail_nan || std::isnan(tail[l]);
+      acc.value = RowAccumulator<T>::combine(kind, acc.value, static_cast<double>(tail[l]));
     }
   }
-  acc.value = static_cast<double>(result);
+  if (++acc.chunks == RowAccumulator<T>::kFold) acc.fold(kind);
 }
 
 template <class T> struct RowContext {
@@ -833,10 +886,10 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
   const std::span<const Instruction> code = program.code();
   const std::span<const std::uint32_t> slots = program.output_slots();
   constexpr std::int64_t W = width<T>();
-  constexpr auto L = static_cast<std::size_t>((kChunk + W - 1) / W);
+  constexpr auto L = static_cast<std::size_t>((kRowChunk + W - 1) / W);
   const std::size_t rank = ctx.domain.rank();
   const std::int64_t n = ctx.domain[rank - 1];
-  const std::int64_t padded = (n + kChunk - 1) / kChunk * kChunk;
+  const std::int64_t padded = (n + kRowChunk - 1) / kRowChunk * kRowChunk;
   static thread_local Registers<T> registers;
   static thread_local std::vector<Value<T>> scratch;
   registers.reserve(code.size(), L);
@@ -852,7 +905,7 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
   std::vector<std::int64_t> row_strides(inputs);
   // A row of one element reads every input as uniform (at stride 0).
   for (std::size_t k = 0; k < inputs; ++k) row_strides[k] = n == 1 ? 0 : ctx.strides[k][rank - 1];
-  std::vector<RowAccumulator> acc(code.size());
+  std::vector<RowAccumulator<T>> acc(code.size());
   for (std::int64_t row = begin; row < end; ++row) {
     // Each input's first element of this row.
     for (std::size_t k = 0; k < inputs; ++k) {
@@ -876,7 +929,7 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
           value = first_lane<T>(read(operands[a], 0));
           if (code[r].kind == Kind::row_sum) value = static_cast<T>(value * static_cast<T>(n));
         } else {
-          value = acc[r].nan ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(acc[r].value);
+          value = acc[r].finish(code[r].kind);
         }
         values[r * L] = broadcast<T>(value);
         operands[r] = {elements<T>(values + r * L), 0};
@@ -888,14 +941,10 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
         else operands[s].step = 0;
       }
       if (!pass.chunks) continue;
-      for (const std::uint32_t r : pass.accumulate) {
-        acc[r] = {};
-        if (code[r].kind == Kind::row_max) acc[r].value = -std::numeric_limits<double>::infinity();
-        if (code[r].kind == Kind::row_min) acc[r].value = std::numeric_limits<double>::infinity();
-      }
+      for (const std::uint32_t r : pass.accumulate) acc[r].reset(code[r].kind);
       const bool last = p + 1 == plan.passes.size();
-      for (std::int64_t done = 0; done < n; done += kChunk) {
-        const std::int64_t count = std::min(kChunk, n - done);
+      for (std::int64_t done = 0; done < n; done += kRowChunk) {
+        const std::int64_t count = std::min(kRowChunk, n - done);
         const auto lanes = static_cast<std::size_t>((count + W - 1) / W);
         Value<T>* row_scratch = scratch.data() + done / W;
         for (const std::uint32_t s : pass.reread)
@@ -903,6 +952,19 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
         // A step kept for later passes computes straight into its scratch row.
         for (const std::uint32_t s : pass.keep)
           registers.direct[s] = row_scratch + static_cast<std::size_t>(plan.slot[s]) * static_cast<std::size_t>(padded / W);
+        // ... and an output a step of this pass computes over a full chunk, straight into the
+        // output where it is aligned as a register is.
+        if (last && count == kRowChunk) {
+          for (std::size_t k = 0; k < slots.size(); ++k) {
+            const std::uint32_t s = slots[k];
+            if (program.outputs()[k].per_row || code[s].mask || code[s].kind == Kind::input || plan.uniform[s] ||
+                plan.slot[s] >= 0 || registers.direct[s] != nullptr)
+              continue;
+            std::byte* base = ctx.outputs[k] + (row * n + done) * ctx.output_sizes[k];
+            if (reinterpret_cast<std::uintptr_t>(base) % alignof(Value<T>) == 0)
+              registers.direct[s] = reinterpret_cast<Value<T>*>(base);
+          }
+        }
         execute<T>(pass.varying, code, registers, L, row_inputs.data(), row_strides.data(), done, count);
         for (const std::uint32_t s : pass.keep) registers.direct[s] = nullptr;
         for (const std::uint32_t r : pass.accumulate) accumulate_chunk<T>(code[r].kind, operands[code[r].args[0]], count, acc[r]);
@@ -911,6 +973,10 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
           if (program.outputs()[k].per_row) continue;
           const std::uint32_t s = slots[k];
           std::byte* base = ctx.outputs[k] + (row * n + done) * ctx.output_sizes[k];
+          if (registers.direct[s] != nullptr && reinterpret_cast<std::byte*>(registers.direct[s]) == base) {
+            registers.direct[s] = nullptr;  // written in place
+            continue;
+          }
           auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, count - static_cast<std::int64_t>(j) * W); };
           if (code[s].mask) {
             bool* out = reinterpret_cast<bool*>(base);
