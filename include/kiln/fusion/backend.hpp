@@ -151,7 +151,8 @@ template <FusionTarget B> struct Fusion {
     Device device{};
     std::mutex mutex;
     std::optional<InnerPrimitive> value;
-    std::optional<fusion::detail::Pending<Tensor>> pending;
+    // Immutable once made, so that a program growing from it shares it instead of copying.
+    std::shared_ptr<const fusion::detail::Pending<Tensor>> pending;
   };
   struct Primitive {
     std::shared_ptr<Tensor> node;
@@ -172,7 +173,7 @@ template <FusionTarget B> struct Fusion {
     Tensor& t = *p.node;
     const std::lock_guard lock(t.mutex);
     if (t.value) return *t.value;
-    fusion::detail::Pending<Tensor>& pending = *t.pending;
+    const fusion::detail::Pending<Tensor>& pending = *t.pending;
     std::vector<DType> dtypes;
     std::vector<InnerPrimitive> inputs;
     for (const auto& leaf : pending.leaves) {
@@ -244,15 +245,14 @@ template <FusionTarget B> struct Fusion {
       return it->second;
     };
     auto add_leaf = [&](const std::shared_ptr<Tensor>& t) { return codegen::make_input(leaf_index(t), t->dtype == DType::boolean); };
-    std::unordered_map<std::uint64_t, int> param_of;
-    // The index in this program of the parameter `id`, added with value v if new.
+    // The index in this program of the parameter `id`, added with value v if new (a program
+    // has a few parameters: a scan is cheaper than a table).
     auto param_index = [&](std::uint64_t id, double v) {
-      const auto [it, added] = param_of.emplace(id, static_cast<int>(base.params.size()));
-      if (added) {
-        base.params.push_back(v);
-        base.param_ids.push_back(id);
-      }
-      return it->second;
+      const auto it = std::find(base.param_ids.begin(), base.param_ids.end(), id);
+      if (it != base.param_ids.end()) return static_cast<int>(it - base.param_ids.begin());
+      base.params.push_back(v);
+      base.param_ids.push_back(id);
+      return static_cast<int>(base.params.size()) - 1;
     };
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const std::shared_ptr<Tensor>& t = inputs[i].node;
@@ -263,12 +263,12 @@ template <FusionTarget B> struct Fusion {
         replaced.push_back(replaced[static_cast<std::size_t>(j - inputs.begin())]);
         continue;
       }
-      std::optional<fusion::detail::Pending<Tensor>> grown;
+      std::shared_ptr<const fusion::detail::Pending<Tensor>> grown;
       {
         const std::lock_guard lock(t->mutex);
         if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1 + params.size()) &&
             rows_fit(*t->pending, shape, base))
-          grown = *t->pending;
+          grown = t->pending;
       }
       if (!grown) {
         (void)value(inputs[i]);
@@ -307,14 +307,19 @@ template <FusionTarget B> struct Fusion {
     for (const double v : params) own_params.push_back(param_index(fusion::detail::new_param_id(), v));
     std::vector<Primitive> out;
     std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
-    for (const codegen::ProgramOutput& o : program.outputs()) {
+    const std::span<const codegen::ProgramOutput> outputs = program.outputs();
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      const codegen::ProgramOutput& o = outputs[k];
       auto t = std::make_shared<Tensor>();
       t->shape = shape;
       t->dtype = o.dtype;
       t->device = inputs[0].node->device;
-      t->pending = base;
-      t->pending->root = fusion::detail::substitute(o.root, replaced, own_params, done);
-      t->pending->nodes += program.code().size();
+      codegen::NodePtr root = fusion::detail::substitute(o.root, replaced, own_params, done);
+      auto pending = k + 1 == outputs.size() ? std::make_shared<fusion::detail::Pending<Tensor>>(std::move(base))
+                                             : std::make_shared<fusion::detail::Pending<Tensor>>(base);
+      pending->root = std::move(root);
+      pending->nodes += program.code().size();
+      t->pending = std::move(pending);
       ++counters().recorded;
       out.push_back({std::move(t)});
     }
@@ -515,7 +520,7 @@ template <FusionTarget B> struct Fusion {
     t->shape = ops::keep_dim(shape, shape.rank() - 1);
     t->dtype = dtype;
     t->device = x.node->device;
-    t->pending = std::move(p);
+    t->pending = std::make_shared<const fusion::detail::Pending<Tensor>>(std::move(p));
     ++counters().recorded;
     return Primitive{std::move(t)};
   }
