@@ -107,6 +107,39 @@ TYPED_TEST(FusionChains, AnOpThatDoesNotFuseMaterialisesItsInputs) {
       << "relu(2x) before the matmul; + 1 and the sum after it (one row program where B runs them)";
 }
 
+TYPED_TEST(FusionChains, ViewsOfAPendingTensorFuseIntoTheirConsumers) {
+  using B = TypeParam;
+  const auto x = random<B, 2>({6, 8}, 12), y = random<B, 2>({8, 6}, 13), b = random<B, 2>({1, 8}, 16);
+  const auto z = random<B, 1>({48}, 14), w = random<B, 2>({6, 5}, 15);
+  const auto fx = on_fusion(x), fy = on_fusion(y), fz = on_fusion(z), fw = on_fusion(w), fb = on_fusion(b);
+  const auto a = fx * 2.0 + fb;  // pending, with a broadcast leaf
+  const auto ea = x * 2.0 + b;
+  const std::uint64_t before = launched<B>();
+  const auto check = [&](std::string_view name, const auto& fused, const auto& unfused, std::uint64_t kernels) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(Fusion<B>::is_pending(fused.primitive()));
+    EXPECT_TRUE(test::all_close(fused.into_data(), unfused.into_data(), 1e-5, 1e-6));
+    EXPECT_EQ(launched<B>(), before + kernels);
+  };
+  check("permute", (a.transpose() + fy).exp(), (ea.transpose() + y).exp(), 1);
+  check("reshape", ((fx * 2.0).reshape(std::array<std::int64_t, 1>{48}) * fz).tanh(),
+        ((x * 2.0).reshape(std::array<std::int64_t, 1>{48}) * z).tanh(), 2);
+  check("slice", a.slice({ops::Slice(1, 4), ops::Slice(0, std::nullopt, 2)}).sigmoid() * 3.0,
+        ea.slice({ops::Slice(1, 4), ops::Slice(0, std::nullopt, 2)}).sigmoid() * 3.0, 3);
+  check("expand of a view", a.transpose().unsqueeze_dim(0).expand({3, -1, -1}).abs() - 1.0,
+        ea.transpose().unsqueeze_dim(0).expand({3, -1, -1}).abs() - 1.0, 4);
+  // A matmul reads the view of the materialised source, as without fusion.
+  const auto m = a.transpose().matmul(fw.slice({ops::Slice(), ops::Slice(0, 5)}));
+  EXPECT_TRUE(test::all_close(m.into_data(), ea.transpose().matmul(w).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 5) << "a itself, once, for the matmul";
+  // A reshape whose leaves do not all have the tensor's shape materialises first.
+  EXPECT_TRUE(test::all_close(a.reshape(std::array<std::int64_t, 1>{48}).into_data(),
+                              ea.reshape(std::array<std::int64_t, 1>{48}).into_data(), 1e-6, 1e-7));
+  EXPECT_KILN_ERROR(a.reshape(std::array<std::int64_t, 1>{47}), "reshape", "[6, 8]", "[47]");
+  const std::vector<std::int64_t> twice{0, 0};
+  EXPECT_KILN_ERROR(Fusion<B>::permute((fx * 2.0).primitive(), twice), "permute", "[6, 8]");
+}
+
 TYPED_TEST(FusionChains, IntegerAndHalfChains) {
   using B = TypeParam;
   const auto i = Tensor<B, 1, Int>::from({-7, 3, 12, 0, 5});

@@ -16,7 +16,10 @@
 // row programs (RowPrograms: the CPU), a sum, mean, max or min over the last dim of an f32 /
 // f64 tensor fuses too: the elementwise work before it and after it (broadcast back over the
 // rows, or per row) joins one row program, so RMS norm, the losses' row sums, and softmax or
-// layer norm composed of primitives are one kernel each. Views, other reductions and matmul / conv
+// layer norm composed of primitives are one kernel each. A view (reshape, permute, expand,
+// slice) of a pending tensor stays pending: its tree reads the source's leaves through the
+// view, so `(x * 2).transpose() + y` is one program; a non-elementwise op that takes the view
+// gets the view of the materialised source. Casts, other reductions and matmul / conv
 // epilogues do not fuse yet: they materialise their inputs.
 //
 // Each pending tensor is computed on its own: an intermediate that two materialised
@@ -27,6 +30,7 @@
 #pragma once
 
 #include "kiln/backend/backend.hpp"
+#include "kiln/backend/strided.hpp"
 #include "kiln/codegen/program.hpp"
 #include "kiln/ops/optim.hpp"
 
@@ -35,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -153,6 +158,11 @@ template <FusionTarget B> struct Fusion {
     std::optional<InnerPrimitive> value;
     // Immutable once made, so that a program growing from it shares it instead of copying.
     std::shared_ptr<const fusion::detail::Pending<Tensor>> pending;
+    // A view (reshape, permute, expand, slice) of a pending tensor: `pending` reads the
+    // source's leaves through the view, so elementwise work on it fuses with the source's;
+    // where a non-elementwise op needs its value, `view` takes the view of the source's value
+    // on B instead (a matmul reads a transpose in place, as without fusion).
+    std::function<InnerPrimitive()> view;
   };
   struct Primitive {
     std::shared_ptr<Tensor> node;
@@ -173,6 +183,12 @@ template <FusionTarget B> struct Fusion {
     Tensor& t = *p.node;
     const std::lock_guard lock(t.mutex);
     if (t.value) return *t.value;
+    if (t.view) {
+      t.value = t.view();
+      t.view = nullptr;
+      t.pending.reset();
+      return *t.value;
+    }
     const fusion::detail::Pending<Tensor>& pending = *t.pending;
     std::vector<DType> dtypes;
     std::vector<InnerPrimitive> inputs;
@@ -347,10 +363,43 @@ template <FusionTarget B> struct Fusion {
     return {wrap(std::move(values)), wrap(std::move(indices))};
   }
   static Primitive matmul(const Primitive& a, const Primitive& b) { return wrap(B::matmul(value(a), value(b))); }
-  static Primitive reshape(const Primitive& x, const Shape& shape) { return wrap(B::reshape(value(x), shape)); }
-  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims) { return wrap(B::permute(value(x), dims)); }
-  static Primitive expand(const Primitive& x, const Shape& shape) { return wrap(B::expand(value(x), shape)); }
+  // Views of a pending tensor stay pending (see Tensor::view): reshape where each leaf has
+  // the tensor's shape or is one element, permute, expand and slice always.
+  static Primitive reshape(const Primitive& x, const Shape& shape) {
+    KILN_CHECK(shape.numel() == x.node->shape.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)",
+               x.node->shape, x.node->shape.numel(), shape, shape.numel());
+    const auto leaf = [&](const InnerPrimitive& l) -> std::optional<InnerPrimitive> {
+      if (B::shape(l).numel() == 1) return B::reshape(l, Shape{1});
+      if (B::shape(l) != x.node->shape) return std::nullopt;
+      return B::reshape(l, shape);
+    };
+    if (auto v = pending_view(x, shape, leaf, [shape](const InnerPrimitive& p) { return B::reshape(p, shape); })) return *v;
+    return wrap(B::reshape(value(x), shape));
+  }
+  static Primitive permute(const Primitive& x, std::span<const std::int64_t> dims) {
+    const std::vector<std::int64_t> order(dims.begin(), dims.end());
+    const Shape shape = strided::permute(shape_view(x), dims).shape;  // checks dims as B does
+    const Shape from = x.node->shape;
+    const auto leaf = [&](const InnerPrimitive& l) -> std::optional<InnerPrimitive> {
+      return B::permute(B::shape(l) == from ? l : B::expand(l, from), order);
+    };
+    if (auto v = pending_view(x, shape, leaf, [order](const InnerPrimitive& p) { return B::permute(p, order); })) return *v;
+    return wrap(B::permute(value(x), dims));
+  }
+  static Primitive expand(const Primitive& x, const Shape& shape) {
+    (void)strided::broadcast(shape_view(x), shape);  // checks the shapes as B does
+    const auto leaf = [&](const InnerPrimitive& l) -> std::optional<InnerPrimitive> { return B::expand(l, shape); };
+    if (auto v = pending_view(x, shape, leaf, [shape](const InnerPrimitive& p) { return B::expand(p, shape); })) return *v;
+    return wrap(B::expand(value(x), shape));
+  }
   static Primitive slice(const Primitive& x, std::span<const ops::SliceRange> ranges) {
+    const std::vector<ops::SliceRange> kept(ranges.begin(), ranges.end());
+    const Shape shape = strided::slice(shape_view(x), ranges).shape;  // checks the ranges as B does
+    const Shape from = x.node->shape;
+    const auto leaf = [&](const InnerPrimitive& l) -> std::optional<InnerPrimitive> {
+      return B::slice(B::shape(l) == from ? l : B::expand(l, from), kept);
+    };
+    if (auto v = pending_view(x, shape, leaf, [kept](const InnerPrimitive& p) { return B::slice(p, kept); })) return *v;
     return wrap(B::slice(value(x), ranges));
   }
   static Primitive slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges, const Primitive& v) {
@@ -465,6 +514,45 @@ template <FusionTarget B> struct Fusion {
   }
 
  private:
+  // A contiguous view of x's shape, for the strided:: checks and shapes of views.
+  static StridedView shape_view(const Primitive& x) {
+    StridedView v;
+    v.shape = x.node->shape;
+    v.strides = v.shape.contiguous_strides();
+    v.dtype = x.node->dtype;
+    return v;
+  }
+
+  // The view of a pending x (no row reductions) as a pending tensor of `shape`: x's tree
+  // over its leaves taken through `leaf` (nullopt: this view does not fold), and `whole` to
+  // take the view of x's value where it is materialised. nullopt where x is materialised.
+  template <class Leaf, class Whole>
+  static std::optional<Primitive> pending_view(const Primitive& x, const Shape& shape, const Leaf& leaf, Whole whole) {
+    std::shared_ptr<const fusion::detail::Pending<Tensor>> source;
+    {
+      const std::lock_guard lock(x.node->mutex);
+      if (x.node->value) return std::nullopt;
+      source = x.node->pending;
+    }
+    if (source->reduces) return std::nullopt;
+    auto pending = std::make_shared<fusion::detail::Pending<Tensor>>(*source);
+    pending->leaves.clear();
+    pending->domain = shape;
+    for (const auto& l : source->leaves) {  // materialised before they became leaves
+      std::optional<InnerPrimitive> v = leaf(*l->value);
+      if (!v) return std::nullopt;
+      pending->leaves.push_back(wrap(std::move(*v)).node);
+    }
+    auto t = std::make_shared<Tensor>();
+    t->shape = shape;
+    t->dtype = x.node->dtype;
+    t->device = x.node->device;
+    t->pending = std::move(pending);
+    t->view = [x, whole = std::move(whole)] { return whole(value(x)); };
+    ++counters().recorded;
+    return Primitive{std::move(t)};
+  }
+
   // Whether a pending input with row reductions can join a program of shape `shape` whose
   // tree so far is `into`: its rows are the program's (the program is the rows' shape or
   // one value per row), and the rows of any reduction already in it.
