@@ -542,6 +542,27 @@ case Kind::kind:                                                                
   }
 }
 
+// Writes step s's n elements of a chunk to `base` (an output's memory), unless the step
+// computed them there (registers.direct), which it then forgets.
+template <class T>
+void store_output(Registers<T>& registers, bool mask, std::size_t s, std::size_t L, std::byte* base, std::int64_t n,
+                  bool stream) {
+  constexpr std::int64_t W = width<T>();
+  if (registers.direct[s] != nullptr && reinterpret_cast<std::byte*>(registers.direct[s]) == base) {
+    registers.direct[s] = nullptr;  // written in place
+    return;
+  }
+  const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
+  auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
+  if (mask) {
+    bool* p = reinterpret_cast<bool*>(base);
+    for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(registers.flags[s * L + j], p + j * W, lane_count(j));
+  } else {
+    T* p = reinterpret_cast<T*>(base);
+    for (std::size_t j = 0; j < lanes; ++j) store<T>(read(registers.operands[s], j), p + j * W, lane_count(j), stream);
+  }
+}
+
 // Runs the program over `count` elements: inputs[k] at element stride strides[k], outputs
 // contiguous from the element of output 0 that `out` points at.
 template <class T>
@@ -556,7 +577,6 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   static thread_local Registers<T> registers;
   registers.reserve(code.size(), L);
   Value<T>* values = registers.values.get();
-  Flag<T>* flags = registers.flags.get();
   Operand<T>* operands = registers.operands.data();
   const std::int64_t first = (out - ctx.outputs.first) / ctx.outputs.element_size[0];
   // Inputs are prefetched only when the data is larger than the last-level cache (as the
@@ -602,8 +622,6 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
         for (std::int64_t b = 0; b < kChunk * size; b += 64) __builtin_prefetch(p + b);
       }
     }
-    const auto lanes = static_cast<std::size_t>((n + W - 1) / W);
-    auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, n - static_cast<std::int64_t>(j) * W); };
     // A full chunk of an output that a step computes is written by that step straight into
     // the output's memory where it is aligned as a register is (not when streaming: those
     // stores are the copy below), instead of into its registers and then copied.
@@ -625,17 +643,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const std::size_t s = slots[k];
       std::byte* base = ctx.outputs.base[k] + (first + done) * ctx.outputs.element_size[k];
-      if (registers.direct[s] != nullptr && reinterpret_cast<std::byte*>(registers.direct[s]) == base) {
-        registers.direct[s] = nullptr;  // written in place
-        continue;
-      }
-      if (code[s].mask) {
-        bool* p = reinterpret_cast<bool*>(base);
-        for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], p + j * W, lane_count(j));
-      } else {
-        T* p = reinterpret_cast<T*>(base);
-        for (std::size_t j = 0; j < lanes; ++j) store<T>(read(operands[s], j), p + j * W, lane_count(j), stream);
-      }
+      store_output<T>(registers, code[s].mask, s, L, base, n, stream);
     }
   }
   if (stream) stream_fence();
@@ -945,7 +953,6 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
       const bool last = p + 1 == plan.passes.size();
       for (std::int64_t done = 0; done < n; done += kRowChunk) {
         const std::int64_t count = std::min(kRowChunk, n - done);
-        const auto lanes = static_cast<std::size_t>((count + W - 1) / W);
         Value<T>* row_scratch = scratch.data() + done / W;
         for (const std::uint32_t s : pass.reread)
           operands[s] = {elements<T>(row_scratch + static_cast<std::size_t>(plan.slot[s]) * static_cast<std::size_t>(padded / W)), W};
@@ -973,18 +980,7 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
           if (program.outputs()[k].per_row) continue;
           const std::uint32_t s = slots[k];
           std::byte* base = ctx.outputs[k] + (row * n + done) * ctx.output_sizes[k];
-          if (registers.direct[s] != nullptr && reinterpret_cast<std::byte*>(registers.direct[s]) == base) {
-            registers.direct[s] = nullptr;  // written in place
-            continue;
-          }
-          auto lane_count = [&](std::size_t j) { return std::min<std::int64_t>(W, count - static_cast<std::int64_t>(j) * W); };
-          if (code[s].mask) {
-            bool* out = reinterpret_cast<bool*>(base);
-            for (std::size_t j = 0; j < lanes; ++j) store_flag<T>(flags[s * L + j], out + j * W, lane_count(j));
-          } else {
-            T* out = reinterpret_cast<T*>(base);
-            for (std::size_t j = 0; j < lanes; ++j) store<T>(read(operands[s], j), out + j * W, lane_count(j), false);
-          }
+          store_output<T>(registers, code[s].mask, s, L, base, count, false);
         }
       }
     }

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -112,15 +113,19 @@ template <std::size_t Slots> class ProgramTable {
 // ---------------------------------------------------------------- running programs
 // What every backend's B::elementwise checks first: the inputs and parameters match the
 // program. Returns the shape the inputs broadcast to (the outputs' shape).
+// That `inputs` operands and `params` parameters are what `program` takes, for `op`.
+inline void check_program_arity(std::string_view op, const Program& program, std::size_t inputs, std::size_t params) {
+  KILN_CHECK(inputs == program.inputs().size(), "{}: the program takes {} inputs, got {} ({})", op,
+             program.inputs().size(), inputs, program.key());
+  KILN_CHECK(params == static_cast<std::size_t>(program.param_count()), "{}: the program takes {} parameters, got {} ({})",
+             op, program.param_count(), params, program.key());
+}
+
 template <class B>
 Shape check_elementwise_call(const Program& program, std::span<const typename B::Primitive> inputs,
                              std::span<const double> params) {
   const std::span<const DType> declared = program.inputs();
-  KILN_CHECK(inputs.size() == declared.size(), "elementwise: the program takes {} inputs, got {} ({})",
-             declared.size(), inputs.size(), program.key());
-  KILN_CHECK(params.size() == static_cast<std::size_t>(program.param_count()),
-             "elementwise: the program takes {} parameters, got {} ({})", program.param_count(), params.size(),
-             program.key());
+  check_program_arity("elementwise", program, inputs.size(), params.size());
   KILN_CHECK(!inputs.empty(), "elementwise: a program needs at least one input ({})", program.key());
   KILN_CHECK(!program.reduces_rows(), "elementwise: the program reduces along rows; run it with row_program ({})",
              program.key());
@@ -142,11 +147,7 @@ template <class B>
 void check_row_program_call(const Program& program, std::span<const typename B::Primitive> inputs,
                             std::span<const double> params, const Shape& domain) {
   const std::span<const DType> declared = program.inputs();
-  KILN_CHECK(inputs.size() == declared.size(), "row_program: the program takes {} inputs, got {} ({})",
-             declared.size(), inputs.size(), program.key());
-  KILN_CHECK(params.size() == static_cast<std::size_t>(program.param_count()),
-             "row_program: the program takes {} parameters, got {} ({})", program.param_count(), params.size(),
-             program.key());
+  check_program_arity("row_program", program, inputs.size(), params.size());
   KILN_CHECK(domain.rank() >= 1 && domain[domain.rank() - 1] >= 1,
              "row_program: the domain {} has no rows of at least one element ({})", domain, program.key());
   for (std::size_t k = 0; k < inputs.size(); ++k) {
