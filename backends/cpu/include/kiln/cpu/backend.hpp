@@ -49,7 +49,7 @@ struct Cpu {
   // "tanh_backward", "div_backward_lhs"), the others by their node kind ("mul", "input").
   // For tests and logs.
   static std::vector<std::string> program_steps(const codegen::Program& program);
-  // Row programs (RowPrograms; backends/cpu/src/program.cpp): f32 / f64 programs with
+  // Row programs (RowPrograms; backends/cpu/src/row_program.cpp): f32 / f64 programs with
   // reductions along the domain's rows, run row by row on the threads, each row in passes
   // over L1-sized chunks, so softmax or layer norm with the work around them is one kernel.
   static std::vector<Primitive> row_program(const codegen::Program& program, std::span<const Primitive> inputs,
