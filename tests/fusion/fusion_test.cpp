@@ -326,16 +326,19 @@ TEST(CpuRowPrograms, NestedReductionsUniformInputsAndNaN) {
   EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[0]).into_data(), (ct * rt * st * wt.unsqueeze_dim(0)).into_data(), 1e-4, 1e-5));
   EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[1]).into_data(), ct.min_dim(1).into_data(), 1e-5, 1e-6));
   EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[2]).into_data(), (rt * st).into_data(), 1e-4, 1e-6));
-  // A NaN anywhere in a row makes its max NaN, and only that row's.
-  std::vector<float> values(2 * 600, 1.0f);
+  // A NaN anywhere in a row (in a whole chunk, or in the row's partial last chunk: 600 is
+  // 512 + 88) makes its max NaN, and only that row's.
+  std::vector<float> values(3 * 600, 1.0f);
   values[600 + 417] = std::numeric_limits<float>::quiet_NaN();
+  values[1200 + 590] = std::numeric_limits<float>::quiet_NaN();
   values[5] = 3.0f;
-  const auto nan = Tensor<Cpu, 2>::from_data(TensorData::from(values, Shape{2, 600}));
+  const auto nan = Tensor<Cpu, 2>::from_data(TensorData::from(values, Shape{3, 600}));
   const NodePtr in = make_input(0);
   const Program max(ScalarType::f32, {DType::f32}, 0, {{make_node(Kind::row_max, {in}), DType::f32, true}});
-  const auto m = Tensor<Cpu, 2>(Cpu::row_program(max, std::vector{nan.primitive()}, {}, Shape{2, 600})[0]).into_data().to_vec<float>();
+  const auto m = Tensor<Cpu, 2>(Cpu::row_program(max, std::vector{nan.primitive()}, {}, Shape{3, 600})[0]).into_data().to_vec<float>();
   EXPECT_EQ(m[0], 3.0f);
   EXPECT_TRUE(std::isnan(m[1]));
+  EXPECT_TRUE(std::isnan(m[2]));
 }
 
 TEST(CpuRowPrograms, BadCallsFailNamingTheProgram) {
