@@ -58,13 +58,18 @@ struct Expression {
   std::string helpers;  // the functions `value` calls, each once, each after those it calls
   std::string value;    // one expression over in0, in1...; of type t, or bool for a mask root
 };
+struct Expressions {
+  std::string helpers;              // the functions the values call, each once
+  std::vector<std::string> values;  // one expression per root
+};
 
-// Renders `root`, a tree computing in type t, in `language`. Throws kiln::Error, naming the
-// language, the kind and the type, for what the tree's type rules or the language forbid.
-// Shared subtrees repeat in the text (the expression has no let); compilers merge them.
-inline Expression render(const Language& language, const NodePtr& root, ScalarType t) {
-  KILN_CHECK(root != nullptr, "render_{}: null tree", language.name);
-  Expression out;
+// Renders `roots`, trees computing in type t, in `language`: one expression each, and the
+// helpers they call, each once. Throws kiln::Error, naming the language, the kind and the
+// type, for what the trees' type rules or the language forbid. Shared subtrees repeat in
+// the text (an expression has no let); compilers merge them.
+inline Expressions render(const Language& language, std::span<const NodePtr> roots, ScalarType t) {
+  for (const NodePtr& root : roots) KILN_CHECK(root != nullptr, "render_{}: null tree", language.name);
+  Expressions out;
   std::vector<std::string_view> used;                    // helpers already in out.helpers
   std::unordered_map<const Node*, std::string> rendered;  // shared subtrees render once
   std::vector<NodePtr> decompositions;                    // kept alive while `rendered` names them
@@ -129,8 +134,14 @@ inline Expression render(const Language& language, const NodePtr& root, ScalarTy
     rendered.emplace(&n, s);
     return s;
   };
-  out.value = render_node(render_node, *root);
+  for (const NodePtr& root : roots) out.values.push_back(render_node(render_node, *root));
   return out;
+}
+
+// Renders one tree (as above).
+inline Expression render(const Language& language, const NodePtr& root, ScalarType t) {
+  Expressions e = render(language, std::span(&root, 1), t);
+  return {std::move(e.helpers), std::move(e.values[0])};
 }
 
 // A row of a Language's spellings: the same spelling in every type (the kinds whose

@@ -128,6 +128,12 @@ inline constexpr KernelDialect glsl_dialect{
     .layout_at = "params[{}]",
     .input_at = "in{0}_data[{1}]",
     .output_at = "out_data[{0}]",
+    .group_index = "int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)",
+    .local_index = "int(gl_LocalInvocationID.x)",
+    .shared_array = "shared {0} {1}[{2}];\n",
+    // barrier() orders the workgroup's shared memory in Vulkan's memory model too; the
+    // explicit memory barrier says so to every compiler.
+    .barrier = "memoryBarrierShared();\n  barrier();",
 };
 
 }  // namespace detail

@@ -73,7 +73,36 @@ struct KernelDialect {
   std::string_view layout_at;        // pattern: the layout's integer {0}
   std::string_view input_at;         // pattern: element {1} of input {0}'s buffer
   std::string_view output_at;        // pattern: element {0} of the output buffer
+  // For row kernels (row_kernel.hpp), one workgroup per row; empty where the language has
+  // none yet: the workgroup's number and the invocation's within it, in index_type; a
+  // workgroup-shared array ({0} its element type, {1} its name, {2} its length), and the
+  // barrier after which every invocation sees the others' writes to it.
+  std::string_view group_index = {};
+  std::string_view local_index = {};
+  std::string_view shared_array = {};
+  std::string_view barrier = {};
 };
+
+// The statement that loads input n of k from `element` (its buffer element) as in<n>: bools
+// from bytes, f16 / bf16 widened to float (or kept as bits where k moves raw bits).
+inline std::string load_input(const KernelDialect& d, const ElementwiseKernel& k, std::size_t n,
+                              const std::string& element) {
+  const DType t = k.inputs[n];
+  if (t == DType::boolean) return fmt::format("const bool in{} = {} != {};", n, element, d.cast(d.storage_type(t), "0"));
+  if (is_half(t) && k.raw_bits) return fmt::format("const uint in{} = {};", n, d.cast("uint", element));
+  if (is_half(t)) return fmt::format("const float in{} = kiln_{}_to_f32({});", n, dtype_name(t), d.cast("uint", element));
+  return fmt::format("const {} in{} = {};", d.value_type(t), n, element);
+}
+
+// k's value as its output buffer stores it: bools as 0 / 1, f16 / bf16 rounded from float.
+inline std::string stored_value(const KernelDialect& d, const ElementwiseKernel& k) {
+  const std::string_view out_type = d.storage_type(k.out);
+  if (k.value_is_bool) return fmt::format("({}) ? {} : {}", k.value, d.cast(out_type, "1"), d.cast(out_type, "0"));
+  if (is_half(k.out) && k.raw_bits) return d.cast(out_type, k.value);
+  if (is_half(k.out))
+    return d.cast(out_type, fmt::format("kiln_f32_to_{}({})", dtype_name(k.out), d.cast("float", k.value)));
+  return d.cast(out_type, k.value);
+}
 
 // The kernel's source for `dialect`: declarations, helpers, and the entry point.
 inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseKernel& k, const KernelLayout& layout) {
@@ -106,35 +135,14 @@ inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseK
       index = fmt::format("at{}", n);
       strided_index(index, base);
     }
-    const std::string element = fmt::format(fmt::runtime(d.input_at), n, index);
-    const DType t = k.inputs[n];
-    std::string load;
-    if (t == DType::boolean)
-      load = fmt::format("const bool in{} = {} != {};", n, element, d.cast(d.storage_type(t), "0"));
-    else if (is_half(t) && k.raw_bits)
-      load = fmt::format("const uint in{} = {};", n, d.cast("uint", element));
-    else if (is_half(t))
-      load = fmt::format("const float in{} = kiln_{}_to_f32({});", n, dtype_name(t), d.cast("uint", element));
-    else
-      load = fmt::format("const {} in{} = {};", d.value_type(t), n, element);
-    s += "  " + load + "\n";
+    s += "  " + load_input(d, k, n, fmt::format(fmt::runtime(d.input_at), n, index)) + "\n";
   }
   std::string out_index = "i";
   if (layout.out_strided) {
     out_index = "at_out";
     strided_index(out_index, kFirstLayout + static_cast<int>(k.inputs.size()) * kLayoutStride);
   }
-  const std::string_view out_type = d.storage_type(k.out);
-  std::string value;
-  if (k.value_is_bool)
-    value = fmt::format("({}) ? {} : {}", k.value, d.cast(out_type, "1"), d.cast(out_type, "0"));
-  else if (is_half(k.out) && k.raw_bits)
-    value = d.cast(out_type, k.value);
-  else if (is_half(k.out))
-    value = d.cast(out_type, fmt::format("kiln_f32_to_{}({})", dtype_name(k.out), d.cast("float", k.value)));
-  else
-    value = d.cast(out_type, k.value);
-  s += fmt::format("  {} = {};\n}}\n", fmt::format(fmt::runtime(d.output_at), out_index), value);
+  s += fmt::format("  {} = {};\n}}\n", fmt::format(fmt::runtime(d.output_at), out_index), stored_value(d, k));
   return s;
 }
 

@@ -270,8 +270,14 @@ TEST(CpuProgramPlans, EveryFormulaInAChainHasTheValuesOfTheUnfusedOps) {
 }
 
 // ---------------------------------------------------------------- row programs
-// Cpu::row_program runs programs with reductions along rows; Fusion<Cpu> records softmax,
-// layer norm and sums over the last dim into them.
+// B::row_program runs programs with reductions along rows (the CPU row by row on its
+// threads, Vulkan a workgroup per row); Fusion<B> records softmax, layer norm and sums over
+// the last dim into them.
+
+template <class B> class BackendRowPrograms : public ::kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(BackendRowPrograms, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
+template <class B> class FusionRows : public ::kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(FusionRows, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
 
 namespace {
 
@@ -286,24 +292,26 @@ codegen::Program softmax_rows(DType dtype) {
 
 }  // namespace
 
-TEST(CpuRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
+TYPED_TEST(BackendRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
+  using B = TypeParam;
   // Rows shorter than a chunk, longer than one (301: a partial chunk), and of one element.
   for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 301}, {5, 1024}, {3, 7}, {4, 1}}) {
     SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
     for (const DType dtype : {DType::f32, DType::f64}) {
-      const auto x = (random<Cpu, 2>({rows, cols}, 70) * 4.0).cast(dtype);
-      const auto out = Cpu::row_program(softmax_rows(dtype), std::vector{x.primitive()}, {}, Shape{rows, cols});
+      const auto x = (random<B, 2>({rows, cols}, 70) * 4.0).cast(dtype);
+      const auto out = B::row_program(softmax_rows(dtype), std::vector{x.primitive()}, {}, Shape{rows, cols});
       ASSERT_EQ(out.size(), 2u);
-      EXPECT_EQ(Cpu::shape(out[0]), (Shape{rows, cols}));
-      EXPECT_EQ(Cpu::shape(out[1]), (Shape{rows, 1}));
-      EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[0]).into_data(), x.softmax(1).into_data(), 1e-5, 1e-7));
-      EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[1]).into_data(), (x - x.max_dim(1)).exp().sum_dim(1).into_data(),
+      EXPECT_EQ(B::shape(out[0]), (Shape{rows, cols}));
+      EXPECT_EQ(B::shape(out[1]), (Shape{rows, 1}));
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[0]).into_data(), x.softmax(1).into_data(), 1e-5, 1e-7));
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[1]).into_data(), (x - x.max_dim(1)).exp().sum_dim(1).into_data(),
                                   1e-5, 1e-6));
     }
   }
 }
 
-TEST(CpuRowPrograms, NestedReductionsUniformInputsAndNaN) {
+TYPED_TEST(BackendRowPrograms, NestedReductionsUniformInputsAndNaN) {
+  using B = TypeParam;
   using namespace codegen;
   // Layer norm with a per-row scale s ([rows, 1], read once per row) and a per-column
   // weight w ([cols]): (x - mean) * rsqrt(mean((x - mean)^2) + p1) * s * w, mean = sum * p0.
@@ -316,56 +324,76 @@ TEST(CpuRowPrograms, NestedReductionsUniformInputsAndNaN) {
   const Program program(ScalarType::f32, {DType::f32, DType::f32, DType::f32}, 2,
                         {{y, DType::f32}, {make_node(Kind::row_min, {c}), DType::f32, true},
                          {make_node(Kind::mul, {rstd, s}), DType::f32, true}});
-  auto xt = random<Cpu, 2>({9, 300}, 71) * 2.0 + 1.0;
-  const auto st = random<Cpu, 2>({9, 1}, 72);
-  const auto wt = random<Cpu, 1>({300}, 73);
-  const auto out = Cpu::row_program(program, std::vector{xt.primitive(), st.primitive(), wt.primitive()},
+  auto xt = random<B, 2>({9, 300}, 71) * 2.0 + 1.0;
+  const auto st = random<B, 2>({9, 1}, 72);
+  const auto wt = random<B, 1>({300}, 73);
+  const auto out = B::row_program(program, std::vector{xt.primitive(), st.primitive(), wt.primitive()},
                                     std::vector{1.0 / 300, 1e-5}, Shape{9, 300});
   const auto ct = xt - xt.mean_dim(1);
   const auto rt = ((ct * ct).mean_dim(1) + 1e-5).rsqrt();
-  EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[0]).into_data(), (ct * rt * st * wt.unsqueeze_dim(0)).into_data(), 1e-4, 1e-5));
-  EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[1]).into_data(), ct.min_dim(1).into_data(), 1e-5, 1e-6));
-  EXPECT_TRUE(test::all_close(Tensor<Cpu, 2>(out[2]).into_data(), (rt * st).into_data(), 1e-4, 1e-6));
+  EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[0]).into_data(), (ct * rt * st * wt.unsqueeze_dim(0)).into_data(), 1e-4, 1e-5));
+  EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[1]).into_data(), ct.min_dim(1).into_data(), 1e-5, 1e-6));
+  EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[2]).into_data(), (rt * st).into_data(), 1e-4, 1e-6));
   // A NaN anywhere in a row (in a whole chunk, or in the row's partial last chunk: 600 is
   // 512 + 88) makes its max NaN, and only that row's.
   std::vector<float> values(3 * 600, 1.0f);
   values[600 + 417] = std::numeric_limits<float>::quiet_NaN();
   values[1200 + 590] = std::numeric_limits<float>::quiet_NaN();
   values[5] = 3.0f;
-  const auto nan = Tensor<Cpu, 2>::from_data(TensorData::from(values, Shape{3, 600}));
+  const auto nan = Tensor<B, 2>::from_data(TensorData::from(values, Shape{3, 600}));
   const NodePtr in = make_input(0);
   const Program max(ScalarType::f32, {DType::f32}, 0, {{make_node(Kind::row_max, {in}), DType::f32, true}});
-  const auto m = Tensor<Cpu, 2>(Cpu::row_program(max, std::vector{nan.primitive()}, {}, Shape{3, 600})[0]).into_data().to_vec<float>();
+  const auto m = Tensor<B, 2>(B::row_program(max, std::vector{nan.primitive()}, {}, Shape{3, 600})[0]).into_data().template to_vec<float>();
   EXPECT_EQ(m[0], 3.0f);
   EXPECT_TRUE(std::isnan(m[1]));
   EXPECT_TRUE(std::isnan(m[2]));
 }
 
-TEST(CpuRowPrograms, BadCallsFailNamingTheProgram) {
+TYPED_TEST(BackendRowPrograms, InputsBroadcastAndViewedOverAThreeDimDomain) {
+  using B = TypeParam;
   using namespace codegen;
-  const auto x = random<Cpu, 2>({4, 6}, 74);
+  // Domain [4, 3, 50]: x read through a permute (strided), s one value per middle index
+  // ([3, 1]), w varying along the row and the first dim ([4, 1, 50]).
+  const auto x = random<B, 3>({4, 50, 3}, 75).permute({0, 2, 1});
+  const auto s = random<B, 2>({3, 1}, 76), w = random<B, 3>({4, 1, 50}, 77);
+  const NodePtr xi = make_input(0), si = make_input(1), wi = make_input(2);
+  const NodePtr y = make_node(Kind::mul, {make_node(Kind::sub, {xi, make_node(Kind::row_max, {make_node(Kind::mul, {xi, si})})}), wi});
+  const NodePtr per_row = make_node(Kind::mul, {make_node(Kind::row_sum, {make_node(Kind::mul, {xi, wi})}), si});
+  const Program program(ScalarType::f32, {DType::f32, DType::f32, DType::f32}, 0,
+                        {{y, DType::f32}, {per_row, DType::f32, true}});
+  const auto out = B::row_program(program, std::vector{x.primitive(), s.primitive(), w.primitive()}, {}, Shape{4, 3, 50});
+  const auto s3 = s.unsqueeze_dim(0);  // [1, 3, 1], for the tensor ops
+  EXPECT_TRUE(test::all_close(Tensor<B, 3>(out[0]).into_data(), ((x - (x * s3).max_dim(2)) * w).into_data(), 1e-5, 1e-6));
+  EXPECT_TRUE(test::all_close(Tensor<B, 3>(out[1]).into_data(), ((x * w).sum_dim(2) * s3).into_data(), 1e-4, 1e-5));
+}
+
+TYPED_TEST(BackendRowPrograms, BadCallsFailNamingTheProgram) {
+  using B = TypeParam;
+  using namespace codegen;
+  const auto x = random<B, 2>({4, 6}, 74);
   const Program program = softmax_rows(DType::f32);
-  EXPECT_KILN_ERROR(Cpu::elementwise(program, std::vector{x.primitive()}, {}), "elementwise", "row_program");
-  EXPECT_KILN_ERROR(Cpu::row_program(program, std::vector{x.primitive()}, {}, Shape{4, 7}), "row_program", "[4, 6]",
+  EXPECT_KILN_ERROR(B::elementwise(program, std::vector{x.primitive()}, {}), "elementwise", "row_program");
+  EXPECT_KILN_ERROR(B::row_program(program, std::vector{x.primitive()}, {}, Shape{4, 7}), "row_program", "[4, 6]",
                     "[4, 7]");
-  EXPECT_KILN_ERROR(Cpu::row_program(program, std::vector{x.primitive()}, {}, Shape{4, 0}), "row_program", "[4, 0]");
+  EXPECT_KILN_ERROR(B::row_program(program, std::vector{x.primitive()}, {}, Shape{4, 0}), "row_program", "[4, 0]");
   // A per-row output must not vary along the row.
   const NodePtr in = make_input(0);
   const Program varying(ScalarType::f32, {DType::f32}, 0,
                         {{make_node(Kind::add, {in, make_node(Kind::row_sum, {in})}), DType::f32, true}});
-  EXPECT_KILN_ERROR(Cpu::row_program(varying, std::vector{x.primitive()}, {}, Shape{4, 6}), "row_program",
+  EXPECT_KILN_ERROR(B::row_program(varying, std::vector{x.primitive()}, {}, Shape{4, 6}), "row_program",
                     "varies along the row");
   EXPECT_KILN_ERROR(Program(ScalarType::f32, {DType::f32}, 0, {{in, DType::f32, true}}), "per-row");
   EXPECT_KILN_ERROR(Program(ScalarType::i32, {DType::i32}, 0, {{make_node(Kind::row_sum, {in}), DType::i32}}),
                     "row_sum", "i32");
 }
 
-TEST(FusionRows, SoftmaxLayerNormAndRmsNormAreOneKernelEach) {
-  const auto x = random<Cpu, 2>({64, 300}, 80) * 3.0;
-  const auto w = random<Cpu, 2>({1, 300}, 81), b = random<Cpu, 2>({1, 300}, 82);
+TYPED_TEST(FusionRows, SoftmaxLayerNormAndRmsNormAreOneKernelEach) {
+  using B = TypeParam;
+  const auto x = random<B, 2>({64, 300}, 80) * 3.0;
+  const auto w = random<B, 2>({1, 300}, 81), b = random<B, 2>({1, 300}, 82);
   const auto fx = on_fusion(x), fw = on_fusion(w), fb = on_fusion(b);
   // Softmax and layer norm as the tensor API composes them where a backend has no
-  // hand-fused kernels (Fusion<Cpu> calls the CPU's, which are faster: docs/fusion.md).
+  // hand-fused kernels (Fusion<B> calls the CPU's, which are faster: docs/fusion.md).
   const auto softmax = [](const auto& t) {
     const auto e = (t - t.max_dim(1)).exp();
     return e / e.sum_dim(1);
@@ -374,72 +402,76 @@ TEST(FusionRows, SoftmaxLayerNormAndRmsNormAreOneKernelEach) {
     const auto centered = t - t.mean_dim(1);
     return centered * ((centered * centered).mean_dim(1) + 1e-5).rsqrt() * weight + bias;
   };
-  std::uint64_t before = launched<Cpu>();
+  std::uint64_t before = launched<B>();
   const auto y = softmax(fx * 0.5);
-  EXPECT_TRUE(Fusion<Cpu>::is_pending(y.primitive()));
+  EXPECT_TRUE(Fusion<B>::is_pending(y.primitive()));
   EXPECT_TRUE(test::all_close(y.into_data(), (x * 0.5).softmax(1).into_data(), 1e-5, 1e-7));
-  EXPECT_EQ(launched<Cpu>(), before + 1) << "softmax with the work before it is one kernel";
-  before = launched<Cpu>();
-  const auto z = layer_norm((fx * 0.5).gelu(), fw, fb).relu();
-  EXPECT_TRUE(test::all_close(z.into_data(), layer_norm((x * 0.5).gelu(), w, b).relu().into_data(), 1e-4, 1e-5));
-  EXPECT_EQ(launched<Cpu>(), before + 1) << "gelu, layer norm, its affine part and relu are one kernel";
+  EXPECT_EQ(launched<B>(), before + 1) << "softmax with the work before it is one kernel";
+  before = launched<B>();
+  // (x, w, b and three parameters: two 1/n and eps, within Vulkan's 6 operands.)
+  const auto z = layer_norm(fx.gelu(), fw, fb).relu();
+  EXPECT_TRUE(test::all_close(z.into_data(), layer_norm(x.gelu(), w, b).relu().into_data(), 1e-4, 1e-5));
+  EXPECT_EQ(launched<B>(), before + 1) << "gelu, layer norm, its affine part and relu are one kernel";
   // nn::RmsNorm (no hand-fused kernel) is one kernel as it is.
-  nn::RmsNorm<Cpu, 1> norm({300});
-  norm.weight.replace(random<Cpu, 1>({300}, 83));
-  nn::RmsNorm<Fusion<Cpu>, 1> fnorm({300});
+  nn::RmsNorm<B, 1> norm({300});
+  norm.weight.replace(random<B, 1>({300}, 83));
+  nn::RmsNorm<Fusion<B>, 1> fnorm({300});
   fnorm.weight.replace(on_fusion(*norm.weight));
-  before = launched<Cpu>();
+  before = launched<B>();
   EXPECT_TRUE(test::all_close(fnorm.forward(fx).into_data(), norm.forward(x).into_data(), 1e-5, 1e-6));
-  EXPECT_EQ(launched<Cpu>(), before + 1) << "RMS norm is one kernel";
-  // The hand-fused kernels give the same values on Fusion<Cpu>.
+  EXPECT_EQ(launched<B>(), before + 1) << "RMS norm is one kernel";
+  // The hand-fused kernels give the same values on Fusion<B>.
   EXPECT_TRUE(test::all_close(fx.log_softmax(-1).into_data(), x.log_softmax(-1).into_data(), 1e-5, 1e-6));
 }
 
-TEST(FusionRows, SumsOverTheLastDimFuseAndOthersRunOnTheBackend) {
-  const auto x = random<Cpu, 3>({6, 5, 40}, 83), t = random<Cpu, 3>({6, 5, 40}, 84);
+TYPED_TEST(FusionRows, SumsOverTheLastDimFuseAndOthersRunOnTheBackend) {
+  using B = TypeParam;
+  const auto x = random<B, 3>({6, 5, 40}, 83), t = random<B, 3>({6, 5, 40}, 84);
   const auto fx = on_fusion(x), ft = on_fusion(t);
-  std::uint64_t before = launched<Cpu>();
+  std::uint64_t before = launched<B>();
   // A cross-entropy shape: -(log_softmax(x) * t).sum over the last dim, then a mean per row.
   const auto loss = (fx.log_softmax(2) * ft).sum_dim(2).neg() * 0.5;
   EXPECT_TRUE(test::all_close(loss.into_data(), ((x.log_softmax(2) * t).sum_dim(2).neg() * 0.5).into_data(), 1e-5, 1e-6));
-  EXPECT_EQ(launched<Cpu>(), before + 1) << "nested reductions along the same rows are one kernel";
-  before = launched<Cpu>();
+  EXPECT_EQ(launched<B>(), before + 1) << "nested reductions along the same rows are one kernel";
+  before = launched<B>();
   const auto mse = ((fx - ft).square().mean_dim(2) + (fx * 2.0).max_dim(2) - fx.min_dim(2)).sqrt();
   EXPECT_TRUE(test::all_close(mse.into_data(),
                               ((x - t).square().mean_dim(2) + (x * 2.0).max_dim(2) - x.min_dim(2)).sqrt().into_data(),
                               1e-5, 1e-6));
-  EXPECT_EQ(launched<Cpu>(), before + 1);
+  EXPECT_EQ(launched<B>(), before + 1);
   // Over another dim, the work before the sum is one program and B's reduction runs on it.
-  before = launched<Cpu>();
+  before = launched<B>();
   EXPECT_TRUE(test::all_close((fx * ft).sum_dim(1).into_data(), (x * t).sum_dim(1).into_data(), 1e-5, 1e-6));
-  EXPECT_EQ(launched<Cpu>(), before + 1);
+  EXPECT_EQ(launched<B>(), before + 1);
   // A row result read with another shape is materialised first, then read as a leaf.
-  before = launched<Cpu>();
+  before = launched<B>();
   const auto rows = fx.sum_dim(2);  // [6, 5, 1]
   const auto cross = rows + fx.sum_dim(2).reshape(std::array<std::int64_t, 3>{6, 1, 5});  // [6, 5, 5]
   EXPECT_TRUE(test::all_close(cross.into_data(),
                               (x.sum_dim(2) + x.sum_dim(2).reshape(std::array<std::int64_t, 3>{6, 1, 5})).into_data(),
                               1e-5, 1e-6));
-  EXPECT_EQ(launched<Cpu>(), before + 3);
+  EXPECT_EQ(launched<B>(), before + 3);
 }
 
-TEST(FusionRows, ANewBatchSizeFindsTheRowProgram) {
-  auto& c = Fusion<Cpu>::counters();
+TYPED_TEST(FusionRows, ANewBatchSizeFindsTheRowProgram) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
   auto program = [](const auto& x) { return (x.softmax(1) * x).sum_dim(1).tanh(); };
-  const auto first = program(on_fusion(random<Cpu, 2>({3, 17}, 85)));
+  const auto first = program(on_fusion(random<B, 2>({3, 17}, 85)));
   const std::uint64_t compiled = c.compiled.load(), cached = c.cached.load();
   (void)first.into_data();
   EXPECT_EQ(c.compiled.load(), compiled + 1);
-  const auto x = random<Cpu, 2>({50, 17}, 86);
+  const auto x = random<B, 2>({50, 17}, 86);
   EXPECT_TRUE(test::all_close(program(on_fusion(x)).into_data(), program(x).into_data(), 1e-5, 1e-6));
   EXPECT_EQ(c.compiled.load(), compiled + 1) << "the same structure over more rows";
   EXPECT_EQ(c.cached.load(), cached + 1);
 }
 
-TEST(FusionRows, AutodiffOverFusionSoftmaxAndLayerNormGradients) {
-  using AD = Autodiff<Cpu>;
-  using AF = Autodiff<Fusion<Cpu>>;
-  const auto x = random<Cpu, 2>({12, 40}, 90), t = random<Cpu, 2>({12, 40}, 91);
+TYPED_TEST(FusionRows, AutodiffOverFusionSoftmaxAndLayerNormGradients) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using AF = Autodiff<Fusion<B>>;
+  const auto x = random<B, 2>({12, 40}, 90), t = random<B, 2>({12, 40}, 91);
   auto loss = [&]<class B>(const Tensor<B, 2>& xi, const Tensor<B, 2>& ti) {
     nn::LayerNorm<B, 1> norm({40});
     return ((norm.forward(xi) * 1.5).softmax(1) * ti).sum_dim(1).log().mean() + (xi.log_softmax(1) * ti).mean();

@@ -1,13 +1,19 @@
-// Vulkan::elementwise: each output of a program is rendered to GLSL through the renderer
-// table (src/codegen/glsl.hpp) and run by the generated elementwise kernel (kernels.cpp).
+// Vulkan::elementwise and Vulkan::row_program: each output of a program is rendered to GLSL
+// through the renderer table (src/codegen/glsl.hpp) and run by a generated kernel: the
+// elementwise kernel (kernels.cpp) or, for a row program, a row kernel (codegen/row_kernel.hpp).
 // A program's specs are made once and kept by its id, so a repeated program traces and
 // renders nothing and finds its pipeline by the spec's key. Parameters travel as
 // one-element tensors, so a new scalar value compiles no new kernel.
+#include "context.hpp"
 #include "kernels.hpp"
 
 #include "codegen/glsl.hpp"
+#include "codegen/row_kernel.hpp"
 #include "kiln/codegen/program.hpp"
 #include "kiln/vulkan/backend.hpp"
+
+#include <mutex>
+#include <unordered_map>
 
 namespace kiln {
 
@@ -40,24 +46,116 @@ vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t out
           codegen::moves_only(out.root)};
 }
 
+// A program's inputs and then its parameters, as one-element tensors: a kernel's operands.
+struct Operands {
+  std::vector<VulkanTensor> params;
+  std::vector<const VulkanTensor*> all;
+  Operands(const codegen::Program& program, std::span<const Vulkan::Primitive> inputs, std::span<const double> values) {
+    params.reserve(values.size());
+    for (double p : values) params.push_back(Vulkan::full(Shape{1}, p, param_dtype(program.type()), {}));
+    all.reserve(inputs.size() + values.size());
+    for (const Vulkan::Primitive& x : inputs) all.push_back(&x);
+    for (const VulkanTensor& p : params) all.push_back(&p);
+  }
+};
+
+void check_dtypes(std::string_view op, const codegen::Program& program, std::span<const Vulkan::Primitive> inputs) {
+  for (const Vulkan::Primitive& x : inputs) vulkan::check_dtype_supported(op, x.dtype);
+  const std::span<const codegen::ProgramOutput> outputs = program.outputs();
+  for (const codegen::ProgramOutput& out : outputs) vulkan::check_dtype_supported(op, out.dtype);
+  KILN_CHECK(outputs.size() < 256, "{}: the Vulkan backend runs programs of up to 255 outputs, got {}", op,
+             outputs.size());
+}
+
+// The pipeline of a row program's output k: its row kernel, made once per program and output.
+const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_t k) {
+  static std::mutex mutex;
+  static std::unordered_map<std::uint64_t, const vulkan::Pipeline*> pipelines;
+  const std::uint64_t slot = program.id() << 8 | k;
+  {
+    const std::lock_guard lock(mutex);
+    if (auto it = pipelines.find(slot); it != pipelines.end()) return *it->second;
+  }
+  vulkan::count_render();
+  const codegen::ProgramOutput& out = program.outputs()[k];
+  const int inputs = static_cast<int>(program.inputs().size());
+  const int operands = inputs + program.param_count();
+  const codegen::RowTree tree = codegen::row_tree(codegen::params_as_inputs(out.root, inputs), operands);
+  std::vector<codegen::NodePtr> roots;
+  for (const codegen::RowReduction& r : tree.reductions) roots.push_back(r.argument);
+  roots.push_back(tree.value);
+  codegen::Expressions e = codegen::render(codegen::glsl(), roots, program.type());
+  codegen::RowKernel kernel;
+  kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
+  for (int p = 0; p < program.param_count(); ++p) kernel.kernel.inputs.push_back(param_dtype(program.type()));
+  kernel.kernel.out = out.dtype;
+  kernel.kernel.helpers = std::move(e.helpers);
+  kernel.kernel.value = std::move(e.values.back());
+  kernel.kernel.value_is_bool = out.root->mask;
+  kernel.kernel.workgroup_size = static_cast<int>(vulkan::kWorkgroupSize);
+  kernel.type = program.type();
+  kernel.per_row = out.per_row;
+  for (std::size_t j = 0; j < tree.reductions.size(); ++j)
+    kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
+  const std::string source = codegen::row_kernel(codegen::glsl(), codegen::glsl_kernels(), kernel);
+  const vulkan::Pipeline& pipeline =
+      vulkan::Context::get().pipeline(source, static_cast<std::uint32_t>(2 + operands));
+  const std::lock_guard lock(mutex);
+  return *pipelines.emplace(slot, &pipeline).first->second;
+}
+
 }  // namespace
+
+std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+                                                   std::span<const double> params, const Shape& domain) {
+  codegen::check_row_program_call<Vulkan>(program, inputs, params, domain);
+  check_dtypes("row_program", program, inputs);
+  KILN_CHECK(domain.rank() <= codegen::kMaxRank, "row_program: the Vulkan backend runs domains of rank up to {}, got {}",
+             codegen::kMaxRank, domain);
+  const std::int64_t cols = domain[domain.rank() - 1];
+  const std::int64_t rows = domain.numel() / cols;
+  vulkan::checked_int(domain.numel(), "a domain of", "row_program");
+  const Operands operands(program, inputs, params);
+  Shape row_shape = domain;
+  row_shape[row_shape.rank() - 1] = 1;
+
+  // The layout (codegen/row_kernel.hpp): rows, rank, dims, each operand's offset and strides.
+  constexpr auto first = static_cast<std::size_t>(codegen::kFirstLayout);
+  std::vector<std::int32_t> layout(first + codegen::kLayoutStride * operands.all.size(), 0);
+  layout[0] = vulkan::checked_int(rows, "a row count of", "row_program");
+  layout[1] = static_cast<std::int32_t>(domain.rank());
+  for (std::size_t d = 0; d < domain.rank(); ++d) layout[2 + d] = vulkan::checked_int(domain[d], "a dim of", "row_program");
+  for (std::size_t k = 0; k < operands.all.size(); ++k) {
+    const VulkanTensor& t = *operands.all[k];
+    const std::size_t base = first + k * codegen::kLayoutStride;
+    layout[base] = vulkan::checked_int(t.offset, "an offset of", "row_program");
+    const std::size_t lead = domain.rank() - t.shape.rank();
+    for (std::size_t d = 0; d < t.shape.rank(); ++d)
+      layout[base + 1 + lead + d] =
+          t.shape[d] == 1 ? 0 : vulkan::checked_int(t.strides[d], "a stride of", "row_program");
+  }
+  const auto layout_buffer = vulkan::upload_ints(layout);
+
+  std::vector<Primitive> results;
+  for (std::size_t k = 0; k < program.outputs().size(); ++k) {
+    const codegen::ProgramOutput& out = program.outputs()[k];
+    VulkanTensor result = vulkan::empty(out.per_row ? row_shape : domain, out.dtype);
+    if (rows > 0) {
+      std::vector<std::shared_ptr<vulkan::Buffer>> buffers{layout_buffer, result.buffer};
+      for (const VulkanTensor* t : operands.all) buffers.push_back(t->buffer);
+      vulkan::dispatch_groups("row_program", row_pipeline(program, k), buffers, rows);
+    }
+    results.push_back(std::move(result));
+  }
+  return results;
+}
 
 std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                                    std::span<const double> params) {
   const Shape shape = codegen::check_elementwise_call<Vulkan>(program, inputs, params);
-  for (const Primitive& x : inputs) vulkan::check_dtype_supported("elementwise", x.dtype);
+  check_dtypes("elementwise", program, inputs);
   const std::span<const codegen::ProgramOutput> outputs = program.outputs();
-  for (const codegen::ProgramOutput& out : outputs) vulkan::check_dtype_supported("elementwise", out.dtype);
-  KILN_CHECK(outputs.size() < 256, "elementwise: the Vulkan backend runs programs of up to 255 outputs, got {}",
-             outputs.size());
-
-  std::vector<VulkanTensor> param_tensors;
-  param_tensors.reserve(params.size());
-  for (double p : params) param_tensors.push_back(full(Shape{1}, p, param_dtype(program.type()), {}));
-  std::vector<const VulkanTensor*> operands;
-  operands.reserve(inputs.size() + params.size());
-  for (const Primitive& x : inputs) operands.push_back(&x);
-  for (const VulkanTensor& p : param_tensors) operands.push_back(&p);
+  const Operands operands(program, inputs, params);
 
   // One spec per output, by the program's id: a number, so a cache hit hashes no text.
   static vulkan::SpecCache specs;
@@ -65,7 +163,7 @@ std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& progr
   results.reserve(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const auto& spec = specs.get(program.id() << 8 | k, [&] { return spec_of(program, k); });
-    results.push_back(vulkan::run_elementwise(spec, operands, shape));
+    results.push_back(vulkan::run_elementwise(spec, operands.all, shape));
   }
   return results;
 }

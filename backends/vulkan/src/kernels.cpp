@@ -130,11 +130,15 @@ std::shared_ptr<Buffer> upload_ints(std::span<const std::int32_t> values) {
 
 void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
                           std::span<const std::shared_ptr<Buffer>> buffers, std::int64_t invocations) {
+  dispatch_groups(op, pipeline, buffers, (invocations + kWorkgroupSize - 1) / kWorkgroupSize);
+}
+
+void dispatch_groups(std::string_view op, const Pipeline& pipeline, std::span<const std::shared_ptr<Buffer>> buffers,
+                     std::int64_t groups) {
   Context& context = Context::get();
-  const std::int64_t groups = (invocations + kWorkgroupSize - 1) / kWorkgroupSize;
   const std::int64_t x = std::max<std::int64_t>(1, std::min<std::int64_t>(groups, context.max_groups_x()));
   const std::int64_t y = (groups + x - 1) / x;
-  KILN_CHECK(y <= 65535, "{}: {} elements are too many for one dispatch", op, invocations);
+  KILN_CHECK(y <= 65535, "{}: {} workgroups are too many for one dispatch", op, groups);
   context.dispatch(pipeline, buffers, static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y));
 }
 

@@ -99,6 +99,9 @@ std::shared_ptr<Buffer> upload_ints(std::span<const std::int32_t> values);
 // over x (up to the device's limit) and y; `op` names the op when there are too many.
 void dispatch_invocations(std::string_view op, const Pipeline& pipeline,
                           std::span<const std::shared_ptr<Buffer>> buffers, std::int64_t invocations);
+// Records `pipeline` over `groups` workgroups, spread over x and y as above.
+void dispatch_groups(std::string_view op, const Pipeline& pipeline, std::span<const std::shared_ptr<Buffer>> buffers,
+                     std::int64_t groups);
 
 // v as a 32-bit int for a kernel's parameters (the kernels index with 32-bit ints); the
 // error names the op and what v is ("a dim of", "an offset of"...).

@@ -158,18 +158,39 @@ void check_row_program_call(const Program& program, std::span<const typename B::
                "row_program: input {} of shape {} does not broadcast to the domain {} ({})", k, s, domain,
                program.key());
   }
+  // A per-row output reads the row only through reductions and inputs of one element per row.
+  const std::int64_t row = domain[domain.rank() - 1];
+  std::unordered_map<const Node*, bool> varies;
+  auto varying = [&](auto& self, const Node& n) -> bool {
+    if (auto it = varies.find(&n); it != varies.end()) return it->second;
+    bool v = false;
+    if (n.kind == Kind::input) {
+      const Shape s = B::shape(inputs[static_cast<std::size_t>(n.index)]);
+      v = row > 1 && s.rank() > 0 && s[s.rank() - 1] != 1;
+    } else if (!is_row_reduction(n.kind)) {
+      for (const NodePtr& a : n.args) v = v || self(self, *a);
+    }
+    varies.emplace(&n, v);
+    return v;
+  };
+  const std::span<const ProgramOutput> outputs = program.outputs();
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    KILN_CHECK(!outputs[k].per_row || !varying(varying, *outputs[k].root),
+               "row_program: output {} is stored per row but varies along the row ({})", k, program.key());
 }
 
-// `root` with each parameter p<i> read as the input in<first + i> instead: for kernels
-// that take their parameters as one-element tensors.
-inline NodePtr params_as_inputs(const NodePtr& root, int first) {
+// `root` with nodes replaced: replace(node, self) gives a node's replacement, or null to keep
+// the node and rewrite its arguments (self(arg) rewrites a subtree, for a replacement built
+// from rewritten arguments). Each shared subtree is rewritten once; untouched subtrees stay
+// shared with `root`.
+template <class Replace> NodePtr rewrite(const NodePtr& root, Replace&& replace) {
   std::unordered_map<const Node*, NodePtr> done;
   auto visit = [&](auto& self, const NodePtr& n) -> NodePtr {
     if (auto it = done.find(n.get()); it != done.end()) return it->second;
-    NodePtr out = n;
-    if (n->kind == Kind::param) {
-      out = make_input(first + n->index);
-    } else if (!n->args.empty()) {
+    auto recurse = [&](const NodePtr& a) { return self(self, a); };
+    NodePtr out = replace(n, recurse);
+    if (out == nullptr) {
+      out = n;
       std::vector<NodePtr> args;
       bool changed = false;
       for (const NodePtr& a : n->args) {
@@ -182,6 +203,38 @@ inline NodePtr params_as_inputs(const NodePtr& root, int first) {
     return out;
   };
   return visit(visit, root);
+}
+
+// `root` with each parameter p<i> read as the input in<first + i> instead: for kernels
+// that take their parameters as one-element tensors.
+inline NodePtr params_as_inputs(const NodePtr& root, int first) {
+  return rewrite(root, [&](const NodePtr& n, auto&) -> NodePtr {
+    return n->kind == Kind::param ? make_input(first + n->index) : nullptr;
+  });
+}
+
+// A row program's output as a kernel that runs a row at a time computes it: its row
+// reductions one after another, each over the row, then the value (kiln/codegen's row
+// kernels, src/codegen/row_kernel.hpp).
+struct RowReduction {
+  Kind kind = Kind::row_sum;
+  NodePtr argument;  // over the program's inputs and the reductions before it
+};
+struct RowTree {
+  std::vector<RowReduction> reductions;  // each after those its argument reads
+  NodePtr value;
+};
+// `root`'s reductions, reduction k read as the input in<first + k> wherever a later
+// reduction or the value reads it.
+inline RowTree row_tree(const NodePtr& root, int first) {
+  RowTree tree;
+  tree.value = rewrite(root, [&](const NodePtr& n, auto& recurse) -> NodePtr {
+    if (!is_row_reduction(n->kind)) return nullptr;
+    NodePtr argument = recurse(n->args[0]);
+    tree.reductions.push_back({n->kind, std::move(argument)});
+    return make_input(first + static_cast<int>(tree.reductions.size()) - 1);
+  });
+  return tree;
 }
 
 // Whether `root` only moves its inputs (inputs and selects between them): such a kernel can

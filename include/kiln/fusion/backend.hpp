@@ -13,7 +13,7 @@
 // most kMaxLeaves materialised inputs and kMaxNodes nodes (beyond that the input is
 // materialised first and read as a leaf). A pending f16 / bf16 result is materialised
 // before another op reads it, since fusing would skip its rounding to 16 bits. Where B runs
-// row programs (RowPrograms: the CPU), a sum, mean, max or min over the last dim of an f32 /
+// row programs (RowPrograms: the CPU and Vulkan), a sum, mean, max or min over the last dim of an f32 /
 // f64 tensor fuses too: the elementwise work before it and after it (broadcast back over the
 // rows, or per row) joins one row program, so RMS norm, the losses' row sums, and softmax or
 // layer norm composed of primitives are one kernel each. A view (reshape, permute, expand,

@@ -105,6 +105,11 @@ struct Vulkan {
   // provided one-op programs
   static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                             std::span<const double> params);
+  // Row programs (RowPrograms; backends/vulkan/src/row_program.cpp): one generated kernel per
+  // program and output, one workgroup per row, the reductions through shared memory, so
+  // softmax or layer norm with the work around them is one kernel.
+  static std::vector<Primitive> row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+                                            std::span<const double> params, const Shape& domain);
 };
 
 static_assert(Backend<Vulkan>, "kiln::Vulkan must satisfy the Backend concept");
