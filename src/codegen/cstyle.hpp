@@ -107,7 +107,7 @@ inline Expressions render(const Language& language, std::span<const NodePtr> roo
     if (n.kind == Kind::input) {
       s = language.input ? std::string(language.input(n.index)) : fmt::format("in{}", n.index);
     } else if (n.kind == Kind::param) {
-      s = fmt::format("p{}", n.index);  // a kernel argument; Vulkan passes them as inputs (params_as_inputs)
+      s = fmt::format("p{}", n.index);  // a kernel argument, or read from the layout (KernelDialect::param_load)
     } else if (n.kind == Kind::constant) {
       s = language.constant(n.value, t);
     } else if (n.kind == Kind::select && always_false(*n.args[0])) {

@@ -97,8 +97,6 @@ inline std::string glsl_extensions(std::span<const DType> dtypes) {
 
 // A compute shader: the layout integers in binding 0, the output in 1, input k in k + 2.
 inline std::string glsl_declarations(const ElementwiseKernel& k, const KernelLayout&) {
-  KILN_CHECK(k.params == 0, "elementwise_kernel_glsl: a shader has no scalar arguments; pass the {} parameters as "
-             "inputs (codegen::params_as_inputs)", k.params);
   std::vector<DType> dtypes = k.inputs;
   dtypes.push_back(k.out);
   std::string s = "#version 450\n" + glsl_extensions(dtypes);
@@ -134,13 +132,25 @@ inline constexpr KernelDialect glsl_dialect{
     // barrier() orders the workgroup's shared memory in Vulkan's memory model too; the
     // explicit memory barrier says so to every compiler.
     .barrier = "memoryBarrierShared();\n  barrier();",
+    // A shader has no scalar arguments: parameters travel in the layout buffer.
+    .param_load = [](ScalarType t, const std::string& low, const std::string& high) -> std::string {
+      switch (t) {
+        case ScalarType::f32: return fmt::format("intBitsToFloat({})", low);
+        case ScalarType::f64: return fmt::format("packDouble2x32(uvec2(uint({}), uint({})))", low, high);
+        case ScalarType::i32: return low;
+        case ScalarType::i64: return fmt::format("int64_t(packInt2x32(ivec2({}, {})))", low, high);
+        case ScalarType::u8: return fmt::format("uint8_t({})", low);
+        case ScalarType::boolean: break;
+      }
+      KILN_FAIL("elementwise_kernel_glsl: a bool program has no parameters");
+    },
 };
 
 }  // namespace detail
 
 inline const Language& glsl() { return detail::glsl_language; }
-// The elementwise compute shader around a GLSL rendering (kernel.hpp); parameters must come
-// as inputs (codegen::params_as_inputs): a shader has no scalar arguments.
+// The elementwise compute shader around a GLSL rendering (kernel.hpp); its parameters are
+// read from the layout buffer (codegen::param_layout).
 inline const KernelDialect& glsl_kernels() { return detail::glsl_dialect; }
 
 using GlslExpression = Expression;

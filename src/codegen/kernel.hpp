@@ -12,7 +12,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +32,26 @@ inline bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 inline constexpr std::size_t kMaxRank = 8;
 inline constexpr int kLayoutStride = 1 + static_cast<int>(kMaxRank);
 inline constexpr int kFirstLayout = 2 + static_cast<int>(kMaxRank);
+// Where a kernel of `inputs` inputs that reads its parameters from the layout finds them:
+// after every input's layout and the output's (whether or not the output is strided), two
+// integers per parameter, the low and high 32 bits of its value in the program's type.
+constexpr int param_layout(std::size_t inputs) {
+  return kFirstLayout + kLayoutStride * (static_cast<int>(inputs) + 1);
+}
+// The two layout integers of parameter `value` in type t (f32: its bits and 0; f64, i64:
+// the low and high words; i32, u8: the value and 0).
+inline std::array<std::int32_t, 2> param_words(double value, ScalarType t) {
+  std::uint64_t bits = 0;
+  switch (t) {
+    case ScalarType::f32: bits = std::bit_cast<std::uint32_t>(static_cast<float>(value)); break;
+    case ScalarType::f64: bits = std::bit_cast<std::uint64_t>(value); break;
+    case ScalarType::i32: bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(value)); break;
+    case ScalarType::i64: bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(value)); break;
+    case ScalarType::u8: bits = static_cast<std::uint8_t>(value); break;
+    case ScalarType::boolean: KILN_FAIL("codegen: a bool program has no parameters");
+  }
+  return {static_cast<std::int32_t>(static_cast<std::uint32_t>(bits)), static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32))};
+}
 
 // What one kernel computes: out[i] = value(in0[i], in1[i]...).
 struct ElementwiseKernel {
@@ -41,8 +64,8 @@ struct ElementwiseKernel {
   // f16 / bf16 operands move as their 16 bits (a uint) instead of converting to float and
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
-  // Scalar parameters p0, p1... of type param_type, as kernel arguments (where the dialect
-  // has them; Vulkan passes parameters as inputs, codegen::params_as_inputs).
+  // Scalar parameters p0, p1... of type param_type: kernel arguments where the dialect has
+  // them (CUDA), else read from the layout integers (GLSL: KernelDialect::param_load).
   int params = 0;
   ScalarType param_type = ScalarType::f32;
   int workgroup_size = 256;  // invocations per workgroup, where the kernel declares it (GLSL)
@@ -81,7 +104,24 @@ struct KernelDialect {
   std::string_view local_index = {};
   std::string_view shared_array = {};
   std::string_view barrier = {};
+  // Where parameters come from the layout integers: the value of type t from its two words
+  // (expressions). Null where they are kernel arguments.
+  std::string (*param_load)(ScalarType t, const std::string& low, const std::string& high) = nullptr;
 };
+
+// The statements that declare the parameters p0, p1... from the layout, where the dialect
+// reads them there (else nothing: they are the kernel's arguments).
+inline std::string param_loads(const KernelDialect& d, const ElementwiseKernel& k) {
+  std::string s;
+  if (d.param_load == nullptr) return s;
+  const int base = param_layout(k.inputs.size());
+  for (int p = 0; p < k.params; ++p) {
+    const std::string low = fmt::format(fmt::runtime(d.layout_at), base + 2 * p);
+    const std::string high = fmt::format(fmt::runtime(d.layout_at), base + 2 * p + 1);
+    s += fmt::format("  const {} p{} = {};\n", d.scalar_type(k.param_type), p, d.param_load(k.param_type, low, high));
+  }
+  return s;
+}
 
 // The statement that loads input n of k from `element` (its buffer element) as in<n>: bools
 // from bytes, f16 / bf16 widened to float (or kept as bits where k moves raw bits).
@@ -113,6 +153,7 @@ inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseK
   s += k.helpers;
   s += d.entry(k);
   s += fmt::format("  const {} i = {};\n  if (i >= {}) return;\n", d.index_type, d.thread_index, at(0));
+  s += param_loads(d, k);
   // `name`: the element of a strided operand whose layout starts at `base`, for output
   // element i: its offset plus each coordinate of i times its stride.
   auto strided_index = [&](std::string_view name, int base) {

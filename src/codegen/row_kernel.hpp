@@ -14,8 +14,8 @@
 
 namespace kiln::codegen {
 
-// What one row kernel computes: `kernel` gives the inputs (parameters among them, as
-// one-element inputs), the output, the helpers and the output's value; the value and each
+// What one row kernel computes: `kernel` gives the inputs, the parameters, the output, the
+// helpers and the output's value; the value and each
 // reduction's argument read the reductions before them as in<inputs + k> (codegen::row_tree).
 struct RowKernel {
   ElementwiseKernel kernel;
@@ -26,7 +26,8 @@ struct RowKernel {
 
 // The layout integers a row kernel reads: [0] the number of rows, [1] the domain's rank,
 // [2, 2 + kMaxRank) its dims (the last one the row's length), then each input's offset and
-// strides (broadcast to the domain, 0 along dims it has 1 of) as in kernel.hpp. The output is
+// strides (broadcast to the domain, 0 along dims it has 1 of) and the parameters, as in
+// kernel.hpp. The output is
 // dense: the domain, or the domain with its last dim 1 where it is per row.
 inline std::string row_kernel(const Language& language, const KernelDialect& d, const RowKernel& r) {
   KILN_CHECK(!d.group_index.empty() && !d.local_index.empty() && !d.shared_array.empty() && !d.barrier.empty(),
@@ -45,6 +46,7 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
   s += fmt::format("  const {0} row = {1};\n  if (row >= {2}) return;\n  const {0} lid = {3};\n"
                    "  const {0} rank = {4};\n  const {0} cols = {5};\n",
                    I, d.group_index, at(0), d.local_index, at(1), at("1 + rank"));
+  s += param_loads(d, k);
   // Each input's first element in this row, and its stride along the row.
   for (std::size_t n = 0; n < k.inputs.size(); ++n) {
     const int base = kFirstLayout + static_cast<int>(n) * kLayoutStride;

@@ -153,8 +153,14 @@ TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
   EXPECT_NE(strided.find("at0 += (rest % size) * layout[11 + d];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("long long at_out = layout[19];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("out_data[at_out] = "), std::string::npos) << strided;
-  // GLSL has no scalar arguments: parameters must arrive as inputs.
-  EXPECT_THROW(codegen::elementwise_kernel(codegen::glsl_kernels(), k, {}), kiln::Error);
+  // GLSL has no scalar arguments: a shader reads its parameters from the layout buffer,
+  // after the input's and the output's layouts.
+  const std::string glsl = codegen::elementwise_kernel(codegen::glsl_kernels(), k, {});
+  EXPECT_EQ(codegen::param_layout(1), 28);
+  EXPECT_NE(glsl.find("const float p0 = intBitsToFloat(params[28]);"), std::string::npos) << glsl;
+  EXPECT_EQ(codegen::param_words(0.5, ScalarType::f32)[0], 0x3f000000);
+  EXPECT_EQ(codegen::param_words(-2.0, ScalarType::f64)[1], static_cast<std::int32_t>(0xc0000000u));
+  EXPECT_EQ(codegen::param_words(-3.0, ScalarType::i64)[1], -1);
 }
 
 TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {

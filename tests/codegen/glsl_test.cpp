@@ -400,11 +400,11 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   const NodePtr c = make_node(Kind::sub, {x, mean});
   const NodePtr var = make_node(Kind::mul, {make_node(Kind::row_sum, {make_node(Kind::erf, {make_node(Kind::mul, {c, c})})}), make_param(0)});
   const NodePtr y = make_node(Kind::erf, {make_node(Kind::div, {c, make_node(Kind::sqrt, {var})})});
-  const RowTree tree = row_tree(params_as_inputs(y, 1), 2);
+  const RowTree tree = row_tree(y, 1);
   ASSERT_EQ(tree.reductions.size(), 2u);
   EXPECT_EQ(structural_key(tree.reductions[0].argument), "in0");
-  EXPECT_EQ(structural_key(tree.reductions[1].argument), "in0;in2;in1;mul(1,2);sub(0,3);mul(4,4);erf(5)");
-  EXPECT_EQ(structural_key(tree.value), "in0;in2;in1;mul(1,2);sub(0,3);in3;mul(5,2);sqrt(6);div(4,7);erf(8)");
+  EXPECT_EQ(structural_key(tree.reductions[1].argument), "in0;in1;p0;mul(1,2);sub(0,3);mul(4,4);erf(5)");
+  EXPECT_EQ(structural_key(tree.value), "in0;in1;p0;mul(1,2);sub(0,3);in2;mul(5,2);sqrt(6);div(4,7);erf(8)");
   const std::vector<NodePtr> roots{tree.reductions[0].argument, tree.reductions[1].argument, tree.value};
   const Expressions e = render(glsl(), roots, ScalarType::f32);
   ASSERT_EQ(e.values.size(), 3u);
@@ -412,21 +412,24 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   EXPECT_EQ(e.helpers, erf_helper) << "each helper once";
 
   RowKernel kernel;
-  kernel.kernel.inputs = {kiln::DType::f32, kiln::DType::f32};
+  kernel.kernel.inputs = {kiln::DType::f32};
+  kernel.kernel.params = 1;
   kernel.kernel.helpers = e.helpers;
   kernel.kernel.value = e.values[2];
   kernel.reductions = {{Kind::row_sum, e.values[0]}, {Kind::row_max, e.values[1]}};
   const std::string source = row_kernel(glsl(), glsl_kernels(), kernel);
   EXPECT_NE(source.find("shared float kiln_partial[256];"), std::string::npos) << source;
+  EXPECT_NE(source.find("float in1;"), std::string::npos) << source;
   EXPECT_NE(source.find("float in2;"), std::string::npos) << source;
-  EXPECT_NE(source.find("float in3;"), std::string::npos) << source;
-  EXPECT_LT(source.find("float in2;"), source.find("float in3;"));
+  EXPECT_LT(source.find("float in1;"), source.find("float in2;"));
+  EXPECT_NE(source.find(fmt::format("const float p0 = intBitsToFloat(params[{}]);", param_layout(1))), std::string::npos)
+      << source;
   EXPECT_NE(source.find("isnan(v) || v > acc"), std::string::npos) << "max keeps NaN: " << source;
   EXPECT_NE(source.find("out_data[row * cols + c]"), std::string::npos) << source;
   kernel.per_row = true;
-  kernel.kernel.value = "in3";
+  kernel.kernel.value = "in2";
   const std::string per_row = row_kernel(glsl(), glsl_kernels(), kernel);
-  EXPECT_NE(per_row.find("out_data[row] = float(in3);"), std::string::npos) << per_row;
+  EXPECT_NE(per_row.find("out_data[row] = float(in2);"), std::string::npos) << per_row;
 #ifdef KILN_GLSLC
   EXPECT_TRUE(test::compiles_with_glslc(source, "row_kernel"));
   EXPECT_TRUE(test::compiles_with_glslc(per_row, "row_kernel_per_row"));

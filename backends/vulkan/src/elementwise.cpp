@@ -2,8 +2,8 @@
 // through the renderer table (src/codegen/glsl.hpp) and run by a generated kernel: the
 // elementwise kernel (kernels.cpp) or, for a row program, a row kernel (codegen/row_kernel.hpp).
 // A program's specs are made once and kept by its id, so a repeated program traces and
-// renders nothing and finds its pipeline by the spec's key. Parameters travel as
-// one-element tensors, so a new scalar value compiles no new kernel.
+// renders nothing and finds its pipeline by the spec's key. Parameters travel in the kernel's
+// layout buffer, so a new scalar value compiles no new kernel and allocates no buffer.
 #include "context.hpp"
 #include "kernels.hpp"
 
@@ -21,43 +21,27 @@ using vulkan::VulkanTensor;
 
 namespace {
 
-// The dtype a parameter of a program computing in t travels as.
-DType param_dtype(codegen::ScalarType t) {
-  switch (t) {
-    case codegen::ScalarType::f32: return DType::f32;
-    case codegen::ScalarType::f64: return DType::f64;
-    case codegen::ScalarType::i32: return DType::i32;
-    case codegen::ScalarType::i64: return DType::i64;
-    case codegen::ScalarType::u8: return DType::u8;
-    case codegen::ScalarType::boolean: break;
-  }
-  KILN_FAIL("elementwise: a bool program has no parameters");
-}
-
 vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t output) {
   vulkan::count_render();
   const codegen::ProgramOutput& out = program.outputs()[output];
-  const int inputs = static_cast<int>(program.inputs().size());
-  const codegen::NodePtr root = codegen::params_as_inputs(out.root, inputs);
-  codegen::Expression e = codegen::render_glsl(root, program.type());
-  std::vector<DType> dtypes(program.inputs().begin(), program.inputs().end());
-  for (int p = 0; p < program.param_count(); ++p) dtypes.push_back(param_dtype(program.type()));
-  return {std::move(dtypes), out.dtype, std::move(e.helpers), std::move(e.value), out.root->mask,
-          codegen::moves_only(out.root)};
+  codegen::Expression e = codegen::render_glsl(out.root, program.type());
+  return {{program.inputs().begin(), program.inputs().end()},
+          out.dtype,
+          std::move(e.helpers),
+          std::move(e.value),
+          out.root->mask,
+          codegen::moves_only(out.root),
+          program.param_count(),
+          program.type()};
 }
 
-// A program's inputs and then its parameters, as one-element tensors: a kernel's operands.
-struct Operands {
-  std::vector<VulkanTensor> params;
+// A program's inputs, as the kernels take them.
+std::vector<const VulkanTensor*> operands(std::span<const Vulkan::Primitive> inputs) {
   std::vector<const VulkanTensor*> all;
-  Operands(const codegen::Program& program, std::span<const Vulkan::Primitive> inputs, std::span<const double> values) {
-    params.reserve(values.size());
-    for (double p : values) params.push_back(Vulkan::full(Shape{1}, p, param_dtype(program.type()), {}));
-    all.reserve(inputs.size() + values.size());
-    for (const Vulkan::Primitive& x : inputs) all.push_back(&x);
-    for (const VulkanTensor& p : params) all.push_back(&p);
-  }
-};
+  all.reserve(inputs.size());
+  for (const Vulkan::Primitive& x : inputs) all.push_back(&x);
+  return all;
+}
 
 void check_dtypes(std::string_view op, const codegen::Program& program, std::span<const Vulkan::Primitive> inputs) {
   for (const Vulkan::Primitive& x : inputs) vulkan::check_dtype_supported(op, x.dtype);
@@ -79,15 +63,15 @@ const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_
   vulkan::count_render();
   const codegen::ProgramOutput& out = program.outputs()[k];
   const int inputs = static_cast<int>(program.inputs().size());
-  const int operands = inputs + program.param_count();
-  const codegen::RowTree tree = codegen::row_tree(codegen::params_as_inputs(out.root, inputs), operands);
+  const codegen::RowTree tree = codegen::row_tree(out.root, inputs);
   std::vector<codegen::NodePtr> roots;
   for (const codegen::RowReduction& r : tree.reductions) roots.push_back(r.argument);
   roots.push_back(tree.value);
   codegen::Expressions e = codegen::render(codegen::glsl(), roots, program.type());
   codegen::RowKernel kernel;
   kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
-  for (int p = 0; p < program.param_count(); ++p) kernel.kernel.inputs.push_back(param_dtype(program.type()));
+  kernel.kernel.params = program.param_count();
+  kernel.kernel.param_type = program.type();
   kernel.kernel.out = out.dtype;
   kernel.kernel.helpers = std::move(e.helpers);
   kernel.kernel.value = std::move(e.values.back());
@@ -99,7 +83,7 @@ const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_
     kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
   const std::string source = codegen::row_kernel(codegen::glsl(), codegen::glsl_kernels(), kernel);
   const vulkan::Pipeline& pipeline =
-      vulkan::Context::get().pipeline(source, static_cast<std::uint32_t>(2 + operands));
+      vulkan::Context::get().pipeline(source, static_cast<std::uint32_t>(2 + inputs));
   const std::lock_guard lock(mutex);
   return *pipelines.emplace(slot, &pipeline).first->second;
 }
@@ -115,18 +99,19 @@ std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& progr
   const std::int64_t cols = domain[domain.rank() - 1];
   const std::int64_t rows = domain.numel() / cols;
   vulkan::checked_int(domain.numel(), "a domain of", "row_program");
-  const Operands operands(program, inputs, params);
+  const std::vector<const VulkanTensor*> all = operands(inputs);
   Shape row_shape = domain;
   row_shape[row_shape.rank() - 1] = 1;
 
-  // The layout (codegen/row_kernel.hpp): rows, rank, dims, each operand's offset and strides.
+  // The layout (codegen/row_kernel.hpp): rows, rank, dims, each input's offset and strides,
+  // the parameters.
   constexpr auto first = static_cast<std::size_t>(codegen::kFirstLayout);
-  std::vector<std::int32_t> layout(first + codegen::kLayoutStride * operands.all.size(), 0);
+  std::vector<std::int32_t> layout(first + codegen::kLayoutStride * all.size(), 0);
   layout[0] = vulkan::checked_int(rows, "a row count of", "row_program");
   layout[1] = static_cast<std::int32_t>(domain.rank());
   for (std::size_t d = 0; d < domain.rank(); ++d) layout[2 + d] = vulkan::checked_int(domain[d], "a dim of", "row_program");
-  for (std::size_t k = 0; k < operands.all.size(); ++k) {
-    const VulkanTensor& t = *operands.all[k];
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const VulkanTensor& t = *all[k];
     const std::size_t base = first + k * codegen::kLayoutStride;
     layout[base] = vulkan::checked_int(t.offset, "an offset of", "row_program");
     const std::size_t lead = domain.rank() - t.shape.rank();
@@ -134,6 +119,7 @@ std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& progr
       layout[base + 1 + lead + d] =
           t.shape[d] == 1 ? 0 : vulkan::checked_int(t.strides[d], "a stride of", "row_program");
   }
+  vulkan::append_params(layout, all.size(), params, program.type());
   const auto layout_buffer = vulkan::upload_ints(layout);
 
   std::vector<Primitive> results;
@@ -142,7 +128,7 @@ std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& progr
     VulkanTensor result = vulkan::empty(out.per_row ? row_shape : domain, out.dtype);
     if (rows > 0) {
       std::vector<std::shared_ptr<vulkan::Buffer>> buffers{layout_buffer, result.buffer};
-      for (const VulkanTensor* t : operands.all) buffers.push_back(t->buffer);
+      for (const VulkanTensor* t : all) buffers.push_back(t->buffer);
       vulkan::dispatch_groups("row_program", row_pipeline(program, k), buffers, rows);
     }
     results.push_back(std::move(result));
@@ -155,7 +141,6 @@ std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& progr
   const Shape shape = codegen::check_elementwise_call<Vulkan>(program, inputs, params);
   check_dtypes("elementwise", program, inputs);
   const std::span<const codegen::ProgramOutput> outputs = program.outputs();
-  const Operands operands(program, inputs, params);
 
   // One spec per output, by the program's id: a number, so a cache hit hashes no text.
   static vulkan::SpecCache specs;
@@ -163,7 +148,7 @@ std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& progr
   results.reserve(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const auto& spec = specs.get(program.id() << 8 | k, [&] { return spec_of(program, k); });
-    results.push_back(vulkan::run_elementwise(spec, operands.all, shape));
+    results.push_back(vulkan::run_elementwise(spec, operands(inputs), shape, params));
   }
   return results;
 }

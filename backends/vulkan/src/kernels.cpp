@@ -33,6 +33,8 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, 
   kernel.value = spec.value;
   kernel.value_is_bool = spec.value_is_bool;
   kernel.raw_bits = spec.raw_bits;
+  kernel.params = spec.params;
+  kernel.param_type = spec.param_type;
   kernel.workgroup_size = static_cast<int>(kWorkgroupSize);
   return codegen::elementwise_kernel(codegen::glsl_kernels(), kernel, {strided, out_strided, scalar});
 }
@@ -189,16 +191,28 @@ VulkanTensor empty(const Shape& shape, DType dtype) {
 }
 
 VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                             const Shape& shape) {
+                             const Shape& shape, std::span<const double> params) {
   VulkanTensor out = empty(shape, spec.out);
-  run_elementwise_into(spec, inputs, out);
+  run_elementwise_into(spec, inputs, out, params);
   return out;
 }
 
+void append_params(std::vector<std::int32_t>& layout, std::size_t inputs, std::span<const double> params,
+                   codegen::ScalarType t) {
+  if (params.empty()) return;
+  layout.resize(static_cast<std::size_t>(codegen::param_layout(inputs)), 0);
+  for (const double p : params) {
+    const auto words = codegen::param_words(p, t);
+    layout.insert(layout.end(), words.begin(), words.end());
+  }
+}
+
 void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                          const VulkanTensor& out) {
+                          const VulkanTensor& out, std::span<const double> params) {
   KILN_CHECK(inputs.size() == spec.inputs.size(), "vulkan: a kernel of {} inputs got {}", spec.inputs.size(),
              inputs.size());
+  KILN_CHECK(params.size() == static_cast<std::size_t>(spec.params), "vulkan: a kernel of {} parameters got {}",
+             spec.params, params.size());
   KILN_CHECK(out.dtype == spec.out, "vulkan: a kernel writing {} got a {} output", spec.out, out.dtype);
   const Shape& shape = out.shape;
   KILN_CHECK(shape.rank() <= kMaxRank, "vulkan: tensors of rank {} (at most {})", shape.rank(), kMaxRank);
@@ -216,14 +230,14 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
 
   std::vector<const StridedView*> views(inputs.begin(), inputs.end());
   if (out_strided) views.push_back(&out);
-  std::vector<std::int32_t> params(static_cast<std::size_t>(kFirstInput + kInputParams * views.size()), 0);
-  params[0] = checked_int(n, "a tensor of");
-  params[1] = static_cast<std::int32_t>(shape.rank());
-  for (std::size_t d = 0; d < shape.rank(); ++d) params[2 + d] = checked_int(shape[d], "a dim of");
+  std::vector<std::int32_t> layout(static_cast<std::size_t>(kFirstInput + kInputParams * views.size()), 0);
+  layout[0] = checked_int(n, "a tensor of");
+  layout[1] = static_cast<std::int32_t>(shape.rank());
+  for (std::size_t d = 0; d < shape.rank(); ++d) layout[2 + d] = checked_int(shape[d], "a dim of");
   for (std::size_t k = 0; k < views.size(); ++k) {
     const StridedView& t = *views[k];
     const std::size_t base = static_cast<std::size_t>(kFirstInput) + k * kInputParams;
-    params[base] = checked_int(t.offset, "an offset of");
+    layout[base] = checked_int(t.offset, "an offset of");
     if (!strided) continue;
     // Broadcast t's dims against shape (right-aligned; size-1 dims read with stride 0).
     const std::size_t lead = shape.rank() - t.shape.rank();
@@ -231,11 +245,12 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
       const std::int64_t stride = t.shape[d] == 1 ? 0 : t.strides[d];
       KILN_CHECK(std::abs(stride) <= std::numeric_limits<std::int32_t>::max(), "vulkan: stride {} is too large",
                  stride);
-      params[base + 1 + lead + d] = static_cast<std::int32_t>(stride);
+      layout[base + 1 + lead + d] = static_cast<std::int32_t>(stride);
     }
   }
+  append_params(layout, inputs.size(), params, spec.param_type);
   Context& context = Context::get();
-  auto param_buffer = upload_ints(params);
+  auto param_buffer = upload_ints(layout);
 
   std::vector<bool> scalar(inputs.size(), false);  // only the flat kernels tell them apart
   for (std::size_t k = 0; k < inputs.size() && !strided; ++k) scalar[k] = inputs[k]->numel() == 1;

@@ -10,6 +10,8 @@
 
 #include "context.hpp"
 
+#include "kiln/codegen/expr.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,6 +36,10 @@ struct ElementwiseSpec {
   // f16 / bf16 operands move as their 16 bits (as uint) instead of converting to float and
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
+  // Scalar parameters p0, p1... of this type, read from the parameter buffer
+  // (codegen::param_layout), so a new value is a new number there, not a new buffer.
+  int params = 0;
+  codegen::ScalarType param_type = codegen::ScalarType::f32;
   std::uint64_t key = 0;  // given by SpecCache; 0: not cached (the pipeline is found by its source)
 };
 
@@ -82,12 +88,16 @@ std::string variant_bits(DType dtype);
 // A fresh contiguous tensor (uninitialized) on the context's device.
 VulkanTensor empty(const Shape& shape, DType dtype);
 // Runs the kernel over `shape` (the inputs broadcast to it) into a new contiguous tensor.
+// `params`: the values of the spec's parameters.
 VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                             const Shape& shape);
+                             const Shape& shape, std::span<const double> params = {});
 // Runs the kernel into `out`, any strided view of a buffer (the inputs broadcast to its
 // shape); writes only the elements the view shows.
 void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                          const VulkanTensor& out);
+                          const VulkanTensor& out, std::span<const double> params = {});
+// Appends the layout integers of parameters `params` of type t, from codegen::param_layout(inputs) on.
+void append_params(std::vector<std::int32_t>& layout, std::size_t inputs, std::span<const double> params,
+                   codegen::ScalarType t);
 // The identity kernel of a dtype (copies).
 const ElementwiseSpec& copy_spec(DType dtype);
 // `x` itself when contiguous, else a contiguous copy.

@@ -205,14 +205,6 @@ template <class Replace> NodePtr rewrite(const NodePtr& root, Replace&& replace)
   return visit(visit, root);
 }
 
-// `root` with each parameter p<i> read as the input in<first + i> instead: for kernels
-// that take their parameters as one-element tensors.
-inline NodePtr params_as_inputs(const NodePtr& root, int first) {
-  return rewrite(root, [&](const NodePtr& n, auto&) -> NodePtr {
-    return n->kind == Kind::param ? make_input(first + n->index) : nullptr;
-  });
-}
-
 // A row program's output as a kernel that runs a row at a time computes it: its row
 // reductions one after another, each over the row, then the value (kiln/codegen's row
 // kernels, src/codegen/row_kernel.hpp).

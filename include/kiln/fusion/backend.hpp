@@ -10,7 +10,7 @@
 //
 // What fuses today: elementwise programs of one computation type (f32, f64, the integers;
 // masks and `where` included), with broadcasting and scalar parameters, into trees of at
-// most kMaxLeaves materialised inputs and kMaxNodes nodes (beyond that the input is
+// most kMaxLeaves materialised inputs, kMaxParams parameters and kMaxNodes nodes (beyond that the input is
 // materialised first and read as a leaf). A pending f16 / bf16 result is materialised
 // before another op reads it, since fusing would skip its rounding to 16 bits. Where B runs
 // row programs (RowPrograms: the CPU and Vulkan), a sum, mean, max or min over the last dim of an f32 /
@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -141,11 +142,16 @@ template <FusionTarget B> struct Fusion {
   using Device = typename B::Device;
   static constexpr std::string_view name = kiln::detail::DecoratedName<"fusion_", B>::value;
 
-  // The most materialised tensors and parameters one fused program reads (B's
-  // max_program_operands where it says, else 8), and the most nodes in its tree.
+  // The most materialised tensors one fused program reads (B's max_program_inputs where it
+  // says, else 8), its most parameters (B's max_program_params where it says, else no limit
+  // but the nodes'), and the most nodes in its tree.
   static constexpr std::size_t kMaxLeaves = [] {
-    if constexpr (requires { B::max_program_operands; }) return std::size_t{B::max_program_operands};
+    if constexpr (requires { B::max_program_inputs; }) return std::size_t{B::max_program_inputs};
     else return std::size_t{8};
+  }();
+  static constexpr std::size_t kMaxParams = [] {
+    if constexpr (requires { B::max_program_params; }) return std::size_t{B::max_program_params};
+    else return std::numeric_limits<std::size_t>::max();
   }();
   static constexpr std::size_t kMaxNodes = 512;
 
@@ -282,7 +288,7 @@ template <FusionTarget B> struct Fusion {
       std::shared_ptr<const fusion::detail::Pending<Tensor>> grown;
       {
         const std::lock_guard lock(t->mutex);
-        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1 + params.size()) &&
+        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1, params.size()) &&
             rows_fit(*t->pending, shape, base))
           grown = t->pending;
       }
@@ -582,7 +588,7 @@ template <FusionTarget B> struct Fusion {
         p.type = codegen::scalar_type_of(dtype);
       } else if (!x.node->pending->reduces || x.node->pending->domain == shape) {
         p = *x.node->pending;
-        if (p.params.size() + p.leaves.size() + 1 > kMaxLeaves || p.nodes + 3 > kMaxNodes) p = {};
+        if (p.leaves.size() > kMaxLeaves || p.params.size() + 1 > kMaxParams || p.nodes + 3 > kMaxNodes) p = {};
       }
     }
     if (!p.root) {  // a pending x that cannot grow: materialised, then read as a leaf
@@ -614,22 +620,22 @@ template <FusionTarget B> struct Fusion {
   }
 
   // Whether a pending input's tree can grow into the program being recorded (`into`, with
-  // the leaves, parameters and nodes gathered so far, and `later` operands still to come:
-  // the later inputs and the program's own parameters): the same computation type, a
-  // result that its dtype holds exactly (not f16 / bf16, which round), and room for its
-  // leaves and parameters beside the later operands, and for its nodes.
+  // the leaves, parameters and nodes gathered so far, and `later_inputs` inputs and
+  // `later_params` parameters still to come): the same computation type, a result that its
+  // dtype holds exactly (not f16 / bf16, which round), and room for its leaves, its
+  // parameters and its nodes beside them.
   static bool fusable(const fusion::detail::Pending<Tensor>& p, DType dtype, const fusion::detail::Pending<Tensor>& into,
-                      std::size_t later) {
+                      std::size_t later_inputs, std::size_t later_params) {
     if (p.type != into.type) return false;
     if (dtype != DType::boolean && (dtype == DType::f16 || dtype == DType::bf16 || codegen::scalar_type_of(dtype) != p.type))
       return false;
     // The leaves and parameters p would add: those `into` does not have already.
-    std::size_t operands = into.leaves.size() + into.params.size() + later;
+    std::size_t leaves = into.leaves.size() + later_inputs, params = into.params.size() + later_params;
     for (const auto& leaf : p.leaves)
-      operands += std::find(into.leaves.begin(), into.leaves.end(), leaf) == into.leaves.end() ? 1 : 0;
+      leaves += std::find(into.leaves.begin(), into.leaves.end(), leaf) == into.leaves.end() ? 1 : 0;
     for (const std::uint64_t id : p.param_ids)
-      operands += std::find(into.param_ids.begin(), into.param_ids.end(), id) == into.param_ids.end() ? 1 : 0;
-    return operands <= kMaxLeaves && into.nodes + p.nodes <= kMaxNodes;
+      params += std::find(into.param_ids.begin(), into.param_ids.end(), id) == into.param_ids.end() ? 1 : 0;
+    return leaves <= kMaxLeaves && params <= kMaxParams && into.nodes + p.nodes <= kMaxNodes;
   }
 };
 

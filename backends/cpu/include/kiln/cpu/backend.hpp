@@ -25,8 +25,9 @@ struct Cpu {
   using IntTensor = Primitive;
   using BoolTensor = Primitive;
   static constexpr std::string_view name = "cpu";
-  // The most inputs and parameters one elementwise program may have (Fusion<Cpu> keeps to it).
-  static constexpr std::size_t max_program_operands = 8;
+  // The most inputs one elementwise program may have (Fusion<Cpu> keeps to it); parameters
+  // are uniform registers, as many as the program has.
+  static constexpr std::size_t max_program_inputs = 8;
 
   // creation and host transfer (backends/cpu/src/creation.cpp)
   static Primitive from_data(const TensorData& data, const Device& device);

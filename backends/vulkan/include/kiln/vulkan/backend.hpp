@@ -34,9 +34,9 @@ struct Vulkan {
   using IntTensor = Primitive;
   using BoolTensor = Primitive;
   static constexpr std::string_view name = "vulkan";
-  // The most inputs and parameters one elementwise program may have: a kernel binds at most
-  // 8 buffers, the layout and the output among them, and parameters travel as inputs.
-  static constexpr std::size_t max_program_operands = 6;
+  // The most inputs one elementwise program may have: a kernel binds at most 8 buffers, the
+  // layout (which carries the parameters, as many as the program has) and the output among them.
+  static constexpr std::size_t max_program_inputs = 6;
 
   // creation and host transfer (backends/vulkan/src/creation.cpp)
   static Primitive from_data(const TensorData& data, const Device& device);
