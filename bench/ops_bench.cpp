@@ -169,6 +169,23 @@ BENCHMARK_CAPTURE(vulkan_conv2d, fwd_bwd, true)
 BENCHMARK(add<kiln::Vulkan>)->Name("vulkan/add_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(gelu<kiln::Vulkan>)->Name("vulkan/gelu_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(exp<kiln::Vulkan>)->Name("vulkan/exp_16M")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Softmax over the rows of [1024, 1024] as the tensor API composes it on Vulkan (no
+// hand-fused kernel): five kernels on plain Vulkan (max, subtract, exp, sum, divide), one
+// row program on Fusion<Vulkan>.
+template <class B> void vulkan_softmax(benchmark::State& state) {
+  if (!ready<kiln::Vulkan>(state)) return;
+  const auto x = kiln::Tensor<B, 2>::random({1024, 1024}, kiln::Distribution::normal(0, 1));
+  const auto step = [&] {
+    if constexpr (std::is_same_v<B, kiln::Vulkan>) keep(x.softmax(1));
+    else keep(kiln::Tensor<kiln::Vulkan, 2>(B::value(x.softmax(1).primitive())));
+  };
+  step();
+  for (auto _ : state) step();
+}
+BENCHMARK(vulkan_softmax<kiln::Vulkan>)->Name("vulkan/softmax_1024x1024")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(vulkan_softmax<kiln::Fusion<kiln::Vulkan>>)
+    ->Name("vulkan/softmax_1024x1024@fusion")->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
 void sum_all(benchmark::State& state) {
