@@ -294,8 +294,10 @@ codegen::Program softmax_rows(DType dtype) {
 
 TYPED_TEST(BackendRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
   using B = TypeParam;
-  // Rows shorter than a chunk, longer than one (301: a partial chunk), and of one element.
-  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 301}, {5, 1024}, {3, 7}, {4, 1}}) {
+  // Rows shorter than a chunk (and than a Vulkan workgroup), longer than one (301: a partial
+  // chunk), of one element, and no rows at all.
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 301}, {5, 1024}, {3, 7}, {4, 1}, {0, 6}}) {
     SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
     for (const DType dtype : {DType::f32, DType::f64}) {
       const auto x = (random<B, 2>({rows, cols}, 70) * 4.0).cast(dtype);
