@@ -324,6 +324,29 @@ TYPED_TEST(Programs, IntegerBoolAndHalfPrograms) {
   }
 }
 
+// A parameter keeps its value in every type, against values computed here (not against
+// another path of the same backend): Vulkan carries parameters as two words of its layout
+// buffer, so a value that needs the high word (an f64, a negative or large i64) is checked.
+TYPED_TEST(Programs, ParametersOfEveryTypeKeepTheirValues) {
+  using B = TypeParam;
+  const Expr x = Expr::input(0);
+  auto run = [&](DType dtype, std::vector<double> xs, double p) {
+    const Program program(codegen::scalar_type_of(dtype), {dtype}, 1, {{(x + Expr::param(0)).node(), dtype}});
+    const auto in = upload<B>(TensorData::from(xs, Shape{static_cast<std::int64_t>(xs.size())}).convert(dtype));
+    const std::array<typename B::Primitive, 1> inputs{in};
+    const std::array<double, 1> params{p};
+    return B::into_data(B::elementwise(program, inputs, params)[0]);
+  };
+  EXPECT_EQ(run(DType::f32, {1, -2}, 0.1).template to_vec<float>(), (std::vector<float>{1.0f + 0.1f, -2.0f + 0.1f}));
+  EXPECT_EQ(run(DType::f64, {1, -2}, 0.1).template to_vec<double>(), (std::vector<double>{1.0 + 0.1, -2.0 + 0.1}));
+  EXPECT_EQ(run(DType::i32, {5, -9}, -7).template to_vec<std::int32_t>(), (std::vector<std::int32_t>{-2, -16}));
+  EXPECT_EQ(run(DType::i64, {5, -9}, -3e12).template to_vec<std::int64_t>(),
+            (std::vector<std::int64_t>{5 - 3000000000000, -9 - 3000000000000}));
+  EXPECT_EQ(run(DType::i64, {1, 2}, 5e12).template to_vec<std::int64_t>(),
+            (std::vector<std::int64_t>{5000000000001, 5000000000002}));
+  EXPECT_EQ(run(DType::u8, {3, 50}, 200).template to_vec<std::uint8_t>(), (std::vector<std::uint8_t>{203, 250}));
+}
+
 TYPED_TEST(Programs, EmptyInputsGiveEmptyOutputs) {
   using B = TypeParam;
   const Expr x = Expr::input(0);

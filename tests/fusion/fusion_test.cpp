@@ -384,6 +384,19 @@ TYPED_TEST(BackendRowPrograms, BadCallsFailNamingTheProgram) {
                         {{make_node(Kind::add, {in, make_node(Kind::row_sum, {in})}), DType::f32, true}});
   EXPECT_KILN_ERROR(B::row_program(varying, std::vector{x.primitive()}, {}, Shape{4, 6}), "row_program",
                     "varies along the row");
+  // More inputs than one kernel of B takes: B::max_program_inputs for elementwise programs;
+  // row programs up to 64 on the CPU (their inputs are read row by row, not as a walk's
+  // operands), as many as bind on Vulkan.
+  auto wide = [&](std::size_t n, NodePtr root) {
+    for (std::size_t k = 1; k < n; ++k) root = make_node(Kind::add, {root, make_input(static_cast<int>(k))});
+    return Program(ScalarType::f32, std::vector<DType>(n, DType::f32), 0, {{root, DType::f32}});
+  };
+  const std::size_t n = B::max_program_inputs + 1;
+  EXPECT_KILN_ERROR(B::elementwise(wide(n, make_input(0)), std::vector<typename B::Primitive>(n, x.primitive()), {}),
+                    "elementwise", "inputs");
+  EXPECT_KILN_ERROR(B::row_program(wide(65, make_node(Kind::row_sum, {make_input(0)})),
+                                   std::vector<typename B::Primitive>(65, x.primitive()), {}, Shape{4, 6}),
+                    "row_program", "inputs");
   EXPECT_KILN_ERROR(Program(ScalarType::f32, {DType::f32}, 0, {{in, DType::f32, true}}), "per-row");
   EXPECT_KILN_ERROR(Program(ScalarType::i32, {DType::i32}, 0, {{make_node(Kind::row_sum, {in}), DType::i32}}),
                     "row_sum", "i32");

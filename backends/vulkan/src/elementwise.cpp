@@ -43,7 +43,12 @@ std::vector<const VulkanTensor*> operands(std::span<const Vulkan::Primitive> inp
   return all;
 }
 
-void check_dtypes(std::string_view op, const codegen::Program& program, std::span<const Vulkan::Primitive> inputs) {
+// What a Vulkan kernel can take: its dtypes on this device, its inputs within the buffer
+// bindings, its outputs within a spec slot.
+void check_kernel(std::string_view op, const codegen::Program& program, std::span<const Vulkan::Primitive> inputs) {
+  KILN_CHECK(inputs.size() <= Vulkan::max_program_inputs,
+             "{}: the Vulkan backend runs programs of up to {} inputs (a kernel binds at most 8 buffers), got {} ({})",
+             op, Vulkan::max_program_inputs, inputs.size(), program.key());
   for (const Vulkan::Primitive& x : inputs) vulkan::check_dtype_supported(op, x.dtype);
   const std::span<const codegen::ProgramOutput> outputs = program.outputs();
   for (const codegen::ProgramOutput& out : outputs) vulkan::check_dtype_supported(op, out.dtype);
@@ -93,7 +98,7 @@ const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_
 std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
                                                    std::span<const double> params, const Shape& domain) {
   codegen::check_row_program_call<Vulkan>(program, inputs, params, domain);
-  check_dtypes("row_program", program, inputs);
+  check_kernel("row_program", program, inputs);
   KILN_CHECK(domain.rank() <= codegen::kMaxRank, "row_program: the Vulkan backend runs domains of rank up to {}, got {}",
              codegen::kMaxRank, domain);
   const std::int64_t cols = domain[domain.rank() - 1];
@@ -139,7 +144,7 @@ std::vector<Vulkan::Primitive> Vulkan::row_program(const codegen::Program& progr
 std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                                    std::span<const double> params) {
   const Shape shape = codegen::check_elementwise_call<Vulkan>(program, inputs, params);
-  check_dtypes("elementwise", program, inputs);
+  check_kernel("elementwise", program, inputs);
   const std::span<const codegen::ProgramOutput> outputs = program.outputs();
 
   // One spec per output, by the program's id: a number, so a cache hit hashes no text.
