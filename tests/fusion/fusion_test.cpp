@@ -95,6 +95,62 @@ TYPED_TEST(FusionChains, ADroppedIntermediateIsNeverComputed) {
   EXPECT_EQ(launched<B>(), before + 1);
 }
 
+TYPED_TEST(FusionChains, AnIntermediateThatAnotherPendingTensorReadsIsWrittenOnce) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 2>({40, 33}, 60), y = random<B, 2>({40, 33}, 61), b = random<B, 2>({1, 33}, 62);
+  const auto fx = on_fusion(x), fy = on_fusion(y), fb = on_fusion(b);
+  const auto shared = (fx * fy).exp();  // read by two pending tensors
+  const auto first = shared + 1.0;
+  const auto second = shared.tanh() * fx;
+  std::uint64_t before = launched<B>(), written = c.written.load(), reused = c.reused.load();
+  EXPECT_TRUE(test::all_close(first.into_data(), ((x * y).exp() + 1.0).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 1);
+  EXPECT_EQ(c.written.load(), written + 2) << "first, and beside it the intermediate that second still reads";
+  EXPECT_FALSE(Fusion<B>::is_pending(shared.primitive()));
+  EXPECT_TRUE(test::all_close(second.into_data(), ((x * y).exp().tanh() * x).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 2);
+  EXPECT_EQ(c.written.load(), written + 3);
+  EXPECT_EQ(c.reused.load(), reused + 1) << "second read the intermediate instead of computing it";
+  EXPECT_TRUE(test::all_close(shared.into_data(), (x * y).exp().into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 2) << "the intermediate was written already";
+
+  // An intermediate that only a handle (or a temporary) holds is not written: it is computed
+  // again where it is read.
+  before = launched<B>(), written = c.written.load();
+  const auto held = (fx * fy).sin();
+  EXPECT_TRUE(test::all_close(((held + 1.0) * 2.0).into_data(), (((x * y).sin() + 1.0) * 2.0).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(c.written.load(), written + 1);
+  EXPECT_TRUE(Fusion<B>::is_pending(held.primitive()));
+  // Nor one of another shape than the program's (it broadcasts into it).
+  const auto small = (fb * 3.0).exp();
+  const auto big = small + fx, other = small * fb;
+  EXPECT_TRUE(test::all_close(big.into_data(), ((b * 3.0).exp() + x).into_data(), 1e-5, 1e-6));
+  EXPECT_TRUE(Fusion<B>::is_pending(small.primitive()));
+  EXPECT_TRUE(test::all_close(other.into_data(), ((b * 3.0).exp() * b).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(c.written.load(), written + 3);
+  EXPECT_EQ(launched<B>(), before + 3);
+}
+
+TYPED_TEST(FusionChains, AnIntermediateReadMidChainIsNotComputedAgain) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 1>({500}, 63);
+  const auto fx = on_fusion(x);
+  const auto mid = (fx * 3.0).erf();
+  const auto end = (mid + fx).square() * 0.5;  // holds mid's tree
+  EXPECT_TRUE(test::all_close(mid.into_data(), (x * 3.0).erf().into_data(), 1e-6, 1e-7));
+  const std::uint64_t reused = c.reused.load();
+  EXPECT_TRUE(test::all_close(end.into_data(), (((x * 3.0).erf() + x).square() * 0.5).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(c.reused.load(), reused + 1) << "end read mid's value instead of computing erf again";
+  // A cheap intermediate of one leaf is computed again: reading it would cost a read more.
+  const auto cheap = fx * 3.0;
+  const auto after = (cheap + 1.0).exp();
+  (void)cheap.into_data();
+  EXPECT_TRUE(test::all_close(after.into_data(), (x * 3.0 + 1.0).exp().into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(c.reused.load(), reused + 1);
+}
+
 TYPED_TEST(FusionChains, AnOpThatDoesNotFuseMaterialisesItsInputs) {
   using B = TypeParam;
   const auto x = random<B, 2>({8, 5}, 7), w = random<B, 2>({5, 3}, 8);
@@ -465,6 +521,28 @@ TYPED_TEST(FusionRows, SumsOverTheLastDimFuseAndOthersRunOnTheBackend) {
                               (x.sum_dim(2) + x.sum_dim(2).reshape(std::array<std::int64_t, 3>{6, 1, 5})).into_data(),
                               1e-5, 1e-6));
   EXPECT_EQ(launched<B>(), before + 3);
+}
+
+TYPED_TEST(FusionRows, RowResultsThatOthersReadAreWrittenBesideTheOutput) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 2>({32, 50}, 87);
+  const auto fx = on_fusion(x);
+  const auto mean = fx.mean_dim(1);              // [32, 1]
+  const auto shifted = (fx - mean).exp();        // [32, 50]
+  const auto total = shifted.sum_dim(1);         // materialised first
+  const auto later = shifted * 2.0 + mean;       // still reads both
+  const std::uint64_t before = launched<B>(), written = c.written.load(), reused = c.reused.load();
+  const auto e = (x - x.mean_dim(1)).exp();
+  EXPECT_TRUE(test::all_close(total.into_data(), e.sum_dim(1).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 1);
+  EXPECT_EQ(c.written.load(), written + 3) << "the sum, and beside it the mean (per row) and exp(x - mean)";
+  EXPECT_FALSE(Fusion<B>::is_pending(mean.primitive()));
+  EXPECT_FALSE(Fusion<B>::is_pending(shifted.primitive()));
+  EXPECT_TRUE(test::all_close(mean.into_data(), x.mean_dim(1).into_data(), 1e-5, 1e-6));
+  EXPECT_TRUE(test::all_close(later.into_data(), (e * 2.0 + x.mean_dim(1)).into_data(), 1e-5, 1e-6));
+  EXPECT_EQ(launched<B>(), before + 2) << "later: one elementwise program over the two written values";
+  EXPECT_EQ(c.reused.load(), reused + 2);
 }
 
 TYPED_TEST(FusionRows, ANewBatchSizeFindsTheRowProgram) {

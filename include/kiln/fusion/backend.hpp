@@ -22,9 +22,13 @@
 // gets the view of the materialised source. Casts, other reductions and matmul / conv
 // epilogues do not fuse yet: they materialise their inputs.
 //
-// Each pending tensor is computed on its own: an intermediate that two materialised
-// tensors both read is computed in each of their programs (it is never written unless it
-// is materialised itself). Threads: every pending tensor has a mutex; recording reads an
+// An intermediate that two pending tensors both read is computed once where that pays: the
+// program that materialises one of them writes it as a second output when the other still
+// reads it, and a program whose tree holds an intermediate materialised since reads it
+// instead of computing it again (Fusion::launch_plan says when). An intermediate that only a
+// handle refers to is not written: a C++ temporary looks the same, and writing every
+// temporary of `((x * 2).exp() + 1).into_data()` would cost more than it saves.
+// Threads: every pending tensor has a mutex; recording reads an
 // input's state under its lock and materialising holds the tensor's own lock, so tensors
 // recorded on several threads at once, and read on any thread, give the same values.
 #pragma once
@@ -68,8 +72,10 @@ namespace fusion::detail {
 // not launched before (a backend that compiles kernels compiles it now), or one it had
 // (found by its structure, whatever its sizes and scalar values). `written` counts the
 // buffers the launches wrote.
+// `reused` counts the intermediates a launch read as materialised leaves instead of computing
+// them again.
 struct Counters {
-  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0};
+  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0}, reused{0};
 };
 
 // Whether KILN_FUSION_LOG is set to something other than 0 (read once).
@@ -90,10 +96,19 @@ struct SeenPrograms {
   }
 };
 
+// A pending tensor that another one's tree grew from: the tensor (while it lives) and the node
+// of the other tree that computes it.
+template <class Tensor> struct Source {
+  std::weak_ptr<Tensor> tensor;
+  codegen::NodePtr root;
+};
+
 // A pending tensor's value: `root` over `leaves` (input i of the tree is leaves[i]) with
 // parameter values `params`, computed in `type`.
 template <class Tensor> struct Pending {
   codegen::NodePtr root;
+  // The pending tensors whose trees are inside this one, with their roots in it.
+  std::vector<Source<Tensor>> sources;
   std::vector<std::shared_ptr<Tensor>> leaves;
   std::vector<double> params;
   std::vector<std::uint64_t> param_ids;  // each parameter's identity (new_param_id)
@@ -134,6 +149,46 @@ inline codegen::NodePtr substitute(const codegen::NodePtr& root, std::span<const
   return out;
 }
 
+// Whether a subtree is worth reading from memory where it is materialised, rather than
+// computing it again from its leaves: it computes more than arithmetic (a function, a
+// division, a row reduction) or reads two leaves or more, so reading it saves a read or more
+// than a few instructions per element.
+inline bool worth_storing(const codegen::Node& root) {
+  std::unordered_set<const codegen::Node*> seen;
+  std::unordered_set<int> inputs;
+  bool costly = false;
+  auto visit = [&](auto& self, const codegen::Node& n) -> void {
+    if (!seen.insert(&n).second) return;
+    switch (n.kind) {
+      case codegen::Kind::input: inputs.insert(n.index); return;
+      case codegen::Kind::exp: case codegen::Kind::log: case codegen::Kind::log1p: case codegen::Kind::expm1:
+      case codegen::Kind::sqrt: case codegen::Kind::sin: case codegen::Kind::cos: case codegen::Kind::tan:
+      case codegen::Kind::tanh: case codegen::Kind::erf: case codegen::Kind::div: case codegen::Kind::pow:
+      case codegen::Kind::atan2: case codegen::Kind::int_div: case codegen::Kind::int_rem:
+      case codegen::Kind::int_pow: case codegen::Kind::row_sum: case codegen::Kind::row_max:
+      case codegen::Kind::row_min:
+        costly = true;
+        break;
+      default: break;
+    }
+    for (const codegen::NodePtr& a : n.args) self(self, *a);
+  };
+  visit(visit, root);
+  return costly || inputs.size() >= 2;
+}
+
+inline bool has_row_reduction(const codegen::NodePtr& root) {
+  std::unordered_set<const codegen::Node*> seen;
+  auto visit = [&](auto& self, const codegen::Node& n) -> bool {
+    if (!seen.insert(&n).second) return false;
+    if (codegen::is_row_reduction(n.kind)) return true;
+    for (const codegen::NodePtr& a : n.args)
+      if (self(self, *a)) return true;
+    return false;
+  };
+  return visit(visit, *root);
+}
+
 }  // namespace fusion::detail
 
 template <FusionTarget B> struct Fusion {
@@ -154,6 +209,9 @@ template <FusionTarget B> struct Fusion {
     else return std::numeric_limits<std::size_t>::max();
   }();
   static constexpr std::size_t kMaxNodes = 512;
+  // The most outputs of one launch: the tensor materialised and the intermediates it writes
+  // beside it (see launch_plan).
+  static constexpr std::size_t kMaxOutputs = 4;
 
   // A tensor: materialised (`value`) or pending; shape, dtype and device are known either way.
   struct Tensor {
@@ -169,6 +227,11 @@ template <FusionTarget B> struct Fusion {
     // where a non-elementwise op needs its value, `view` takes the view of the source's value
     // on B instead (a matmul reads a transpose in place, as without fusion).
     std::function<InnerPrimitive()> view;
+    // The pending tensors recorded from this one while it was pending (their trees hold
+    // its tree), while they live; guarded by `mutex`.
+    std::vector<std::weak_ptr<Tensor>> readers;
+    // Whether `value` is set (read without the lock: set once, never unset).
+    std::atomic<bool> done{false};
   };
   struct Primitive {
     std::shared_ptr<Tensor> node;
@@ -190,43 +253,50 @@ template <FusionTarget B> struct Fusion {
     const std::lock_guard lock(t.mutex);
     if (t.value) return *t.value;
     if (t.view) {
-      t.value = t.view();
-      t.view = nullptr;
-      t.pending.reset();
+      set_value(t, t.view());
       return *t.value;
     }
     const fusion::detail::Pending<Tensor>& pending = *t.pending;
+    const LaunchPlan plan = launch_plan(t, pending);
     std::vector<DType> dtypes;
     std::vector<InnerPrimitive> inputs;
-    for (const auto& leaf : pending.leaves) {
+    for (const auto& leaf : plan.leaves) {
       dtypes.push_back(leaf->dtype);
       inputs.push_back(*leaf->value);  // leaves are materialised before they become leaves
     }
+    const auto per_row = [&](const Tensor& o) { return plan.reduces && o.shape != pending.domain; };
+    std::vector<codegen::ProgramOutput> outputs{{plan.root, t.dtype, per_row(t)}};
+    for (const auto& [tensor, root] : plan.extra) outputs.push_back({root, tensor->dtype, per_row(*tensor)});
     const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
-                                   {{pending.root, t.dtype, pending.reduces && t.shape != pending.domain}});
+                                   std::move(outputs));
     static fusion::detail::SeenPrograms seen;
     const bool compiled = seen.first(program.id());
     ++counters().launched;
     ++(compiled ? counters().compiled : counters().cached);
-    ++counters().written;
+    counters().written += 1 + plan.extra.size();
+    counters().reused += plan.reused;
     if (fusion::detail::log_enabled()) {
       std::vector<Shape> shapes;
-      for (const auto& leaf : pending.leaves) shapes.push_back(leaf->shape);
+      for (const auto& leaf : plan.leaves) shapes.push_back(leaf->shape);
       std::vector<std::string> runs;
       if constexpr (requires { B::program_steps(program); }) {
         if (codegen::is_float(program.type())) runs = B::program_steps(program);
       }
       fusion::detail::log_launch(name, program, compiled, shapes, t.shape, runs);
     }
+    std::vector<InnerPrimitive> results;
     if constexpr (RowPrograms<B>) {
-      if (pending.reduces) {
-        t.value = std::move(B::row_program(program, inputs, pending.params, pending.domain)[0]);
-        t.pending.reset();
-        return *t.value;
-      }
+      if (plan.reduces) results = B::row_program(program, inputs, pending.params, pending.domain);
     }
-    t.value = std::move(B::elementwise(program, inputs, pending.params)[0]);
-    t.pending.reset();  // the tree and the leaves it held go
+    if (results.empty()) results = B::elementwise(program, inputs, pending.params);
+    // The intermediates written beside t: each keeps the value computed here, unless another
+    // thread materialised it meanwhile (the same values).
+    for (std::size_t k = 0; k < plan.extra.size(); ++k) {
+      Tensor& o = *plan.extra[k].first;
+      const std::lock_guard other(o.mutex);
+      if (!o.value) set_value(o, std::move(results[k + 1]));
+    }
+    set_value(t, std::move(results[0]));  // the tree and the leaves it held go
     return *t.value;
   }
   static Primitive wrap(InnerPrimitive v) {
@@ -235,6 +305,7 @@ template <FusionTarget B> struct Fusion {
     t->dtype = B::dtype(v);
     t->device = B::device(v);
     t->value = std::move(v);
+    t->done = true;
     return {std::move(t)};
   }
   static bool is_pending(const Primitive& p) {
@@ -310,15 +381,22 @@ template <FusionTarget B> struct Fusion {
         param_indices.push_back(param_index(grown->param_ids[k], grown->params[k]));
         same_numbers = same_numbers && param_indices.back() == static_cast<int>(k);
       }
+      // The input's own sources come along, renumbered as its tree is; the input becomes one.
       if (same_numbers) {
         replaced.push_back(grown->root);
+        for (const auto& source : grown->sources)
+          if (!source.tensor.expired()) base.sources.push_back(source);
       } else {
         std::vector<codegen::NodePtr> leaves;
         for (std::size_t k = 0; k < indices.size(); ++k)
           leaves.push_back(codegen::make_input(indices[k], grown->leaves[k]->dtype == DType::boolean));
         std::unordered_map<const codegen::Node*, codegen::NodePtr> done;
         replaced.push_back(fusion::detail::substitute(grown->root, leaves, param_indices, done));
+        for (const auto& source : grown->sources)
+          if (!source.tensor.expired())
+            base.sources.push_back({source.tensor, fusion::detail::substitute(source.root, leaves, param_indices, done)});
       }
+      base.sources.push_back({t, replaced.back()});
       base.nodes += grown->nodes;
       if (grown->reduces) {
         base.reduces = true;
@@ -345,6 +423,7 @@ template <FusionTarget B> struct Fusion {
       ++counters().recorded;
       out.push_back({std::move(t)});
     }
+    if (!out.empty()) add_reader(out, *out.back().node->pending);
     return out;
   }
 
@@ -520,6 +599,159 @@ template <FusionTarget B> struct Fusion {
   }
 
  private:
+  static void set_value(Tensor& t, InnerPrimitive v) {
+    t.value = std::move(v);
+    t.pending.reset();
+    t.view = nullptr;
+    t.done = true;
+  }
+
+  // Registers each tensor of `readers` as a reader of every source of `pending`.
+  static void add_reader(std::span<const Primitive> readers, const fusion::detail::Pending<Tensor>& pending) {
+    std::unordered_set<const Tensor*> seen;
+    for (const auto& source : pending.sources) {
+      const std::shared_ptr<Tensor> s = source.tensor.lock();
+      if (!s || !seen.insert(s.get()).second) continue;
+      const std::lock_guard lock(s->mutex);
+      if (s->value) continue;
+      std::erase_if(s->readers, [](const std::weak_ptr<Tensor>& r) { return r.expired(); });
+      for (const Primitive& r : readers) s->readers.push_back(r.node);
+    }
+  }
+
+  // What the launch materialising t computes: its tree over `leaves` (a row program where
+  // `reduces`), and the intermediates it writes beside t (`extra`: each tensor and its root).
+  struct LaunchPlan {
+    codegen::NodePtr root;
+    std::vector<std::shared_ptr<Tensor>> leaves;
+    bool reduces = false;
+    std::vector<std::pair<std::shared_ptr<Tensor>, codegen::NodePtr>> extra;
+    std::uint64_t reused = 0;
+  };
+
+  // t's tree, where its sources (the pending tensors it grew from, still alive) make it
+  // better:
+  // - a source materialised since t was recorded is read as a leaf instead of computed
+  //   again, where its subtree is worth storing (fusion::detail::worth_storing) and a leaf is
+  //   free (a row program whose reductions all become leaves runs as an elementwise one);
+  // - a source still pending is written as an extra output, up to kMaxOutputs in all, where
+  //   its subtree is worth storing, it has the program's domain (or is one value per row of a
+  //   row program), and a pending tensor outside this launch still reads it: that one's
+  //   program then reads it instead of computing it again.
+  // Leaves that nothing reads any more are dropped.
+  static LaunchPlan launch_plan(const Tensor& t, const fusion::detail::Pending<Tensor>& pending) {
+    LaunchPlan plan{pending.root, pending.leaves, pending.reduces, {}, 0};
+    if (pending.sources.empty()) return plan;
+    std::unordered_set<const codegen::Node*> in_tree;
+    auto collect = [&](auto& self, const codegen::Node& n) -> void {
+      if (!in_tree.insert(&n).second) return;
+      for (const codegen::NodePtr& a : n.args) self(self, *a);
+    };
+    collect(collect, *pending.root);
+    // The live sources in the tree, once each (`inside`: computed by this launch, with t):
+    // materialised ones become leaves, pending ones are candidates for an extra output.
+    std::unordered_set<const Tensor*> inside{&t};
+    std::unordered_map<const codegen::Node*, codegen::NodePtr> leaf_of;
+    std::vector<std::pair<std::shared_ptr<Tensor>, codegen::NodePtr>> candidates;
+    for (const auto& source : pending.sources) {
+      std::shared_ptr<Tensor> s = source.tensor.lock();
+      if (!s || !in_tree.contains(source.root.get()) || !inside.insert(s.get()).second) continue;
+      if (!fusion::detail::worth_storing(*source.root)) continue;
+      if (s->done) {
+        if (plan.leaves.size() >= kMaxLeaves || leaf_of.contains(source.root.get())) continue;
+        leaf_of.emplace(source.root.get(),
+                        codegen::make_input(static_cast<int>(plan.leaves.size()), s->dtype == DType::boolean));
+        plan.leaves.push_back(std::move(s));
+      } else {
+        candidates.emplace_back(std::move(s), source.root);
+      }
+    }
+    const auto reuse = [&](const codegen::NodePtr& root) {
+      if (leaf_of.empty()) return root;
+      return codegen::rewrite(root, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
+        const auto it = leaf_of.find(n.get());
+        return it == leaf_of.end() ? nullptr : it->second;
+      });
+    };
+    // Which leaves the trees `roots` read.
+    const auto used_by = [&](std::span<const codegen::NodePtr> roots) {
+      std::vector<bool> used(plan.leaves.size(), false);
+      std::unordered_set<const codegen::Node*> visited;
+      auto mark = [&](auto& self, const codegen::Node& n) -> void {
+        if (!visited.insert(&n).second) return;
+        if (n.kind == codegen::Kind::input) used[static_cast<std::size_t>(n.index)] = true;
+        for (const codegen::NodePtr& a : n.args) self(self, *a);
+      };
+      for (const codegen::NodePtr& r : roots) mark(mark, *r);
+      return used;
+    };
+    // The shape the leaves `used` broadcast to: an elementwise program's.
+    const auto shape_of = [&](const std::vector<bool>& used) {
+      std::optional<Shape> shape;
+      for (std::size_t k = 0; k < used.size(); ++k)
+        if (used[k]) shape = shape ? broadcast_shapes(name, *shape, plan.leaves[k]->shape) : plan.leaves[k]->shape;
+      return shape;
+    };
+    plan.root = reuse(pending.root);
+    if (pending.reduces && !fusion::detail::has_row_reduction(plan.root)) {
+      // Every reduction became a leaf: an elementwise program over the leaves it still reads,
+      // where they broadcast to t's shape; else t is computed as recorded.
+      if (shape_of(used_by(std::span(&plan.root, 1))) == t.shape) {
+        plan.reduces = false;
+      } else {
+        leaf_of.clear();
+        plan.root = pending.root;
+        plan.leaves.resize(pending.leaves.size());
+      }
+    }
+    const Shape domain = plan.reduces ? pending.domain : t.shape;
+    for (auto& [s, root] : candidates) {
+      if (plan.extra.size() + 1 >= kMaxOutputs) break;
+      std::vector<std::weak_ptr<Tensor>> readers;
+      bool reduces = false;
+      {
+        const std::lock_guard lock(s->mutex);
+        if (s->value) continue;
+        readers = s->readers;
+        reduces = s->pending && s->pending->reduces;
+      }
+      const bool fits = s->shape == domain ||
+                        (plan.reduces && reduces && s->shape == ops::keep_dim(domain, domain.rank() - 1));
+      if (!fits) continue;
+      const bool read_outside = std::any_of(readers.begin(), readers.end(), [&](const std::weak_ptr<Tensor>& r) {
+        const std::shared_ptr<Tensor> reader = r.lock();
+        return reader && !reader->done && !inside.contains(reader.get());
+      });
+      if (read_outside) plan.extra.emplace_back(s, reuse(root));
+    }
+    // Leaves that no output reads any more (a reused subtree was their only reader) go, where
+    // the rest still give an elementwise program its shape (a program that reads no leaf,
+    // a gradient that is a constant, keeps them).
+    std::vector<codegen::NodePtr> roots{plan.root};
+    for (const auto& e : plan.extra) roots.push_back(e.second);
+    const std::vector<bool> used = used_by(roots);
+    for (std::size_t k = pending.leaves.size(); k < used.size(); ++k) plan.reused += used[k] ? 1 : 0;
+    if (plan.reused == 0 || std::find(used.begin(), used.end(), false) == used.end()) return plan;
+    if (!plan.reduces && shape_of(used) != t.shape) return plan;
+    std::vector<int> index(plan.leaves.size(), -1);
+    std::vector<std::shared_ptr<Tensor>> kept;
+    for (std::size_t k = 0; k < plan.leaves.size(); ++k) {
+      if (!used[k]) continue;
+      index[k] = static_cast<int>(kept.size());
+      kept.push_back(plan.leaves[k]);
+    }
+    const auto renumber = [&](const codegen::NodePtr& root) {
+      return codegen::rewrite(root, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
+        if (n->kind != codegen::Kind::input) return nullptr;
+        return codegen::make_input(index[static_cast<std::size_t>(n->index)], n->mask);
+      });
+    };
+    plan.root = renumber(plan.root);
+    for (auto& e : plan.extra) e.second = renumber(e.second);
+    plan.leaves = std::move(kept);
+    return plan;
+  }
+
   // A contiguous view of x's shape, for the strided:: checks and shapes of views.
   static StridedView shape_view(const Primitive& x) {
     StridedView v;
@@ -543,6 +775,9 @@ template <FusionTarget B> struct Fusion {
     if (source->reduces) return std::nullopt;
     auto pending = std::make_shared<fusion::detail::Pending<Tensor>>(*source);
     pending->leaves.clear();
+    // Its tree reads the sources' leaves through the view: it computes the view of each
+    // source, not the source. It reads x (where it is materialised, through `view`).
+    pending->sources.clear();
     pending->domain = shape;
     for (const auto& l : source->leaves) {  // materialised before they became leaves
       std::optional<InnerPrimitive> v = leaf(*l->value);
@@ -556,7 +791,11 @@ template <FusionTarget B> struct Fusion {
     t->pending = std::move(pending);
     t->view = [x, whole = std::move(whole)] { return whole(value(x)); };
     ++counters().recorded;
-    return Primitive{std::move(t)};
+    Primitive out{std::move(t)};
+    fusion::detail::Pending<Tensor> reads;
+    reads.sources.push_back({x.node, nullptr});
+    add_reader(std::span(&out, 1), reads);
+    return out;
   }
 
   // Whether a pending input with row reductions can join a program of shape `shape` whose
@@ -589,6 +828,7 @@ template <FusionTarget B> struct Fusion {
       } else if (!x.node->pending->reduces || x.node->pending->domain == shape) {
         p = *x.node->pending;
         if (p.leaves.size() > kMaxLeaves || p.params.size() + 1 > kMaxParams || p.nodes + 3 > kMaxNodes) p = {};
+        else p.sources.push_back({x.node, p.root});
       }
     }
     if (!p.root) {  // a pending x that cannot grow: materialised, then read as a leaf
@@ -616,7 +856,9 @@ template <FusionTarget B> struct Fusion {
     t->device = x.node->device;
     t->pending = std::make_shared<const fusion::detail::Pending<Tensor>>(std::move(p));
     ++counters().recorded;
-    return Primitive{std::move(t)};
+    Primitive out{std::move(t)};
+    add_reader(std::span(&out, 1), *out.node->pending);
+    return out;
   }
 
   // Whether a pending input's tree can grow into the program being recorded (`into`, with
