@@ -297,8 +297,14 @@ TEST(CpuProgramPlans, CatalogueFormulasRunAsOneCompiledStep) {
   const Expr x = Expr::input(0);
   const Expr root = ops::GeluErf::apply(Expr(x * Expr::param(0) + 1.0)) + ops::Sigmoid::apply(x);
   const codegen::Program program(codegen::ScalarType::f32, {DType::f32}, 1, {{root.node(), DType::f32}});
-  EXPECT_EQ(Cpu::program_steps(program),
-            (std::vector<std::string>{"input", "mul", "add", "gelu", "sigmoid", "add"}));
+  // gelu over x * p0 + 1 is one step (the affine argument stays in registers); the final add
+  // is not taken for a mul_add, which would split gelu's formula.
+  EXPECT_EQ(Cpu::program_steps(program), (std::vector<std::string>{"input", "mul_add_gelu", "sigmoid", "add"}));
+  const Expr scaled = x * Expr::param(0) + x;
+  const codegen::Program affine(codegen::ScalarType::f32, {DType::f32}, 1,
+                                {{(scaled.exp() * scaled).node(), DType::f32}});
+  EXPECT_EQ(Cpu::program_steps(affine), (std::vector<std::string>{"input", "mul_add", "mul_add_exp", "mul"}))
+      << "an affine value that another step reads too is computed for it as well (two ops in registers)";
   // A gradient formula, as Autodiff's backward records it: one step over its three inputs.
   const codegen::Program grad = codegen::unary_grad_program<ops::GeluTanh>(DType::f64);
   EXPECT_EQ(Cpu::program_steps(grad), (std::vector<std::string>{"input", "input", "gelu_tanh_backward"}));
@@ -321,6 +327,8 @@ TEST(CpuProgramPlans, EveryFormulaInAChainHasTheValuesOfTheUnfusedOps) {
   check("relu", shift(fx).relu() * 2.0, shift(x).relu() * 2.0);
   check("hard_sigmoid", shift(fx).hard_sigmoid() * 2.0, shift(x).hard_sigmoid() * 2.0);
   check("rsqrt", (fx.abs() + 0.5).rsqrt() * 2.0, (x.abs() + 0.5).rsqrt() * 2.0);
+  check("exp of an affine value", shift(fx).exp() - fx, shift(x).exp() - x);
+  check("an affine value", shift(fx) * fx, shift(x) * x);
   // Steps inside sigmoid's formula that another branch reads are computed for it as well.
   check("shared steps", fx.sigmoid() + (-fx).exp(), x.sigmoid() + (-x).exp());
 }

@@ -238,6 +238,15 @@ template <class T> Flag<T> logic(Kind kind, const Flag<T>& a, const Flag<T>& b) 
 template <class Op, class T> void apply_unary(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
   for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j));
 }
+// Op over an affine argument, in0 * in1 + in2 (a scale and shift, a bias, before an
+// activation): the multiply and add stay in registers instead of taking a step each. They
+// round as the two ops do (no contraction to fma), so the values are the unfused ops'.
+template <class Op, class T> void apply_unary_affine(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(Value<T>(read(in[0], j) * read(in[1], j) + read(in[2], j)));
+}
+template <class T> void mul_add(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = read(in[0], j) * read(in[1], j) + read(in[2], j);
+}
 template <class Op, class T> void apply_binary(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
   for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j), read(in[1], j));
 }
@@ -276,9 +285,21 @@ template <class T> const std::vector<Formula<T>>& formulas() {
       if (steps >= 2) out.push_back({std::move(name), std::move(tree), inputs, steps, run});
     };
     const std::string backward = "_backward";
+    using codegen::Kind;
+    const codegen::NodePtr affine = codegen::make_node(
+        Kind::add, {codegen::make_node(Kind::mul, {codegen::make_input(0), codegen::make_input(1)}), codegen::make_input(2)});
+    add("mul_add", affine, 3, mul_add<T>);
+    // A unary formula over in0 * in1 + in2.
+    const auto of_affine = [&](const codegen::NodePtr& tree) {
+      return codegen::rewrite(tree, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
+        return n->kind == Kind::input ? affine : nullptr;
+      });
+    };
 #define KILN_CPU_UNARY_FORMULA(Op)                                                                           \
   if constexpr (ops::Op::domain != ops::Domain::boolean && !ops::is_predicate<ops::Op>) {                     \
     add(std::string(ops::Op::name), codegen::trace_unary<ops::Op>(t), 1, apply_unary<ops::Op, T>);            \
+    add("mul_add_" + std::string(ops::Op::name), of_affine(codegen::trace_unary<ops::Op>(t)), 3,              \
+        apply_unary_affine<ops::Op, T>);                                                                      \
     if constexpr (ops::DifferentiableUnary<ops::Op>)                                                          \
       add(std::string(ops::Op::name) + backward, codegen::trace_unary_grad<ops::Op>(t), 3,                    \
           unary_grad<ops::Op, T>);                                                                            \
@@ -306,8 +327,9 @@ template <class T> const std::vector<Formula<T>>& formulas() {
 
 // Whether the tree `pattern` computes code step `s`, its inputs bound to steps in `bind`
 // (-1: not bound yet; an input used twice must bind the same step twice).
+// The steps the pattern computes itself (not its inputs) are added to `inside`.
 inline bool matches(const codegen::Node& pattern, std::uint32_t s, std::span<const Instruction> code,
-                    std::array<std::int64_t, 4>& bind) {
+                    std::array<std::int64_t, 4>& bind, std::vector<std::uint32_t>& inside) {
   const Instruction& step = code[s];
   if (pattern.kind == Kind::input) {
     if (step.mask != pattern.mask) return false;
@@ -318,22 +340,31 @@ inline bool matches(const codegen::Node& pattern, std::uint32_t s, std::span<con
   if (pattern.kind != step.kind || pattern.mask != step.mask) return false;
   if (pattern.kind == Kind::constant) return std::bit_cast<std::uint64_t>(pattern.value) == std::bit_cast<std::uint64_t>(step.value);
   if (pattern.kind == Kind::param) return false;
+  inside.push_back(s);
   for (std::size_t i = 0; i < pattern.args.size(); ++i)
-    if (!matches(*pattern.args[i], step.args[i], code, bind)) return false;
+    if (!matches(*pattern.args[i], step.args[i], code, bind, inside)) return false;
   return true;
 }
 
-// The largest formula computing each step of `code`, if any (formula == nullptr: none).
+// The largest formula computing each step of `code`, if any (formula == nullptr: none). A
+// formula does not take in a step that a formula at least as large computes: `gelu(y) +
+// z` is gelu's formula and an add, not a mul_add that would split gelu's.
 template <class T> std::vector<PlannedStep<T>> match_formulas(std::span<const Instruction> code) {
   std::vector<PlannedStep<T>> best(code.size());
   for (std::uint32_t s = 0; s < code.size(); ++s) best[s].step = s;
   if constexpr (simd<T>) {
-    for (std::uint32_t s = 0; s < code.size(); ++s) {
+    std::vector<std::uint32_t> inside;
+    for (std::uint32_t s = 0; s < code.size(); ++s) {  // arguments before the steps that read them
       if (code[s].mask || codegen::kind_info(code[s].kind).operands == codegen::Operands::none) continue;
       for (const Formula<T>& f : formulas<T>()) {
         if (f.tree->kind != code[s].kind) continue;
         std::array<std::int64_t, 4> bind{-1, -1, -1, -1};
-        if (!matches(*f.tree, s, code, bind)) continue;
+        inside.clear();
+        if (!matches(*f.tree, s, code, bind, inside)) continue;
+        if (std::any_of(inside.begin(), inside.end(), [&](std::uint32_t t) {
+              return t != s && best[t].formula != nullptr && best[t].formula->steps >= f.steps;
+            }))
+          continue;
         best[s].formula = &f;
         // An input the formula does not read (Exp's gradient ignores x) reads its own result.
         for (std::size_t k = 0; k < bind.size(); ++k) best[s].bind[k] = bind[k] < 0 ? s : static_cast<std::uint32_t>(bind[k]);
