@@ -382,6 +382,7 @@ template <FusionTarget B> struct Fusion {
         same_numbers = same_numbers && param_indices.back() == static_cast<int>(k);
       }
       // The input's own sources come along, renumbered as its tree is; the input becomes one.
+      base.sources.reserve(base.sources.size() + grown->sources.size() + 1);
       if (same_numbers) {
         replaced.push_back(grown->root);
         for (const auto& source : grown->sources)
@@ -608,13 +609,17 @@ template <FusionTarget B> struct Fusion {
 
   // Registers each tensor of `readers` as a reader of every source of `pending`.
   static void add_reader(std::span<const Primitive> readers, const fusion::detail::Pending<Tensor>& pending) {
-    std::unordered_set<const Tensor*> seen;
+    // (A few sources: scans, not sets, which would allocate on every op recorded.)
+    std::vector<const Tensor*> seen;
     for (const auto& source : pending.sources) {
       const std::shared_ptr<Tensor> s = source.tensor.lock();
-      if (!s || !seen.insert(s.get()).second) continue;
+      if (!s || s->done || std::find(seen.begin(), seen.end(), s.get()) != seen.end()) continue;
+      seen.push_back(s.get());
       const std::lock_guard lock(s->mutex);
       if (s->value) continue;
-      std::erase_if(s->readers, [](const std::weak_ptr<Tensor>& r) { return r.expired(); });
+      if (s->readers.size() >= 16)
+        std::erase_if(s->readers, [](const std::weak_ptr<Tensor>& r) { return r.expired(); });
+      if (s->readers.empty()) s->readers.reserve(4);
       for (const Primitive& r : readers) s->readers.push_back(r.node);
     }
   }
@@ -642,29 +647,26 @@ template <FusionTarget B> struct Fusion {
   static LaunchPlan launch_plan(const Tensor& t, const fusion::detail::Pending<Tensor>& pending) {
     LaunchPlan plan{pending.root, pending.leaves, pending.reduces, {}, 0};
     if (pending.sources.empty()) return plan;
-    std::unordered_set<const codegen::Node*> in_tree;
-    auto collect = [&](auto& self, const codegen::Node& n) -> void {
-      if (!in_tree.insert(&n).second) return;
-      for (const codegen::NodePtr& a : n.args) self(self, *a);
-    };
-    collect(collect, *pending.root);
-    // The live sources in the tree, once each (`inside`: computed by this launch, with t):
-    // materialised ones become leaves, pending ones are candidates for an extra output.
-    std::unordered_set<const Tensor*> inside{&t};
+    // The live sources, once each (`inside`: computed by this launch, with t; a source's root
+    // is a node of t's tree): materialised ones worth reading become leaves, pending ones are
+    // candidates for an extra output. Scans, not sets: a launch has a few sources.
+    std::vector<const Tensor*> inside{&t};
     std::unordered_map<const codegen::Node*, codegen::NodePtr> leaf_of;
     std::vector<std::pair<std::shared_ptr<Tensor>, codegen::NodePtr>> candidates;
     for (const auto& source : pending.sources) {
       std::shared_ptr<Tensor> s = source.tensor.lock();
-      if (!s || !in_tree.contains(source.root.get()) || !inside.insert(s.get()).second) continue;
-      if (!fusion::detail::worth_storing(*source.root)) continue;
-      if (s->done) {
-        if (plan.leaves.size() >= kMaxLeaves || leaf_of.contains(source.root.get())) continue;
-        leaf_of.emplace(source.root.get(),
-                        codegen::make_input(static_cast<int>(plan.leaves.size()), s->dtype == DType::boolean));
-        plan.leaves.push_back(std::move(s));
-      } else {
+      if (!s || std::find(inside.begin(), inside.end(), s.get()) != inside.end()) continue;
+      inside.push_back(s.get());
+      if (!s->done) {
         candidates.emplace_back(std::move(s), source.root);
+        continue;
       }
+      if (plan.leaves.size() >= kMaxLeaves || leaf_of.contains(source.root.get()) ||
+          !fusion::detail::worth_storing(*source.root))
+        continue;
+      leaf_of.emplace(source.root.get(),
+                      codegen::make_input(static_cast<int>(plan.leaves.size()), s->dtype == DType::boolean));
+      plan.leaves.push_back(std::move(s));
     }
     const auto reuse = [&](const codegen::NodePtr& root) {
       if (leaf_of.empty()) return root;
@@ -693,7 +695,7 @@ template <FusionTarget B> struct Fusion {
       return shape;
     };
     plan.root = reuse(pending.root);
-    if (pending.reduces && !fusion::detail::has_row_reduction(plan.root)) {
+    if (!leaf_of.empty() && pending.reduces && !fusion::detail::has_row_reduction(plan.root)) {
       // Every reduction became a leaf: an elementwise program over the leaves it still reads,
       // where they broadcast to t's shape; else t is computed as recorded.
       if (shape_of(used_by(std::span(&plan.root, 1))) == t.shape) {
@@ -705,25 +707,25 @@ template <FusionTarget B> struct Fusion {
       }
     }
     const Shape domain = plan.reduces ? pending.domain : t.shape;
+    const std::optional<Shape> row_shape =
+        plan.reduces ? std::optional(ops::keep_dim(domain, domain.rank() - 1)) : std::nullopt;
     for (auto& [s, root] : candidates) {
       if (plan.extra.size() + 1 >= kMaxOutputs) break;
-      std::vector<std::weak_ptr<Tensor>> readers;
-      bool reduces = false;
+      if (s->shape != domain && s->shape != row_shape) continue;
+      bool read_outside = false;
       {
         const std::lock_guard lock(s->mutex);
         if (s->value) continue;
-        readers = s->readers;
-        reduces = s->pending && s->pending->reduces;
+        if (s->shape != domain && !s->pending->reduces) continue;  // one value per row, not a reduction
+        // (Reading other tensors' atomics and control blocks only: no lock but s's.)
+        read_outside = std::any_of(s->readers.begin(), s->readers.end(), [&](const std::weak_ptr<Tensor>& r) {
+          const std::shared_ptr<Tensor> reader = r.lock();
+          return reader && !reader->done && std::find(inside.begin(), inside.end(), reader.get()) == inside.end();
+        });
       }
-      const bool fits = s->shape == domain ||
-                        (plan.reduces && reduces && s->shape == ops::keep_dim(domain, domain.rank() - 1));
-      if (!fits) continue;
-      const bool read_outside = std::any_of(readers.begin(), readers.end(), [&](const std::weak_ptr<Tensor>& r) {
-        const std::shared_ptr<Tensor> reader = r.lock();
-        return reader && !reader->done && !inside.contains(reader.get());
-      });
-      if (read_outside) plan.extra.emplace_back(s, reuse(root));
+      if (read_outside && fusion::detail::worth_storing(*root)) plan.extra.emplace_back(s, reuse(root));
     }
+    if (leaf_of.empty()) return plan;
     // Leaves that no output reads any more (a reused subtree was their only reader) go, where
     // the rest still give an elementwise program its shape (a program that reads no leaf,
     // a gradient that is a constant, keeps them).
