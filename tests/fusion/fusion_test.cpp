@@ -211,6 +211,31 @@ TYPED_TEST(FusionChains, IntegerAndHalfChains) {
   EXPECT_TRUE(test::all_close(((fh * 1.7).exp() + fh).into_data(), ((h * 1.7).exp() + h).into_data(), 0, 0));
 }
 
+TYPED_TEST(FusionChains, CastsThatChangeNoComputationTypeFuse) {
+  using B = TypeParam;
+  const auto x = random<B, 1>({300}, 17);
+  const auto fx = on_fusion(x);
+  std::uint64_t before = launched<B>();
+  // An f32 chain stored as f16 or bf16: one program that rounds once, at its output.
+  const auto h = (fx * 1.7).exp().cast(DType::f16);
+  const auto bh = (fx * 1.7).exp().cast(DType::bf16);
+  EXPECT_TRUE(Fusion<B>::is_pending(h.primitive()));
+  EXPECT_TRUE(test::all_close(h.into_data(), (x * 1.7).exp().cast(DType::f16).into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(bh.into_data(), (x * 1.7).exp().cast(DType::bf16).into_data(), 0, 0));
+  EXPECT_EQ(launched<B>(), before + 2);
+  // A mask as numbers of its program's type joins the work around it.
+  before = launched<B>();
+  const auto m = fx.gt(0.25).to_float() * fx + 1.0;
+  EXPECT_TRUE(test::all_close(m.into_data(), (x.gt(0.25).to_float() * x + 1.0).into_data(), 0, 0));
+  EXPECT_EQ(launched<B>(), before + 1);
+  // A cast that changes the computation type runs on B, on the materialised chain.
+  before = launched<B>();
+  const auto i = (fx * 10.0).to_int(DType::i32);
+  EXPECT_FALSE(Fusion<B>::is_pending(i.primitive()));
+  EXPECT_EQ(i.into_data().template to_vec<std::int32_t>(), (x * 10.0).to_int(DType::i32).into_data().template to_vec<std::int32_t>());
+  EXPECT_EQ(launched<B>(), before + 1);
+}
+
 TYPED_TEST(FusionChains, WideChainsSplitAtTheLeafLimit) {
   using B = TypeParam;
   using F = Fusion<B>;

@@ -19,8 +19,9 @@
 // layer norm composed of primitives are one kernel each. A view (reshape, permute, expand,
 // slice) of a pending tensor stays pending: its tree reads the source's leaves through the
 // view, so `(x * 2).transpose() + y` is one program; a non-elementwise op that takes the view
-// gets the view of the materialised source. Casts, other reductions and matmul / conv
-// epilogues do not fuse yet: they materialise their inputs.
+// gets the view of the materialised source. A cast that changes no computation type (f32
+// stored as f16 / bf16, a mask as numbers) fuses; other casts, other reductions and matmul /
+// conv epilogues do not yet: they materialise their inputs.
 //
 // An intermediate that two pending tensors both read is computed once where that pays: the
 // program that materialises one of them writes it as a second output when the other still
@@ -320,7 +321,11 @@ template <FusionTarget B> struct Fusion {
   static DType dtype(const Primitive& p) { return p.node->dtype; }
   static Device device(const Primitive& p) { return p.node->device; }
   static Primitive to_device(const Primitive& p, const Device& device) { return wrap(B::to_device(value(p), device)); }
-  static Primitive cast(const Primitive& p, DType dtype) { return wrap(B::cast(value(p), dtype)); }
+  // A cast fuses where it changes no computation type (cast_pending); others run on B.
+  static Primitive cast(const Primitive& p, DType dtype) {
+    if (auto fused = cast_pending(p, dtype)) return *fused;
+    return wrap(B::cast(value(p), dtype));
+  }
 
   // ================================================================ elementwise: recorded, not run
   static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
@@ -808,6 +813,44 @@ template <FusionTarget B> struct Fusion {
     if (!p.reduces) return true;
     if (into.reduces && into.domain != p.domain) return false;
     return shape == p.domain || shape == ops::keep_dim(p.domain, p.domain.rank() - 1);
+  }
+
+  // A cast of a pending elementwise tensor as a pending tensor, where it changes no
+  // computation type: an f32 result stored as f16 / bf16 (the program rounds its output,
+  // and the result is materialised before another op reads it, as any 16-bit result), and
+  // a mask (from a program computing in numbers) as numbers of that type: where(mask, 1, 0).
+  static std::optional<Primitive> cast_pending(const Primitive& p, DType dtype) {
+    KILN_CHECK(p.node != nullptr, "{}: an empty tensor handle", name);
+    std::shared_ptr<const fusion::detail::Pending<Tensor>> source;
+    const DType from = p.node->dtype;
+    {
+      const std::lock_guard lock(p.node->mutex);
+      if (p.node->value) return std::nullopt;
+      source = p.node->pending;
+    }
+    if (source->reduces || dtype == from) return std::nullopt;
+    const bool half = dtype == DType::f16 || dtype == DType::bf16;
+    const bool to_half = half && from == DType::f32 && source->type == codegen::ScalarType::f32;
+    const bool from_mask = from == DType::boolean && !half && dtype != DType::boolean &&
+                           source->type != codegen::ScalarType::boolean &&
+                           codegen::scalar_type_of(dtype) == source->type && source->nodes + 3 <= kMaxNodes;
+    if (!to_half && !from_mask) return std::nullopt;
+    auto pending = std::make_shared<fusion::detail::Pending<Tensor>>(*source);
+    if (from_mask) {
+      pending->root = codegen::make_node(codegen::Kind::select,
+                                         {source->root, codegen::make_constant(1.0), codegen::make_constant(0.0)});
+      pending->nodes += 3;
+    }
+    pending->sources.push_back({p.node, source->root});
+    auto t = std::make_shared<Tensor>();
+    t->shape = p.node->shape;
+    t->dtype = dtype;
+    t->device = p.node->device;
+    t->pending = std::move(pending);
+    ++counters().recorded;
+    Primitive out{std::move(t)};
+    add_reader(std::span(&out, 1), *out.node->pending);
+    return out;
   }
 
   // x reduced along its last dim as a pending row reduction, where it fuses (see reduce).
