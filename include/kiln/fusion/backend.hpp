@@ -85,7 +85,8 @@ bool log_enabled();
 // was new, its inputs, outputs and code, and the steps the backend runs it as where it says
 // (Cpu::program_steps: catalogue formulas run as one compiled step each).
 void log_launch(std::string_view backend, const codegen::Program& program, bool compiled,
-                std::span<const Shape> input_shapes, const Shape& shape, std::span<const std::string> runs);
+                std::span<const Shape> input_shapes, std::span<const Shape> output_shapes,
+                std::span<const std::string> runs);
 
 // The program ids one Fusion<B> has launched: first(id) says whether id is new to it.
 struct SeenPrograms {
@@ -150,45 +151,21 @@ inline codegen::NodePtr substitute(const codegen::NodePtr& root, std::span<const
   return out;
 }
 
+// Tree work of Fusion::launch_plan that does not depend on B, compiled once in libkiln_core
+// (src/core/fusion.cpp) rather than in every file that instantiates Fusion<B>.
 // Whether a subtree is worth reading from memory where it is materialised, rather than
 // computing it again from its leaves: it computes more than arithmetic (a function, a
 // division, a row reduction) or reads two leaves or more, so reading it saves a read or more
 // than a few instructions per element.
-inline bool worth_storing(const codegen::Node& root) {
-  std::unordered_set<const codegen::Node*> seen;
-  std::unordered_set<int> inputs;
-  bool costly = false;
-  auto visit = [&](auto& self, const codegen::Node& n) -> void {
-    if (!seen.insert(&n).second) return;
-    switch (n.kind) {
-      case codegen::Kind::input: inputs.insert(n.index); return;
-      case codegen::Kind::exp: case codegen::Kind::log: case codegen::Kind::log1p: case codegen::Kind::expm1:
-      case codegen::Kind::sqrt: case codegen::Kind::sin: case codegen::Kind::cos: case codegen::Kind::tan:
-      case codegen::Kind::tanh: case codegen::Kind::erf: case codegen::Kind::div: case codegen::Kind::pow:
-      case codegen::Kind::atan2: case codegen::Kind::int_div: case codegen::Kind::int_rem:
-      case codegen::Kind::int_pow: case codegen::Kind::row_sum: case codegen::Kind::row_max:
-      case codegen::Kind::row_min:
-        costly = true;
-        break;
-      default: break;
-    }
-    for (const codegen::NodePtr& a : n.args) self(self, *a);
-  };
-  visit(visit, root);
-  return costly || inputs.size() >= 2;
-}
-
-inline bool has_row_reduction(const codegen::NodePtr& root) {
-  std::unordered_set<const codegen::Node*> seen;
-  auto visit = [&](auto& self, const codegen::Node& n) -> bool {
-    if (!seen.insert(&n).second) return false;
-    if (codegen::is_row_reduction(n.kind)) return true;
-    for (const codegen::NodePtr& a : n.args)
-      if (self(self, *a)) return true;
-    return false;
-  };
-  return visit(visit, *root);
-}
+bool worth_storing(const codegen::Node& root);
+bool has_row_reduction(const codegen::NodePtr& root);
+// `root` with each node that `with` maps replaced by what it maps to.
+codegen::NodePtr replace_nodes(const codegen::NodePtr& root,
+                               const std::unordered_map<const codegen::Node*, codegen::NodePtr>& with);
+// Which of the inputs in0..in<inputs-1> the trees `roots` read.
+std::vector<bool> inputs_read(std::span<const codegen::NodePtr> roots, std::size_t inputs);
+// `root` with input i read as input index[i].
+codegen::NodePtr renumber_inputs(const codegen::NodePtr& root, std::span<const int> index);
 
 }  // namespace fusion::detail
 
@@ -283,7 +260,9 @@ template <FusionTarget B> struct Fusion {
       if constexpr (requires { B::program_steps(program); }) {
         if (codegen::is_float(program.type())) runs = B::program_steps(program);
       }
-      fusion::detail::log_launch(name, program, compiled, shapes, t.shape, runs);
+      std::vector<Shape> output_shapes{t.shape};
+      for (const auto& e : plan.extra) output_shapes.push_back(e.first->shape);
+      fusion::detail::log_launch(name, program, compiled, shapes, output_shapes, runs);
     }
     std::vector<InnerPrimitive> results;
     if constexpr (RowPrograms<B>) {
@@ -674,23 +653,10 @@ template <FusionTarget B> struct Fusion {
       plan.leaves.push_back(std::move(s));
     }
     const auto reuse = [&](const codegen::NodePtr& root) {
-      if (leaf_of.empty()) return root;
-      return codegen::rewrite(root, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
-        const auto it = leaf_of.find(n.get());
-        return it == leaf_of.end() ? nullptr : it->second;
-      });
+      return leaf_of.empty() ? root : fusion::detail::replace_nodes(root, leaf_of);
     };
-    // Which leaves the trees `roots` read.
     const auto used_by = [&](std::span<const codegen::NodePtr> roots) {
-      std::vector<bool> used(plan.leaves.size(), false);
-      std::unordered_set<const codegen::Node*> visited;
-      auto mark = [&](auto& self, const codegen::Node& n) -> void {
-        if (!visited.insert(&n).second) return;
-        if (n.kind == codegen::Kind::input) used[static_cast<std::size_t>(n.index)] = true;
-        for (const codegen::NodePtr& a : n.args) self(self, *a);
-      };
-      for (const codegen::NodePtr& r : roots) mark(mark, *r);
-      return used;
+      return fusion::detail::inputs_read(roots, plan.leaves.size());
     };
     // The shape the leaves `used` broadcast to: an elementwise program's.
     const auto shape_of = [&](const std::vector<bool>& used) {
@@ -747,14 +713,8 @@ template <FusionTarget B> struct Fusion {
       index[k] = static_cast<int>(kept.size());
       kept.push_back(plan.leaves[k]);
     }
-    const auto renumber = [&](const codegen::NodePtr& root) {
-      return codegen::rewrite(root, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
-        if (n->kind != codegen::Kind::input) return nullptr;
-        return codegen::make_input(index[static_cast<std::size_t>(n->index)], n->mask);
-      });
-    };
-    plan.root = renumber(plan.root);
-    for (auto& e : plan.extra) e.second = renumber(e.second);
+    plan.root = fusion::detail::renumber_inputs(plan.root, index);
+    for (auto& e : plan.extra) e.second = fusion::detail::renumber_inputs(e.second, index);
     plan.leaves = std::move(kept);
     return plan;
   }
