@@ -1,7 +1,8 @@
 // Autodiff over one backend (kiln/autodiff/instances.hpp), compiled once in
-// libkiln_<backend>_instances. CMake compiles this file once per built backend, with
-// KILN_INSTANCES_HEADER (its <kiln/<backend>/instances.hpp>) and KILN_INSTANCES_BACKEND
-// (its type) defined (cmake/KilnInstances.cmake).
+// libkiln_<backend>_instances. CMake compiles this file once per type it instantiates (each
+// built backend, and Fusion over the CPU), with KILN_INSTANCES_HEADER (the backend's
+// <kiln/<backend>/instances.hpp>) defined, through a generated file that defines
+// KILN_INSTANCES_BACKEND (the type) and includes this one (cmake/KilnInstances.cmake).
 #include KILN_INSTANCES_HEADER
 
 #define KILN_AUTODIFF_EXTERN
