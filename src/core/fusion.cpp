@@ -89,18 +89,6 @@ codegen::NodePtr replace_nodes(const codegen::NodePtr& root,
   });
 }
 
-std::vector<bool> inputs_read(std::span<const codegen::NodePtr> roots, std::size_t inputs) {
-  std::vector<bool> used(inputs, false);
-  std::unordered_set<const codegen::Node*> visited;
-  auto mark = [&](auto& self, const codegen::Node& n) -> void {
-    if (!visited.insert(&n).second) return;
-    if (n.kind == codegen::Kind::input) used[static_cast<std::size_t>(n.index)] = true;
-    for (const codegen::NodePtr& a : n.args) self(self, *a);
-  };
-  for (const codegen::NodePtr& r : roots) mark(mark, *r);
-  return used;
-}
-
 codegen::NodePtr renumber_inputs(const codegen::NodePtr& root, std::span<const int> index) {
   return codegen::rewrite(root, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
     if (n->kind != codegen::Kind::input) return nullptr;

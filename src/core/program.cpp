@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kiln::codegen {
 namespace detail {
@@ -149,6 +150,18 @@ std::string Program::key() const {
     outs += fmt::format("{}{}:{}{}", outs.empty() ? "" : ",", output_slots_[k], dtype_name(outputs_[k].dtype),
                         outputs_[k].per_row ? ":row" : "");
   return fmt::format("{}|{}|p{}|{}|{}", scalar_type_name(type_), ins, params_, body, outs);
+}
+
+std::vector<bool> inputs_read(std::span<const NodePtr> roots, std::size_t inputs) {
+  std::vector<bool> used(inputs, false);
+  std::unordered_set<const Node*> visited;
+  auto mark = [&](auto& self, const Node& n) -> void {
+    if (!visited.insert(&n).second) return;
+    if (n.kind == Kind::input) used[static_cast<std::size_t>(n.index)] = true;
+    for (const NodePtr& a : n.args) self(self, *a);
+  };
+  for (const NodePtr& r : roots) mark(mark, *r);
+  return used;
 }
 
 }  // namespace kiln::codegen

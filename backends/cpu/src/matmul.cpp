@@ -1,7 +1,7 @@
 // Matrix multiplication on the CPU: [..., m, k] @ [..., k, n] with broadcast batch dims.
 // f32 runs through oneDNN's sgemm, which reads transposed operands in place; f64 through
 // Eigen's GEMM on strided maps; f16/bf16 compute in f32.
-#include "internal.hpp"
+#include "gemm.hpp"
 
 #include "kiln/ops/matmul.hpp"
 
@@ -15,14 +15,6 @@
 namespace kiln::cpu {
 namespace {
 
-// How a matrix's two dims map onto a row-major GEMM operand without a copy: either rows
-// are `ld` elements apart with unit column stride ('N'), or it is the transpose of such a
-// matrix ('T': columns `ld` apart with unit row stride).
-struct GemmLayout {
-  bool transposed = false;
-  std::int64_t ld = 1;
-};
-
 std::optional<GemmLayout> gemm_layout(std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
                                       std::int64_t col_stride) {
   // A size-1 dim's stride is meaningless, so it never disqualifies a layout.
@@ -33,14 +25,9 @@ std::optional<GemmLayout> gemm_layout(std::int64_t rows, std::int64_t cols, std:
   return std::nullopt;
 }
 
-// One operand as the GEMM sees it: its batch-broadcast view and its matrix layout.
-struct Operand {
-  CpuTensor view;  // shape batch + [rows, cols]
-  GemmLayout layout;
-  std::vector<std::int64_t> batch_offsets;  // element offset of each batch matrix, in row-major batch order
-};
+}  // namespace
 
-Operand prepare(const CpuTensor& x, const Shape& batch) {
+GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch) {
   const std::size_t r = x.shape.rank();
   const std::int64_t rows = x.shape[r - 2], cols = x.shape[r - 1];
   auto layout = gemm_layout(rows, cols, x.strides[r - 2], x.strides[r - 1]);
@@ -52,7 +39,7 @@ Operand prepare(const CpuTensor& x, const Shape& batch) {
   std::vector<std::int64_t> full = batch.dims();
   full.push_back(rows);
   full.push_back(cols);
-  Operand op{broadcast_view(source, Shape(full)), *layout, {}};
+  GemmOperand op{broadcast_view(source, Shape(full)), *layout, {}};
   const std::int64_t count = batch.numel();
   op.batch_offsets.resize(static_cast<std::size_t>(count));
   const std::size_t nb = batch.rank();
@@ -66,6 +53,20 @@ Operand prepare(const CpuTensor& x, const Shape& batch) {
   }
   return op;
 }
+
+bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t m) {
+  const auto count = static_cast<std::int64_t>(a.batch_offsets.size());
+  if (count == 1) return true;
+  if (a.layout.transposed) return false;
+  for (std::int64_t i = 1; i < count; ++i) {
+    const auto s = static_cast<std::size_t>(i);
+    if (b.batch_offsets[s] != b.batch_offsets[0] || a.batch_offsets[s] != a.batch_offsets[0] + i * m * a.layout.ld)
+      return false;
+  }
+  return true;
+}
+
+namespace {
 
 // oneDNN's sgemm (AVX2 kernels) takes a no-copy path when a non-transposed B is 32-byte
 // aligned, and for m of a few hundred that path runs at about 2/3 the speed of its packing
@@ -127,7 +128,7 @@ void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t
 constexpr std::int64_t kSmallProduct = std::int64_t{1} << 18;
 constexpr std::int64_t kBatchPerThread = 8;
 
-template <class T> void batched_gemm(const Operand& a, const Operand& b, const CpuTensor& out) {
+template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b, const CpuTensor& out) {
   const std::size_t r = out.shape.rank();
   const std::int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.view.shape[r - 1];
   const auto count = static_cast<std::int64_t>(a.batch_offsets.size());
@@ -137,12 +138,7 @@ template <class T> void batched_gemm(const Operand& a, const Operand& b, const C
 
   // A batch of row-major A matrices laid end to end times one shared B is a single
   // (count·m × k) @ (k × n) product: one big GEMM instead of many small ones.
-  bool foldable = count > 1 && !a.layout.transposed;
-  for (std::int64_t i = 1; foldable && i < count; ++i) {
-    foldable = b.batch_offsets[static_cast<std::size_t>(i)] == b.batch_offsets[0] &&
-               a.batch_offsets[static_cast<std::size_t>(i)] == a.batch_offsets[0] + i * m * a.layout.ld;
-  }
-  if (foldable || count == 1) {
+  if (folds_to_one_gemm(a, b, m)) {
     gemm<T>(a.layout, b.layout, count * m, n, k, pa + a.batch_offsets[0], pb + b.batch_offsets[0], pc, n);
     return;
   }
@@ -175,7 +171,7 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   if (k == 0) return full(out.shape, 0.0, a.dtype, {});
 
   const Shape batch_shape(batch);
-  const cpu::Operand pa = cpu::prepare(a, batch_shape), pb = cpu::prepare(b, batch_shape);
+  const cpu::GemmOperand pa = cpu::gemm_operand(a, batch_shape), pb = cpu::gemm_operand(b, batch_shape);
   cpu::dispatch_float("matmul", a.dtype, [&]<class T>() { cpu::batched_gemm<T>(pa, pb, out); });
   return out;
 }

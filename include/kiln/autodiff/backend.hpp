@@ -732,8 +732,16 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
                   [](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::unary<B, ops::Neg>(dy)); });
   } else {
     InnerPrimitive saved = y;
+    // Where Op's gradient does not read x (relu's reads y), y stands in for it (same shape
+    // and dtype, never read), so that the backward pass does not keep x alive: less memory,
+    // and under Fusion<B> nothing then holds x's tree, whose work can fuse into a matmul.
+    static const bool reads_x = []() -> bool {
+      const codegen::NodePtr grad = codegen::trace_unary_grad<Op>(codegen::ScalarType::f32);
+      return codegen::inputs_read(std::span(&grad, 1), 3)[0];
+    }();
+    InnerPrimitive kept = reads_x ? x.value : saved;
     return record(Op::name, std::move(y), {x.node},
-                  [x = x.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                  [x = std::move(kept), y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
                     s.put(0, provided::unary_backward<B, Op>(x, y, dy));
                   });
   }

@@ -150,6 +150,19 @@ concept RowPrograms = requires(const codegen::Program& program, std::span<const 
   { B::row_program(program, inputs, params, domain) } -> std::same_as<std::vector<typename B::Primitive>>;
 };
 
+// - matmul_program(a, b, program, inputs, params): a @ b with an elementwise program as its
+//   epilogue, one kernel: the program's input 0 is the product, its inputs 1.. are
+//   `inputs` (each broadcasting to the product's shape), and the result is the program's
+//   outputs. The product itself is not returned (a GEMM epilogue never writes it). A backend
+//   takes the programs it has kernels for (a bias add and an activation, say) and returns
+//   an empty vector for the others, which the caller then runs as a matmul and a program.
+//   Fusion<B> fuses the elementwise work after a matmul this way where B has it.
+template <class B>
+concept MatmulPrograms = requires(const typename B::Primitive& p, const codegen::Program& program,
+                                  std::span<const typename B::Primitive> inputs, std::span<const double> params) {
+  { B::matmul_program(p, p, program, inputs, params) } -> std::same_as<std::vector<typename B::Primitive>>;
+};
+
 // A backend that records gradients (Autodiff<B>): it wraps an inner backend, whose
 // primitives hold the values and the gradients.
 template <class B>

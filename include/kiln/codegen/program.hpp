@@ -179,6 +179,9 @@ void check_row_program_call(const Program& program, std::span<const typename B::
                "row_program: output {} is stored per row but varies along the row ({})", k, program.key());
 }
 
+// Which of the inputs in0..in<inputs-1> the trees `roots` read (libkiln_core).
+std::vector<bool> inputs_read(std::span<const NodePtr> roots, std::size_t inputs);
+
 // `root` with nodes replaced: replace(node, self) gives a node's replacement, or null to keep
 // the node and rewrite its arguments (self(arg) rewrites a subtree, for a replacement built
 // from rewritten arguments). Each shared subtree is rewritten once; untouched subtrees stay

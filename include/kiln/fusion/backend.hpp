@@ -37,6 +37,7 @@
 #include "kiln/backend/backend.hpp"
 #include "kiln/backend/strided.hpp"
 #include "kiln/codegen/program.hpp"
+#include "kiln/ops/matmul.hpp"
 #include "kiln/ops/optim.hpp"
 
 #include <algorithm>
@@ -74,9 +75,10 @@ namespace fusion::detail {
 // (found by its structure, whatever its sizes and scalar values). `written` counts the
 // buffers the launches wrote.
 // `reused` counts the intermediates a launch read as materialised leaves instead of computing
-// them again.
+// them again; `epilogues` the launches that were a matmul with its program as the epilogue
+// (B::matmul_program: the product is not written, and is not counted in `written`).
 struct Counters {
-  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0}, reused{0};
+  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0}, reused{0}, epilogues{0};
 };
 
 // Whether KILN_FUSION_LOG is set to something other than 0 (read once).
@@ -162,8 +164,6 @@ bool has_row_reduction(const codegen::NodePtr& root);
 // `root` with each node that `with` maps replaced by what it maps to.
 codegen::NodePtr replace_nodes(const codegen::NodePtr& root,
                                const std::unordered_map<const codegen::Node*, codegen::NodePtr>& with);
-// Which of the inputs in0..in<inputs-1> the trees `roots` read.
-std::vector<bool> inputs_read(std::span<const codegen::NodePtr> roots, std::size_t inputs);
 // `root` with input i read as input index[i].
 codegen::NodePtr renumber_inputs(const codegen::NodePtr& root, std::span<const int> index);
 
@@ -205,6 +205,9 @@ template <FusionTarget B> struct Fusion {
     // where a non-elementwise op needs its value, `view` takes the view of the source's value
     // on B instead (a matmul reads a transpose in place, as without fusion).
     std::function<InnerPrimitive()> view;
+    // A matmul product not computed yet (a @ b on B; MatmulPrograms): elementwise programs read
+    // it as a leaf, and the one that materialises first may compute it as its epilogue.
+    std::optional<std::pair<InnerPrimitive, InnerPrimitive>> product;
     // The pending tensors recorded from this one while it was pending (their trees hold
     // its tree), while they live; guarded by `mutex`.
     std::vector<std::weak_ptr<Tensor>> readers;
@@ -234,8 +237,19 @@ template <FusionTarget B> struct Fusion {
       set_value(t, t.view());
       return *t.value;
     }
+    if (t.product) {
+      set_value(t, B::matmul(t.product->first, t.product->second));
+      return *t.value;
+    }
     const fusion::detail::Pending<Tensor>& pending = *t.pending;
     const LaunchPlan plan = launch_plan(t, pending);
+    // Leaves that are products not computed yet: one may be computed with this program as its
+    // epilogue (matmul_epilogue), the others are computed first.
+    const std::optional<std::size_t> epilogue = epilogue_leaf(t, pending, plan);
+    for (std::size_t k = 0; k < plan.leaves.size(); ++k)
+      if (k != epilogue && !plan.leaves[k]->done) (void)value(Primitive{plan.leaves[k]});
+    if (epilogue && matmul_epilogue(t, pending, plan, *epilogue)) return *t.value;
+    if (epilogue) (void)value(Primitive{plan.leaves[*epilogue]});
     std::vector<DType> dtypes;
     std::vector<InnerPrimitive> inputs;
     for (const auto& leaf : plan.leaves) {
@@ -247,23 +261,10 @@ template <FusionTarget B> struct Fusion {
     for (const auto& [tensor, root] : plan.extra) outputs.push_back({root, tensor->dtype, per_row(*tensor)});
     const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
                                    std::move(outputs));
-    static fusion::detail::SeenPrograms seen;
-    const bool compiled = seen.first(program.id());
-    ++counters().launched;
-    ++(compiled ? counters().compiled : counters().cached);
-    counters().written += 1 + plan.extra.size();
+    std::vector<Shape> output_shapes{t.shape};
+    for (const auto& e : plan.extra) output_shapes.push_back(e.first->shape);
+    note_launch(program, plan.leaves, output_shapes, false);
     counters().reused += plan.reused;
-    if (fusion::detail::log_enabled()) {
-      std::vector<Shape> shapes;
-      for (const auto& leaf : plan.leaves) shapes.push_back(leaf->shape);
-      std::vector<std::string> runs;
-      if constexpr (requires { B::program_steps(program); }) {
-        if (codegen::is_float(program.type())) runs = B::program_steps(program);
-      }
-      std::vector<Shape> output_shapes{t.shape};
-      for (const auto& e : plan.extra) output_shapes.push_back(e.first->shape);
-      fusion::detail::log_launch(name, program, compiled, shapes, output_shapes, runs);
-    }
     std::vector<InnerPrimitive> results;
     if constexpr (RowPrograms<B>) {
       if (plan.reduces) results = B::row_program(program, inputs, pending.params, pending.domain);
@@ -341,14 +342,16 @@ template <FusionTarget B> struct Fusion {
         continue;
       }
       std::shared_ptr<const fusion::detail::Pending<Tensor>> grown;
+      bool product = false;
       {
         const std::lock_guard lock(t->mutex);
-        if (!t->value && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1, params.size()) &&
+        product = !t->value && t->product.has_value();
+        if (!t->value && t->pending && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1, params.size()) &&
             rows_fit(*t->pending, shape, base))
           grown = t->pending;
       }
       if (!grown) {
-        (void)value(inputs[i]);
+        if (!product) (void)value(inputs[i]);  // a product stays a leaf to compute (epilogue_leaf)
         replaced.push_back(add_leaf(t));
         continue;
       }
@@ -432,7 +435,24 @@ template <FusionTarget B> struct Fusion {
     auto [values, indices] = B::sort(value(x), dim, descending);
     return {wrap(std::move(values)), wrap(std::move(indices))};
   }
-  static Primitive matmul(const Primitive& a, const Primitive& b) { return wrap(B::matmul(value(a), value(b))); }
+  // Where B runs matmul programs, an f32 product is not computed here: the elementwise work
+  // after it (a bias add, an activation, a residual add) becomes its epilogue where B takes
+  // it (see epilogue_leaf), else it is computed when first needed.
+  static Primitive matmul(const Primitive& a, const Primitive& b) {
+    if constexpr (MatmulPrograms<B>) {
+      if (a.node->dtype == DType::f32 && b.node->dtype == DType::f32) {
+        const ops::MatmulShape shape = ops::matmul_shape(a.node->shape, a.node->dtype, b.node->shape, b.node->dtype);
+        auto t = std::make_shared<Tensor>();
+        t->shape = shape.out();
+        t->dtype = DType::f32;
+        t->device = a.node->device;
+        t->product.emplace(value(a), value(b));
+        ++counters().recorded;
+        return {std::move(t)};
+      }
+    }
+    return wrap(B::matmul(value(a), value(b)));
+  }
   // Views of a pending tensor stay pending (see Tensor::view): reshape where each leaf has
   // the tensor's shape or is one element, permute, expand and slice always.
   static Primitive reshape(const Primitive& x, const Shape& shape) {
@@ -584,11 +604,91 @@ template <FusionTarget B> struct Fusion {
   }
 
  private:
+  struct LaunchPlan;
+
   static void set_value(Tensor& t, InnerPrimitive v) {
     t.value = std::move(v);
     t.pending.reset();
     t.view = nullptr;
+    t.product.reset();
     t.done = true;
+  }
+
+  // Counts a launch of `program` (new to this Fusion<B> or found by its structure) reading
+  // `leaves` and writing outputs of `output_shapes`, and logs it where KILN_FUSION_LOG says.
+  static void note_launch(const codegen::Program& program, std::span<const std::shared_ptr<Tensor>> leaves,
+                          std::span<const Shape> output_shapes, bool epilogue) {
+    static fusion::detail::SeenPrograms seen;
+    const bool compiled = seen.first(program.id());
+    ++counters().launched;
+    ++(compiled ? counters().compiled : counters().cached);
+    counters().written += output_shapes.size();
+    if (epilogue) ++counters().epilogues;
+    if (!fusion::detail::log_enabled()) return;
+    std::vector<Shape> shapes;
+    for (const auto& leaf : leaves) shapes.push_back(leaf->shape);
+    std::vector<std::string> runs;
+    if (epilogue) {
+      runs.push_back("matmul epilogue (in0 is the product)");
+    } else if constexpr (requires { B::program_steps(program); }) {
+      if (codegen::is_float(program.type())) runs = B::program_steps(program);
+    }
+    fusion::detail::log_launch(name, program, compiled, shapes, output_shapes, runs);
+  }
+
+  // The leaf of t's launch that is a product not computed yet and can be computed with t's
+  // program as its epilogue: B runs matmul programs, t's program is elementwise with one
+  // output (no intermediate written beside t), the product has t's shape, and nothing but
+  // this launch holds the product: no other pending tree reads it, no handle refers to it.
+  // An epilogue never writes the product, so nothing may need it later.
+  static std::optional<std::size_t> epilogue_leaf(const Tensor& t, const fusion::detail::Pending<Tensor>& pending,
+                                                  const LaunchPlan& plan) {
+    if constexpr (!MatmulPrograms<B>) {
+      return std::nullopt;
+    } else {
+      if (plan.reduces || !plan.extra.empty()) return std::nullopt;
+      for (std::size_t k = 0; k < plan.leaves.size(); ++k) {
+        const std::shared_ptr<Tensor>& leaf = plan.leaves[k];
+        if (leaf->done || leaf->shape != t.shape) continue;
+        const std::lock_guard lock(leaf->mutex);
+        // Held by t's recorded tree and by the plan: two references, and no other.
+        const auto held = std::count(pending.leaves.begin(), pending.leaves.end(), leaf) +
+                          std::count(plan.leaves.begin(), plan.leaves.end(), leaf);
+        if (!leaf->value && leaf->product && leaf.use_count() == held) return k;
+      }
+      return std::nullopt;
+    }
+  }
+
+  // Materialises t by computing the product plan.leaves[k] with t's program as its epilogue
+  // (B::matmul_program; the product is program input 0); false where B does not take the
+  // program, which then runs apart.
+  static bool matmul_epilogue(Tensor& t, const fusion::detail::Pending<Tensor>& pending, const LaunchPlan& plan,
+                              std::size_t k) {
+    if constexpr (!MatmulPrograms<B>) {
+      return false;
+    } else {
+      std::vector<int> index(plan.leaves.size(), 0);
+      std::vector<DType> dtypes{plan.leaves[k]->dtype};
+      std::vector<std::shared_ptr<Tensor>> leaves{plan.leaves[k]};
+      std::vector<InnerPrimitive> inputs;
+      for (std::size_t j = 0; j < plan.leaves.size(); ++j) {
+        if (j == k) continue;
+        index[j] = static_cast<int>(leaves.size());
+        leaves.push_back(plan.leaves[j]);
+        dtypes.push_back(plan.leaves[j]->dtype);
+        inputs.push_back(*plan.leaves[j]->value);
+      }
+      const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
+                                     {{fusion::detail::renumber_inputs(plan.root, index), t.dtype, false}});
+      const auto& [a, b] = *plan.leaves[k]->product;  // only this launch holds the product
+      std::vector<InnerPrimitive> results = B::matmul_program(a, b, program, inputs, pending.params);
+      if (results.empty()) return false;
+      note_launch(program, leaves, std::span(&t.shape, 1), true);
+      counters().reused += plan.reused;
+      set_value(t, std::move(results[0]));
+      return true;
+    }
   }
 
   // Registers each tensor of `readers` as a reader of every source of `pending`.
@@ -656,7 +756,7 @@ template <FusionTarget B> struct Fusion {
       return leaf_of.empty() ? root : fusion::detail::replace_nodes(root, leaf_of);
     };
     const auto used_by = [&](std::span<const codegen::NodePtr> roots) {
-      return fusion::detail::inputs_read(roots, plan.leaves.size());
+      return codegen::inputs_read(roots, plan.leaves.size());
     };
     // The shape the leaves `used` broadcast to: an elementwise program's.
     const auto shape_of = [&](const std::vector<bool>& used) {
@@ -736,10 +836,13 @@ template <FusionTarget B> struct Fusion {
     std::shared_ptr<const fusion::detail::Pending<Tensor>> source;
     {
       const std::lock_guard lock(x.node->mutex);
-      if (x.node->value) return std::nullopt;
+      if (x.node->value || !x.node->pending) return std::nullopt;
       source = x.node->pending;
     }
-    if (source->reduces) return std::nullopt;
+    // A view of a tree that reads a product not computed yet is taken of x's value: x is
+    // then materialised, its product computed with x's program as its epilogue.
+    if (source->reduces || std::any_of(source->leaves.begin(), source->leaves.end(), [](const auto& l) { return !l->done; }))
+      return std::nullopt;
     auto pending = std::make_shared<fusion::detail::Pending<Tensor>>(*source);
     pending->leaves.clear();
     // Its tree reads the sources' leaves through the view: it computes the view of each
@@ -785,7 +888,7 @@ template <FusionTarget B> struct Fusion {
     const DType from = p.node->dtype;
     {
       const std::lock_guard lock(p.node->mutex);
-      if (p.node->value) return std::nullopt;
+      if (p.node->value || !p.node->pending) return std::nullopt;
       source = p.node->pending;
     }
     if (source->reduces || dtype == from) return std::nullopt;
@@ -830,7 +933,7 @@ template <FusionTarget B> struct Fusion {
         p.root = codegen::make_input(0);
         p.leaves.push_back(x.node);
         p.type = codegen::scalar_type_of(dtype);
-      } else if (!x.node->pending->reduces || x.node->pending->domain == shape) {
+      } else if (x.node->pending && (!x.node->pending->reduces || x.node->pending->domain == shape)) {
         p = *x.node->pending;
         if (p.leaves.size() > kMaxLeaves || p.params.size() + 1 > kMaxParams || p.nodes + 3 > kMaxNodes) p = {};
         else p.sources.push_back({x.node, p.root});

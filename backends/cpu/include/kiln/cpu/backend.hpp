@@ -55,6 +55,12 @@ struct Cpu {
   // over L1-sized chunks, so softmax or layer norm with the work around them is one kernel.
   static std::vector<Primitive> row_program(const codegen::Program& program, std::span<const Primitive> inputs,
                                             std::span<const double> params, const Shape& domain);
+  // A matmul with an elementwise program as its epilogue (MatmulPrograms;
+  // backends/cpu/src/matmul_program.cpp): f32 programs that are a chain of steps from the
+  // product (a bias or residual add, a scaling, relu, gelu, sigmoid...) run as oneDNN
+  // post-ops inside the GEMM; others return nothing.
+  static std::vector<Primitive> matmul_program(const Primitive& a, const Primitive& b, const codegen::Program& program,
+                                               std::span<const Primitive> inputs, std::span<const double> params);
   // the catalogue's ops as compile-time SIMD kernels, instantiated for every op
   // (backends/cpu/src/elementwise*.cpp): overrides of the provided one-op programs
   template <class Op> static Primitive unary(const Primitive& x);

@@ -1,0 +1,36 @@
+// How matmul's operands reach a GEMM without copies (matmul.cpp), shared with the matmul
+// programs (matmul_program.cpp). Private to backends/cpu/src.
+#pragma once
+
+#include "internal.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace kiln::cpu {
+
+// How a matrix's two dims map onto a row-major GEMM operand without a copy: either rows
+// are `ld` elements apart with unit column stride ('N'), or it is the transpose of such a
+// matrix ('T': columns `ld` apart with unit row stride).
+struct GemmLayout {
+  bool transposed = false;
+  std::int64_t ld = 1;
+};
+
+// One operand as the GEMM sees it: its batch-broadcast view and its matrix layout.
+struct GemmOperand {
+  CpuTensor view;  // shape batch + [rows, cols]
+  GemmLayout layout;
+  std::vector<std::int64_t> batch_offsets;  // element offset of each batch matrix, in row-major batch order
+};
+
+// x [..., rows, cols] broadcast over `batch`, as a GEMM operand (copied only where its
+// matrices have no GEMM layout: a broadcast or sliced-column matrix).
+GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch);
+
+// Whether the batch of products a @ b is one product: a's row-major matrices laid end to end
+// times one shared b (or a batch of one), (count·m × k) @ (k × n).
+bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t m);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,201 @@
+// Matmul epilogues: B::matmul_program (MatmulPrograms; the CPU runs chains from the product as
+// oneDNN post-ops), and Fusion<B> deferring a product so that the elementwise work after it
+// (a bias add, an activation, a residual add) is computed inside the GEMM where B takes it.
+// Every value is compared with the same expression on B itself.
+#include "backends.hpp"
+
+#include <kiln/nn.hpp>
+
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+template <class B, std::size_t D> Tensor<B, D> random(const std::array<std::int64_t, D>& dims, std::uint64_t seed) {
+  manual_seed(seed);
+  return Tensor<B, D>::random(dims, Distribution::normal(0, 1));
+}
+template <class B, std::size_t D> Tensor<Fusion<B>, D> on_fusion(const Tensor<B, D>& t) {
+  return Tensor<Fusion<B>, D>::from_data(t.into_data());
+}
+
+static_assert(MatmulPrograms<Cpu>, "the CPU runs matmul programs");
+static_assert(!MatmulPrograms<Fusion<Cpu>> && !MatmulPrograms<Autodiff<Cpu>>);
+
+using codegen::Expr;
+using codegen::Program;
+
+// A program over the product (in0) and `extra` more f32 inputs, computing `root`.
+Program over_product(const Expr& root, int extra, int params = 0) {
+  return Program(codegen::ScalarType::f32, std::vector<DType>(static_cast<std::size_t>(extra) + 1, DType::f32), params,
+                 {{root.node(), DType::f32}});
+}
+
+// a @ b with `program` as its epilogue, and the same as a matmul and the program apart.
+std::pair<std::vector<Cpu::Primitive>, TensorData> both_ways(const Cpu::Primitive& a, const Cpu::Primitive& b,
+                                                             const Program& program, std::vector<Cpu::Primitive> inputs,
+                                                             std::vector<double> params = {}) {
+  auto fused = Cpu::matmul_program(a, b, program, inputs, params);
+  inputs.insert(inputs.begin(), Cpu::matmul(a, b));
+  return {std::move(fused), Cpu::into_data(Cpu::elementwise(program, inputs, params).at(0))};
+}
+
+}  // namespace
+
+TEST(CpuMatmulPrograms, ChainsFromTheProductRunInsideTheGemm) {
+  const auto x = random<Cpu, 2>({37, 19}, 1), w = random<Cpu, 2>({23, 19}, 2);  // weight [out, in], as nn::Linear
+  const auto bias = random<Cpu, 2>({1, 23}, 3), residual = random<Cpu, 2>({37, 23}, 4);
+  const auto a = x.primitive(), b = w.transpose().primitive();  // b read transposed, in place
+  const Expr p = Expr::input(0), in1 = Expr::input(1), in2 = Expr::input(2);
+  struct Case {
+    const char* name;
+    Program program;
+    std::vector<Cpu::Primitive> inputs;
+    std::vector<double> params;
+  };
+  const std::vector<Case> cases{
+      {"bias + relu", over_product(ops::Relu::apply(Expr(p + in1)), 1), {bias.primitive()}, {}},
+      {"bias + gelu", over_product(ops::GeluErf::apply(Expr(p + in1)), 1), {bias.primitive()}, {}},
+      {"gelu_tanh", over_product(ops::GeluTanh::apply(p), 0), {}, {}},
+      {"sigmoid, silu, tanh", over_product(ops::Silu::apply(Expr(ops::Sigmoid::apply(p).tanh())), 0), {}, {}},
+      {"bias + residual", over_product(Expr(p + in1) + in2, 2), {bias.primitive(), residual.primitive()}, {}},
+      {"residual - scaled product", over_product(in1 - Expr(p * Expr::param(0) + 0.5), 1, 1), {residual.primitive()}, {-0.25}},
+      {"a scaling and a shift in a row", over_product(Expr(p * Expr::param(0)) + 0.5, 0, 1), {}, {-0.25}},
+      {"neg, abs, exp, product / tensor", over_product(Expr(-p).abs().exp() / in1, 1), {residual.primitive()}, {}},
+      {"max with a scalar tensor", over_product(p.max(in1), 1), {Tensor<Cpu, 1>::full({1}, 0.3).primitive()}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto [fused, expected] = both_ways(a, b, c.program, c.inputs, c.params);
+    ASSERT_EQ(fused.size(), 1u) << "the CPU takes this chain";
+    EXPECT_EQ(Cpu::shape(fused[0]), (Shape{37, 23}));
+    EXPECT_TRUE(test::all_close(Cpu::into_data(fused[0]), expected, 1e-5, 1e-5));
+  }
+  // A batch of matrices times one weight folds into one GEMM: [2, 6, 19] @ [19, 23].
+  const auto x3 = random<Cpu, 3>({2, 6, 19}, 5);
+  const auto bias3 = random<Cpu, 3>({1, 1, 23}, 6);
+  const auto relu = over_product(ops::Relu::apply(Expr(p + in1)), 1);
+  const auto [fused, expected] = both_ways(x3.primitive(), w.transpose().template unsqueeze<3>().primitive(), relu,
+                                           {bias3.primitive()});
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_EQ(Cpu::shape(fused[0]), (Shape{2, 6, 23}));
+  EXPECT_TRUE(test::all_close(Cpu::into_data(fused[0]), expected, 1e-5, 1e-5));
+}
+
+TEST(CpuMatmulPrograms, OtherProgramsAreLeftToTheCaller) {
+  const auto x = random<Cpu, 2>({8, 5}, 10), w = random<Cpu, 2>({5, 3}, 11), column = random<Cpu, 2>({1, 3}, 12);
+  const Expr p = Expr::input(0), in1 = Expr::input(1);
+  const auto none = [&](const Program& program, std::vector<Cpu::Primitive> inputs = {}) {
+    return Cpu::matmul_program(x.primitive(), w.primitive(), program, inputs, {}).empty();
+  };
+  EXPECT_TRUE(none(over_product(p * p, 0))) << "the product twice is not a chain";
+  EXPECT_TRUE(none(over_product(Expr(p + in1).exp() + in1.exp(), 1), {column.primitive()})) << "work beside the chain";
+  EXPECT_TRUE(none(over_product(in1 / p, 1), {column.primitive()})) << "a tensor divided by the product";
+  EXPECT_TRUE(none(over_product(p.erf(), 0))) << "a function oneDNN has no step for";
+  // oneDNN 2.6 would run both scalings with the first one's factors (matmul_program.cpp).
+  EXPECT_TRUE(none(over_product(Expr(Expr(p * 3.0).tanh() * 0.5) + in1, 1), {column.primitive()}))
+      << "one kind of step twice with other parameters";
+  const auto x64 = x.cast(DType::f64), w64 = w.cast(DType::f64);
+  const Program relu64(codegen::ScalarType::f64, {DType::f64}, 0, {{ops::Relu::apply(p).node(), DType::f64}});
+  EXPECT_TRUE(Cpu::matmul_program(x64.primitive(), w64.primitive(), relu64, {}, {}).empty()) << "f64";
+  // A batch of products that is not one GEMM: [2, 8, 5] @ [2, 5, 3].
+  const auto xb = random<Cpu, 3>({2, 8, 5}, 13), wb = random<Cpu, 3>({2, 5, 3}, 14);
+  EXPECT_TRUE(Cpu::matmul_program(xb.primitive(), wb.primitive(), over_product(ops::Relu::apply(p), 0), {}, {}).empty());
+  EXPECT_KILN_ERROR(Cpu::matmul_program(x.primitive(), w.primitive(), over_product(p + in1, 1), {}, {}),
+                    "matmul_program", "2 inputs");
+  EXPECT_KILN_ERROR(Cpu::matmul_program(x.primitive(), x.primitive(), over_product(p, 0), {}, {}), "matmul", "[8, 5]");
+}
+
+// ---------------------------------------------------------------- Fusion<B>
+
+template <class B> class FusionEpilogues : public ::kiln::test::BackendTest<B> {};
+TYPED_TEST_SUITE(FusionEpilogues, ::kiln::test::HardwareBackends, ::kiln::test::BackendNames);
+
+TYPED_TEST(FusionEpilogues, TheBiasAndActivationAfterAMatmulAreItsEpilogue) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 2>({48, 20}, 20), w = random<B, 2>({30, 20}, 21), bias = random<B, 2>({1, 30}, 22);
+  const auto expected = (x.matmul(w.transpose()) + bias).relu().into_data();
+  const auto fx = on_fusion(x), fw = on_fusion(w), fb = on_fusion(bias);
+  const std::uint64_t launched = c.launched.load(), written = c.written.load(), epilogues = c.epilogues.load();
+  const auto y = (fx.matmul(fw.transpose()) + fb).relu();  // the product's handle is gone after this line
+  EXPECT_TRUE(Fusion<B>::is_pending(y.primitive()));
+  EXPECT_TRUE(test::all_close(y.into_data(), expected, 1e-5, 1e-5));
+  if constexpr (MatmulPrograms<B>) {
+    EXPECT_EQ(c.epilogues.load(), epilogues + 1) << "relu(x @ w^T + b) is one GEMM with its epilogue";
+    EXPECT_EQ(c.launched.load(), launched + 1);
+    EXPECT_EQ(c.written.load(), written + 1) << "the product is never written";
+  } else {
+    EXPECT_EQ(c.epilogues.load(), epilogues) << "B runs no matmul programs: the matmul, then one fused program";
+    EXPECT_EQ(c.launched.load(), launched + 1);
+  }
+}
+
+TYPED_TEST(FusionEpilogues, AProductSomethingElseStillReadsIsComputedOnce) {
+  using B = TypeParam;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 2>({16, 9}, 30), w = random<B, 2>({9, 12}, 31), bias = random<B, 2>({1, 12}, 32);
+  const auto px = x.matmul(w);
+  const auto fx = on_fusion(x), fw = on_fusion(w), fb = on_fusion(bias);
+  const std::uint64_t epilogues = c.epilogues.load();
+  // A handle to the product: it is computed on its own, and the program reads it.
+  const auto product = fx.matmul(fw);
+  const auto y = (product + fb).tanh();
+  EXPECT_TRUE(test::all_close(y.into_data(), (px + bias).tanh().into_data(), 1e-5, 1e-5));
+  EXPECT_FALSE(Fusion<B>::is_pending(product.primitive())) << "the product was computed, and is kept";
+  EXPECT_TRUE(test::all_close(product.into_data(), px.into_data(), 1e-5, 1e-5));
+  // Two pending tensors read one product: neither takes it as an epilogue.
+  Tensor<Fusion<B>, 2> y1 = fx, y2 = fx;
+  {
+    const auto p = fx.matmul(fw);
+    y1 = p + fb;
+    y2 = p * 2.0;
+  }
+  EXPECT_TRUE(test::all_close(y1.into_data(), (px + bias).into_data(), 1e-5, 1e-5));
+  EXPECT_TRUE(test::all_close(y2.into_data(), (px * 2.0).into_data(), 1e-5, 1e-5));
+  // A program that is no chain from the product: the matmul, then the program.
+  const auto z = (fx.matmul(fw) * fx.matmul(fw).sigmoid()).sum_dim(1);
+  EXPECT_TRUE(test::all_close(z.into_data(), (px * px.sigmoid()).sum_dim(1).into_data(), 1e-5, 1e-5));
+  EXPECT_EQ(c.epilogues.load(), epilogues);
+  // A product read by a non-elementwise op, and a view of a pending tree over a product.
+  const auto s = fx.matmul(fw).sum_dim(0);
+  EXPECT_TRUE(test::all_close(s.into_data(), px.sum_dim(0).into_data(), 1e-4, 1e-5));
+  const auto v = (fx.matmul(fw) + fb).transpose();
+  EXPECT_TRUE(test::all_close(v.into_data(), (px + bias).transpose().into_data(), 1e-5, 1e-5));
+}
+
+TYPED_TEST(FusionEpilogues, AnMlpTrainsWithTheSameGradientsAndItsLayersFuse) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using AF = Autodiff<Fusion<B>>;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 2>({32, 10}, 40);
+  const auto w1 = random<B, 2>({10, 16}, 41), b1 = random<B, 2>({1, 16}, 42);
+  const auto w2 = random<B, 2>({16, 4}, 43), b2 = random<B, 2>({1, 4}, 44);
+  // Two layers, as a user writes them: each handle replaced by the next.
+  const auto loss_of = [](const auto& input, const auto& wa, const auto& ba, const auto& wb, const auto& bb) {
+    auto h = input.matmul(wa) + ba;
+    h = h.relu();
+    h = h.matmul(wb) + bb;
+    return h.log_softmax(1).mean();
+  };
+  auto param = [](const auto& t, auto tag) {
+    using T = typename decltype(tag)::type;
+    return T::from_data(t.into_data()).require_grad();
+  };
+  using TD = std::type_identity<Tensor<AD, 2>>;
+  using TF = std::type_identity<Tensor<AF, 2>>;
+  const auto pd = std::vector{param(w1, TD{}), param(b1, TD{}), param(w2, TD{}), param(b2, TD{})};
+  const auto pf = std::vector{param(w1, TF{}), param(b1, TF{}), param(w2, TF{}), param(b2, TF{})};
+  const std::uint64_t epilogues = c.epilogues.load();
+  const auto ld = loss_of(Tensor<AD, 2>::from_data(x.into_data()), pd[0], pd[1], pd[2], pd[3]);
+  const auto lf = loss_of(Tensor<AF, 2>::from_data(x.into_data()), pf[0], pf[1], pf[2], pf[3]);
+  const auto gd = ld.backward();
+  const auto gf = lf.backward();
+  EXPECT_TRUE(test::all_close(lf.into_data(), ld.into_data(), 1e-5, 1e-6));
+  for (std::size_t i = 0; i < pd.size(); ++i)
+    EXPECT_TRUE(test::all_close(pf[i].grad(gf)->into_data(), pd[i].grad(gd)->into_data(), 1e-4, 1e-5)) << "param " << i;
+  if constexpr (MatmulPrograms<B>)
+    EXPECT_GE(c.epilogues.load(), epilogues + 2) << "relu(x w1 + b1) and h w2 + b2: relu's gradient keeps only y";
+}
