@@ -6,6 +6,9 @@
 
 #include <kiln/nn.hpp>
 
+#include <optional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 using namespace kiln;
@@ -198,4 +201,72 @@ TYPED_TEST(FusionEpilogues, AnMlpTrainsWithTheSameGradientsAndItsLayersFuse) {
     EXPECT_TRUE(test::all_close(pf[i].grad(gf)->into_data(), pd[i].grad(gd)->into_data(), 1e-4, 1e-5)) << "param " << i;
   if constexpr (MatmulPrograms<B>)
     EXPECT_GE(c.epilogues.load(), epilogues + 2) << "relu(x w1 + b1) and h w2 + b2: relu's gradient keeps only y";
+}
+
+// ---------------------------------------------------------------- convolutions
+
+TEST(CpuConvPrograms, ActivationsAfterAConvolutionRunInsideIt) {
+  const auto x = random<Cpu, 4>({2, 3, 9, 8}, 50), w = random<Cpu, 4>({5, 3, 3, 3}, 51);
+  const auto bias = random<Cpu, 1>({5}, 52);
+  const ops::Conv2dOptions options{.stride = {2, 1}, .padding = {1, 1}};
+  const Expr y = Expr::input(0);
+  for (const bool with_bias : {false, true}) {
+    const std::optional<Cpu::Primitive> b = with_bias ? std::optional(bias.primitive()) : std::nullopt;
+    const Cpu::Primitive plain = Cpu::conv2d(x.primitive(), w.primitive(), b, options);
+    for (const auto& [name, program, params] :
+         std::vector<std::tuple<const char*, Program, std::vector<double>>>{
+             {"relu", over_product(ops::Relu::apply(y), 0), {}},
+             {"gelu of a scaling", over_product(ops::GeluErf::apply(Expr(y * Expr::param(0) + 0.25)), 0, 1), {1.5}},
+             {"silu", over_product(ops::Silu::apply(y), 0), {}}}) {
+      SCOPED_TRACE(std::string(name) + (with_bias ? ", with a bias" : ""));
+      const auto fused = Cpu::conv2d_program(x.primitive(), w.primitive(), b, options, program, {}, params);
+      ASSERT_EQ(fused.size(), 1u) << "the CPU takes this chain";
+      const std::vector<Cpu::Primitive> in{plain};
+      EXPECT_TRUE(test::all_close(Cpu::into_data(fused[0]), Cpu::into_data(Cpu::elementwise(program, in, params).at(0)),
+                                  1e-5, 1e-5));
+    }
+  }
+  // A tensor beside the output is left to the caller (oneDNN's blocked layout), and bad
+  // operands fail as conv2d's do.
+  const auto other = random<Cpu, 4>({2, 5, 5, 8}, 53);
+  EXPECT_TRUE(Cpu::conv2d_program(x.primitive(), w.primitive(), std::nullopt, options,
+                                  over_product(y + Expr::input(1), 1), std::vector{other.primitive()}, {})
+                  .empty());
+  const auto four_channels = random<Cpu, 4>({5, 4, 3, 3}, 54);
+  EXPECT_KILN_ERROR(Cpu::conv2d_program(x.primitive(), four_channels.primitive(), std::nullopt, options,
+                                        over_product(y, 0), {}, {}),
+                    "conv2d", "[5, 4, 3, 3]");
+}
+
+TYPED_TEST(FusionEpilogues, TheActivationAfterAConvolutionIsItsEpilogueAndTrains) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using AF = Autodiff<Fusion<B>>;
+  auto& c = Fusion<B>::counters();
+  const auto x = random<B, 4>({2, 3, 8, 8}, 60), w = random<B, 4>({4, 3, 3, 3}, 61);
+  const auto bias = random<B, 1>({4}, 62);
+  const ops::Conv2dOptions options{.padding = {1, 1}};
+  const std::uint64_t epilogues = c.epilogues.load();
+  const auto y = functional::conv2d(on_fusion(x), on_fusion(w), std::optional(on_fusion(bias)), options).relu();
+  EXPECT_TRUE(test::all_close(y.into_data(), functional::conv2d(x, w, std::optional(bias), options).relu().into_data(),
+                              1e-5, 1e-5));
+  if constexpr (ConvPrograms<B>) EXPECT_EQ(c.epilogues.load(), epilogues + 1) << "relu inside the convolution";
+  else EXPECT_EQ(c.epilogues.load(), epilogues);
+  // Conv, relu, max pool and a loss under Autodiff: the same gradients as without fusion.
+  const auto loss_of = [&](const auto& input, const auto& weight, const auto& b) {
+    auto h = functional::conv2d(input, weight, std::optional(b), options);
+    h = h.relu();
+    return functional::max_pool2d(h, ops::Pool2dOptions{.kernel = {2, 2}, .stride = {2, 2}}).square().mean();
+  };
+  const auto wd = Tensor<AD, 4>::from_data(w.into_data()).require_grad();
+  const auto bd = Tensor<AD, 1>::from_data(bias.into_data()).require_grad();
+  const auto wf = Tensor<AF, 4>::from_data(w.into_data()).require_grad();
+  const auto bf = Tensor<AF, 1>::from_data(bias.into_data()).require_grad();
+  const auto ld = loss_of(Tensor<AD, 4>::from_data(x.into_data()), wd, bd);
+  const auto lf = loss_of(Tensor<AF, 4>::from_data(x.into_data()), wf, bf);
+  const auto gd = ld.backward();
+  const auto gf = lf.backward();
+  EXPECT_TRUE(test::all_close(lf.into_data(), ld.into_data(), 1e-5, 1e-6));
+  EXPECT_TRUE(test::all_close(wf.grad(gf)->into_data(), wd.grad(gd)->into_data(), 1e-4, 1e-5));
+  EXPECT_TRUE(test::all_close(bf.grad(gf)->into_data(), bd.grad(gd)->into_data(), 1e-4, 1e-5));
 }

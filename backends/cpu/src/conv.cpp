@@ -3,6 +3,7 @@
 // f64 (and degenerate shapes) through direct reference loops; f16/bf16 compute in f32.
 #include "internal.hpp"
 #include "onednn.hpp"
+#include "post_ops.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -180,7 +181,7 @@ Operand make_operand(int arg, const memory::desc& user, const memory::desc& inte
   return op;
 }
 
-std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind) {
+std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind, std::span<const PostOp> post_ops) {
   const auto f32 = memory::data_type::f32;
   const memory::desc x_user(dims_of(g.x_shape()), f32, Tag::nchw), y_user(dims_of(g.y_shape()), f32, Tag::nchw);
   const memory::desc w_user = weight_desc(g, g.groups == 1 ? Tag::oihw : Tag::goihw);
@@ -198,6 +199,7 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind)
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch memory comes from Kiln's caching allocator
+  if (!post_ops.empty()) attr.set_post_ops(to_dnnl(post_ops, {}));  // a forward pass's epilogue (eltwise steps)
   const auto algorithm = dnnl::algorithm::convolution_direct;
   const bool bias = kind == ConvKind::forward_bias;
   const auto forward_desc =
@@ -244,13 +246,15 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind)
 }
 
 // Creating a primitive costs far more than running a small one, so plans are kept for
-// the life of the process, keyed by geometry and kind.
-std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry& g, ConvKind kind) {
-  using Key = std::array<std::int64_t, 17>;
-  const Key key{g.n,          g.c,           g.h,           g.w,          g.o,
-                g.kh,         g.kw,          g.oh,          g.ow,         g.groups,
-                g.stride[0],  g.stride[1],   g.padding[0],  g.padding[1], g.dilation[0],
-                g.dilation[1], static_cast<std::int64_t>(kind)};
+// the life of the process, keyed by geometry, kind and epilogue.
+std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry& g, ConvKind kind,
+                                         std::span<const PostOp> post_ops = {}) {
+  using Key = std::vector<std::int64_t>;
+  Key key{g.n,          g.c,           g.h,           g.w,          g.o,
+          g.kh,         g.kw,          g.oh,          g.ow,         g.groups,
+          g.stride[0],  g.stride[1],   g.padding[0],  g.padding[1], g.dilation[0],
+          g.dilation[1], static_cast<std::int64_t>(kind)};
+  append_key(post_ops, {}, key);
   static std::mutex mutex;
   static auto& plans = *new std::map<Key, std::shared_ptr<const ConvPlan>>();
   {
@@ -259,7 +263,7 @@ std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry
   }
   std::shared_ptr<const ConvPlan> plan;
   try {
-    plan = build_plan(g, kind);
+    plan = build_plan(g, kind, post_ops);
   } catch (const dnnl::error& e) {
     KILN_FAIL("{}: oneDNN could not create a convolution for input {} and weight {}: {}", op, g.x_shape(),
               g.w_shape(), e.what());
@@ -320,6 +324,19 @@ void check_float(std::string_view op, DType a, DType b, const Shape& sa, const S
   KILN_CHECK(is_float(a), "{}: expected float tensors, got {} {}", op, sa, a);
 }
 
+// conv2d's checks of its operands, and its geometry.
+ConvGeometry checked_conv2d(const CpuTensor& x, const CpuTensor& weight, const std::optional<CpuTensor>& bias,
+                            const ops::Conv2dOptions& options) {
+  check_float("conv2d", x.dtype, weight.dtype, x.shape, weight.shape);
+  const ConvGeometry g = conv_geometry("conv2d", x.shape, weight.shape, options);
+  if (bias) {
+    KILN_CHECK(bias->shape == Shape{g.o}, "conv2d: bias must have shape [{}] for weight {}, got {}", g.o,
+               weight.shape, bias->shape);
+    KILN_CHECK(bias->dtype == x.dtype, "conv2d: bias dtype {} differs from input dtype {}", bias->dtype, x.dtype);
+  }
+  return g;
+}
+
 // oneDNN needs at least one element in every operand; empty problems take the reference path.
 bool use_onednn(const ConvGeometry& g, DType dtype) {
   return dtype == DType::f32 && g.n > 0 && g.c > 0 && g.o > 0;
@@ -334,13 +351,7 @@ using cpu::CpuTensor;
 
 Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
                            const ops::Conv2dOptions& options) {
-  cpu::check_float("conv2d", x.dtype, weight.dtype, x.shape, weight.shape);
-  const cpu::ConvGeometry g = cpu::conv_geometry("conv2d", x.shape, weight.shape, options);
-  if (bias) {
-    KILN_CHECK(bias->shape == Shape{g.o}, "conv2d: bias must have shape [{}] for weight {}, got {}", g.o,
-               weight.shape, bias->shape);
-    KILN_CHECK(bias->dtype == x.dtype, "conv2d: bias dtype {} differs from input dtype {}", bias->dtype, x.dtype);
-  }
+  const cpu::ConvGeometry g = cpu::checked_conv2d(x, weight, bias, options);
   if (!cpu::is_native_float(x.dtype)) {
     std::optional<Primitive> b32;
     if (bias) b32 = cast(*bias, DType::f32);
@@ -360,6 +371,29 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
     cpu::conv_forward_ref<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
   });
   return out;
+}
+
+std::vector<Cpu::Primitive> Cpu::conv2d_program(const Primitive& x, const Primitive& weight,
+                                                const std::optional<Primitive>& bias, const ops::Conv2dOptions& options,
+                                                const codegen::Program& program, std::span<const Primitive> inputs,
+                                                std::span<const double> params) {
+  const cpu::ConvGeometry g = cpu::checked_conv2d(x, weight, bias, options);
+  KILN_CHECK(program.inputs().size() == inputs.size() + 1 && static_cast<int>(params.size()) == program.param_count(),
+             "conv2d_program: the program reads {} inputs and {} parameters, given the output and {} inputs and {} "
+             "parameters", program.inputs().size(), program.param_count(), inputs.size(), params.size());
+  // oneDNN's convolution writes its own blocked layout, in which a binary step's tensor would
+  // need a reorder first: eltwise steps only (no inputs beside the output).
+  if (!inputs.empty() || !cpu::use_onednn(g, x.dtype)) return {};
+  const std::optional<std::vector<cpu::PostOp>> post_ops = cpu::post_op_chain(program, params);
+  if (!post_ops) return {};
+  CpuTensor out = cpu::empty(g.y_shape(), x.dtype);
+  const CpuTensor xc = cpu::contiguous(x), wc = cpu::contiguous(weight);
+  std::optional<CpuTensor> bc;
+  if (bias) bc = cpu::contiguous(*bias);
+  const auto plan =
+      cpu::plan_for("conv2d_program", g, bias ? cpu::ConvKind::forward_bias : cpu::ConvKind::forward, *post_ops);
+  cpu::execute("conv2d_program", *plan, {xc, wc}, bc, out);
+  return {out};
 }
 
 Cpu::Primitive Cpu::conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,

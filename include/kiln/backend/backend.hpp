@@ -163,6 +163,16 @@ concept MatmulPrograms = requires(const typename B::Primitive& p, const codegen:
   { B::matmul_program(p, p, program, inputs, params) } -> std::same_as<std::vector<typename B::Primitive>>;
 };
 
+// - conv2d_program(x, weight, bias, options, program, inputs, params): conv2d with an
+//   elementwise program as its epilogue, as matmul_program (the program's input 0 is the
+//   convolution's output).
+template <class B>
+concept ConvPrograms = requires(const typename B::Primitive& p, const std::optional<typename B::Primitive>& bias,
+                                const ops::Conv2dOptions& options, const codegen::Program& program,
+                                std::span<const typename B::Primitive> inputs, std::span<const double> params) {
+  { B::conv2d_program(p, p, bias, options, program, inputs, params) } -> std::same_as<std::vector<typename B::Primitive>>;
+};
+
 // A backend that records gradients (Autodiff<B>): it wraps an inner backend, whose
 // primitives hold the values and the gradients.
 template <class B>

@@ -20,8 +20,11 @@
 // slice) of a pending tensor stays pending: its tree reads the source's leaves through the
 // view, so `(x * 2).transpose() + y` is one program; a non-elementwise op that takes the view
 // gets the view of the materialised source. A cast that changes no computation type (f32
-// stored as f16 / bf16, a mask as numbers) fuses; other casts, other reductions and matmul /
-// conv epilogues do not yet: they materialise their inputs.
+// stored as f16 / bf16, a mask as numbers) fuses; other casts and other reductions do not
+// yet: they materialise their inputs. Where B runs matmul or conv programs (MatmulPrograms,
+// ConvPrograms: the CPU), an f32 matmul or convolution is deferred, and the elementwise
+// program that reads its result as the only holder runs as its epilogue (a bias add and
+// relu inside the GEMM, relu inside the convolution).
 //
 // An intermediate that two pending tensors both read is computed once where that pays: the
 // program that materialises one of them writes it as a second output when the other still
@@ -38,6 +41,7 @@
 #include "kiln/backend/strided.hpp"
 #include "kiln/codegen/program.hpp"
 #include "kiln/ops/matmul.hpp"
+#include "kiln/ops/nn.hpp"
 #include "kiln/ops/optim.hpp"
 
 #include <algorithm>
@@ -191,6 +195,16 @@ template <FusionTarget B> struct Fusion {
   // beside it (see launch_plan).
   static constexpr std::size_t kMaxOutputs = 4;
 
+  // How a deferred op is computed: on its own, or with an elementwise program as its epilogue
+  // (the program's input 0 is the op's result; `inputs` are its inputs 1..), which gives
+  // nothing where B has no kernel for that program.
+  struct Deferred {
+    std::function<InnerPrimitive()> compute;
+    std::function<std::vector<InnerPrimitive>(const codegen::Program&, std::span<const InnerPrimitive>,
+                                              std::span<const double>)>
+        with_epilogue;
+  };
+
   // A tensor: materialised (`value`) or pending; shape, dtype and device are known either way.
   struct Tensor {
     Shape shape;
@@ -205,9 +219,10 @@ template <FusionTarget B> struct Fusion {
     // where a non-elementwise op needs its value, `view` takes the view of the source's value
     // on B instead (a matmul reads a transpose in place, as without fusion).
     std::function<InnerPrimitive()> view;
-    // A matmul product not computed yet (a @ b on B; MatmulPrograms): elementwise programs read
-    // it as a leaf, and the one that materialises first may compute it as its epilogue.
-    std::optional<std::pair<InnerPrimitive, InnerPrimitive>> product;
+    // An op not computed yet whose elementwise successor may run as its epilogue (a matmul,
+    // a convolution: Deferred): elementwise programs read it as a leaf, and the one that
+    // materialises first may compute it with its program as the epilogue.
+    std::shared_ptr<const Deferred> deferred;
     // The pending tensors recorded from this one while it was pending (their trees hold
     // its tree), while they live; guarded by `mutex`.
     std::vector<std::weak_ptr<Tensor>> readers;
@@ -237,18 +252,18 @@ template <FusionTarget B> struct Fusion {
       set_value(t, t.view());
       return *t.value;
     }
-    if (t.product) {
-      set_value(t, B::matmul(t.product->first, t.product->second));
+    if (t.deferred) {
+      set_value(t, t.deferred->compute());
       return *t.value;
     }
     const fusion::detail::Pending<Tensor>& pending = *t.pending;
     const LaunchPlan plan = launch_plan(t, pending);
-    // Leaves that are products not computed yet: one may be computed with this program as its
-    // epilogue (matmul_epilogue), the others are computed first.
+    // Leaves that are deferred ops not computed yet: one may be computed with this program as
+    // its epilogue (run_epilogue), the others are computed first.
     const std::optional<std::size_t> epilogue = epilogue_leaf(t, pending, plan);
     for (std::size_t k = 0; k < plan.leaves.size(); ++k)
       if (k != epilogue && !plan.leaves[k]->done) (void)value(Primitive{plan.leaves[k]});
-    if (epilogue && matmul_epilogue(t, pending, plan, *epilogue)) return *t.value;
+    if (epilogue && run_epilogue(t, pending, plan, *epilogue)) return *t.value;
     if (epilogue) (void)value(Primitive{plan.leaves[*epilogue]});
     std::vector<DType> dtypes;
     std::vector<InnerPrimitive> inputs;
@@ -342,16 +357,16 @@ template <FusionTarget B> struct Fusion {
         continue;
       }
       std::shared_ptr<const fusion::detail::Pending<Tensor>> grown;
-      bool product = false;
+      bool deferred = false;
       {
         const std::lock_guard lock(t->mutex);
-        product = !t->value && t->product.has_value();
+        deferred = !t->value && t->deferred;
         if (!t->value && t->pending && fusable(*t->pending, t->dtype, base, inputs.size() - i - 1, params.size()) &&
             rows_fit(*t->pending, shape, base))
           grown = t->pending;
       }
       if (!grown) {
-        if (!product) (void)value(inputs[i]);  // a product stays a leaf to compute (epilogue_leaf)
+        if (!deferred) (void)value(inputs[i]);  // a deferred op stays a leaf to compute (epilogue_leaf)
         replaced.push_back(add_leaf(t));
         continue;
       }
@@ -442,13 +457,14 @@ template <FusionTarget B> struct Fusion {
     if constexpr (MatmulPrograms<B>) {
       if (a.node->dtype == DType::f32 && b.node->dtype == DType::f32) {
         const ops::MatmulShape shape = ops::matmul_shape(a.node->shape, a.node->dtype, b.node->shape, b.node->dtype);
-        auto t = std::make_shared<Tensor>();
-        t->shape = shape.out();
-        t->dtype = DType::f32;
-        t->device = a.node->device;
-        t->product.emplace(value(a), value(b));
-        ++counters().recorded;
-        return {std::move(t)};
+        auto deferred = std::make_shared<Deferred>();
+        deferred->compute = [a = value(a), b = value(b)] { return B::matmul(a, b); };
+        deferred->with_epilogue = [a = value(a), b = value(b)](const codegen::Program& program,
+                                                               std::span<const InnerPrimitive> inputs,
+                                                               std::span<const double> params) {
+          return B::matmul_program(a, b, program, inputs, params);
+        };
+        return defer(shape.out(), a.node->device, std::move(deferred));
       }
     }
     return wrap(B::matmul(value(a), value(b)));
@@ -502,10 +518,28 @@ template <FusionTarget B> struct Fusion {
                            ops::ScatterMode mode) {
     return wrap(B::scatter(value(x), dim, value(index), value(src), mode));
   }
+  // Where B runs conv programs, an f32 convolution is deferred as a matmul is (the activation
+  // after it becomes its epilogue); its operands are checked here, as B checks them.
   static Primitive conv2d(const Primitive& x, const Primitive& w, const std::optional<Primitive>& bias,
                           const ops::Conv2dOptions& o) {
     std::optional<InnerPrimitive> b;
     if (bias) b = value(*bias);
+    if constexpr (ConvPrograms<B>) {
+      if (x.node->dtype == DType::f32 && w.node->dtype == DType::f32 && (!b || B::dtype(*b) == DType::f32)) {
+        const Shape shape = ops::conv_output_shape("conv2d", x.node->shape, w.node->shape, o.stride, o.padding,
+                                                   o.dilation, o.groups);
+        KILN_CHECK(!b || B::shape(*b) == Shape{w.node->shape[0]}, "conv2d: bias must have shape [{}] for weight {}, got {}",
+                   w.node->shape[0], w.node->shape, B::shape(*b));
+        auto deferred = std::make_shared<Deferred>();
+        deferred->compute = [x = value(x), w = value(w), b, o] { return B::conv2d(x, w, b, o); };
+        deferred->with_epilogue = [x = value(x), w = value(w), b, o](const codegen::Program& program,
+                                                                     std::span<const InnerPrimitive> inputs,
+                                                                     std::span<const double> params) {
+          return B::conv2d_program(x, w, b, o, program, inputs, params);
+        };
+        return defer(shape, x.node->device, std::move(deferred));
+      }
+    }
     return wrap(B::conv2d(value(x), value(w), b, o));
   }
   static Primitive conv2d_backward_input(const Primitive& dy, const Primitive& w, const Shape& x_shape,
@@ -610,7 +644,7 @@ template <FusionTarget B> struct Fusion {
     t.value = std::move(v);
     t.pending.reset();
     t.view = nullptr;
-    t.product.reset();
+    t.deferred.reset();
     t.done = true;
   }
 
@@ -629,45 +663,50 @@ template <FusionTarget B> struct Fusion {
     for (const auto& leaf : leaves) shapes.push_back(leaf->shape);
     std::vector<std::string> runs;
     if (epilogue) {
-      runs.push_back("matmul epilogue (in0 is the product)");
+      runs.push_back("epilogue of a matmul or conv (in0 is its result)");
     } else if constexpr (requires { B::program_steps(program); }) {
       if (codegen::is_float(program.type())) runs = B::program_steps(program);
     }
     fusion::detail::log_launch(name, program, compiled, shapes, output_shapes, runs);
   }
 
-  // The leaf of t's launch that is a product not computed yet and can be computed with t's
-  // program as its epilogue: B runs matmul programs, t's program is elementwise with one
-  // output (no intermediate written beside t), the product has t's shape, and nothing but
-  // this launch holds the product: no other pending tree reads it, no handle refers to it.
-  // An epilogue never writes the product, so nothing may need it later.
-  static std::optional<std::size_t> epilogue_leaf(const Tensor& t, const fusion::detail::Pending<Tensor>& pending,
-                                                  const LaunchPlan& plan) {
-    if constexpr (!MatmulPrograms<B>) {
-      return std::nullopt;
-    } else {
-      if (plan.reduces || !plan.extra.empty()) return std::nullopt;
-      for (std::size_t k = 0; k < plan.leaves.size(); ++k) {
-        const std::shared_ptr<Tensor>& leaf = plan.leaves[k];
-        if (leaf->done || leaf->shape != t.shape) continue;
-        const std::lock_guard lock(leaf->mutex);
-        // Held by t's recorded tree and by the plan: two references, and no other.
-        const auto held = std::count(pending.leaves.begin(), pending.leaves.end(), leaf) +
-                          std::count(plan.leaves.begin(), plan.leaves.end(), leaf);
-        if (!leaf->value && leaf->product && leaf.use_count() == held) return k;
-      }
-      return std::nullopt;
-    }
+  // A deferred op's result, of `shape` (f32): a tensor that elementwise programs read as a leaf.
+  static Primitive defer(Shape shape, const Device& device, std::shared_ptr<const Deferred> deferred) {
+    auto t = std::make_shared<Tensor>();
+    t->shape = std::move(shape);
+    t->dtype = DType::f32;
+    t->device = device;
+    t->deferred = std::move(deferred);
+    ++counters().recorded;
+    return {std::move(t)};
   }
 
-  // Materialises t by computing the product plan.leaves[k] with t's program as its epilogue
-  // (B::matmul_program; the product is program input 0); false where B does not take the
-  // program, which then runs apart.
-  static bool matmul_epilogue(Tensor& t, const fusion::detail::Pending<Tensor>& pending, const LaunchPlan& plan,
-                              std::size_t k) {
-    if constexpr (!MatmulPrograms<B>) {
-      return false;
-    } else {
+  // The leaf of t's launch that is a deferred op not computed yet (a matmul, a convolution)
+  // and can be computed with t's program as its epilogue: t's program is elementwise with one
+  // output (no intermediate written beside t), the op's result has t's shape, and nothing but
+  // this launch holds it: no other pending tree reads it, no handle refers to it. An epilogue
+  // never writes the op's result, so nothing may need it later.
+  static std::optional<std::size_t> epilogue_leaf(const Tensor& t, const fusion::detail::Pending<Tensor>& pending,
+                                                  const LaunchPlan& plan) {
+    if (plan.reduces || !plan.extra.empty()) return std::nullopt;
+    for (std::size_t k = 0; k < plan.leaves.size(); ++k) {
+      const std::shared_ptr<Tensor>& leaf = plan.leaves[k];
+      if (leaf->done || leaf->shape != t.shape) continue;
+      const std::lock_guard lock(leaf->mutex);
+      // Held by t's recorded tree and by the plan: two references, and no other.
+      const auto held = std::count(pending.leaves.begin(), pending.leaves.end(), leaf) +
+                        std::count(plan.leaves.begin(), plan.leaves.end(), leaf);
+      if (!leaf->value && leaf->deferred && leaf.use_count() == held) return k;
+    }
+    return std::nullopt;
+  }
+
+  // Materialises t by computing the deferred op plan.leaves[k] with t's program as its
+  // epilogue (the op's result is program input 0); false where B does not take the program,
+  // which then runs apart.
+  static bool run_epilogue(Tensor& t, const fusion::detail::Pending<Tensor>& pending, const LaunchPlan& plan,
+                           std::size_t k) {
+    {
       std::vector<int> index(plan.leaves.size(), 0);
       std::vector<DType> dtypes{plan.leaves[k]->dtype};
       std::vector<std::shared_ptr<Tensor>> leaves{plan.leaves[k]};
@@ -681,8 +720,8 @@ template <FusionTarget B> struct Fusion {
       }
       const codegen::Program program(pending.type, std::move(dtypes), static_cast<int>(pending.params.size()),
                                      {{fusion::detail::renumber_inputs(plan.root, index), t.dtype, false}});
-      const auto& [a, b] = *plan.leaves[k]->product;  // only this launch holds the product
-      std::vector<InnerPrimitive> results = B::matmul_program(a, b, program, inputs, pending.params);
+      // Only this launch holds the deferred op.
+      std::vector<InnerPrimitive> results = plan.leaves[k]->deferred->with_epilogue(program, inputs, pending.params);
       if (results.empty()) return false;
       note_launch(program, leaves, std::span(&t.shape, 1), true);
       counters().reused += plan.reused;

@@ -61,6 +61,13 @@ struct Cpu {
   // post-ops inside the GEMM; others return nothing.
   static std::vector<Primitive> matmul_program(const Primitive& a, const Primitive& b, const codegen::Program& program,
                                                std::span<const Primitive> inputs, std::span<const double> params);
+  // A convolution with an elementwise program as its epilogue (ConvPrograms; conv.cpp): f32
+  // chains of eltwise steps from the output (relu, gelu, a scaling...) run as oneDNN
+  // post-ops inside the convolution; others return nothing.
+  static std::vector<Primitive> conv2d_program(const Primitive& x, const Primitive& weight,
+                                               const std::optional<Primitive>& bias, const ops::Conv2dOptions& options,
+                                               const codegen::Program& program, std::span<const Primitive> inputs,
+                                               std::span<const double> params);
   // the catalogue's ops as compile-time SIMD kernels, instantiated for every op
   // (backends/cpu/src/elementwise*.cpp): overrides of the provided one-op programs
   template <class Op> static Primitive unary(const Primitive& x);
