@@ -155,6 +155,13 @@ template <Backend B> struct Autodiff {
   static Primitive interpolate_backward(const Primitive& x, const Primitive& dy, const ops::InterpolateOptions& o);
 
  private:
+  // A value a backward rule keeps to read later: B is told where it listens (B::retain:
+  // Fusion<B> then computes nothing that value needs inside an epilogue, which would not
+  // write it).
+  static InnerPrimitive keep(InnerPrimitive v) {
+    if constexpr (requires { B::retain(v); }) B::retain(v);
+    return v;
+  }
   // `value` as the result of `op` over inputs with these nodes (null: not tracked), whose
   // gradients `rule` computes. Nothing is recorded under NoGradGuard, when no input is
   // tracked, or when the result is not a float tensor; then nothing is allocated either
@@ -355,7 +362,7 @@ auto Autodiff<B>::elementwise(const codegen::Program& program, std::span<const P
 template <Backend B>
 auto Autodiff<B>::where(const Primitive& cond, const Primitive& a, const Primitive& b) -> Primitive {
   return record("where", provided::where<B>(cond.value, a.value, b.value), {nullptr, a.node, b.node},
-                [c = cond.value, sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
+                [c = keep(cond.value), sa = B::shape(a.value), sb = B::shape(b.value)](const InnerPrimitive& dy, Sink& s) {
                   const InnerPrimitive zero = provided::full<B>(Shape{}, 0.0, B::dtype(dy), B::device(dy));
                   if (s.needs(1)) s.put(1, sum_to(provided::where<B>(c, dy, zero), sa));
                   if (s.needs(2)) s.put(2, sum_to(provided::where<B>(c, zero, dy), sb));
@@ -394,13 +401,13 @@ auto Autodiff<B>::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim)
     case ops::ReduceOp::min:
       // Like torch.max(x, dim): the gradient goes to the index the arg-reduction picks (the first of ties).
       return record(ops::reduce_name(op), std::move(y), {x.node},
-                    [x = x.value, op, dim](const InnerPrimitive& dy, Sink& s) {
+                    [x = keep(x.value), op, dim](const InnerPrimitive& dy, Sink& s) {
                       const auto arg = op == ops::ReduceOp::max ? ops::ArgReduceOp::argmax : ops::ArgReduceOp::argmin;
                       const InnerPrimitive index = B::arg_reduce(x, arg, dim);
                       s.put(0, B::scatter(zeros_like(x), dim, index, dy, ops::ScatterMode::add));
                     });
     case ops::ReduceOp::prod:
-      return record("prod_dim", std::move(y), {x.node}, [x = x.value, dim](const InnerPrimitive& dy, Sink& s) {
+      return record("prod_dim", std::move(y), {x.node}, [x = keep(x.value), dim](const InnerPrimitive& dy, Sink& s) {
         s.put(0, provided::binary<B, ops::Mul>(B::expand(dy, B::shape(x)), product_of_others(x, dim)));
       });
   }
@@ -427,7 +434,7 @@ auto Autodiff<B>::reduce_all(const Primitive& x, ops::ReduceOp op) -> Primitive 
       // (NaN elements, when the result is NaN: a NaN result means some element is NaN).
       InnerPrimitive saved = y;
       return record(ops::reduce_name(op), std::move(y), {x.node},
-                    [x = x.value, y = std::move(saved), ones](const InnerPrimitive& dy, Sink& s) {
+                    [x = keep(x.value), y = keep(std::move(saved)), ones](const InnerPrimitive& dy, Sink& s) {
                       const InnerPrimitive hit = provided::binary<B, ops::LogicalOr>(
                           provided::binary<B, ops::Equal>(x, B::reshape(y, ones)), provided::unary<B, ops::IsNan>(x));
                       const InnerPrimitive mask = B::cast(hit, B::dtype(x));
@@ -438,7 +445,7 @@ auto Autodiff<B>::reduce_all(const Primitive& x, ops::ReduceOp op) -> Primitive 
                     });
     }
     case ops::ReduceOp::prod:
-      return record("prod", std::move(y), {x.node}, [x = x.value, ones](const InnerPrimitive& dy, Sink& s) {
+      return record("prod", std::move(y), {x.node}, [x = keep(x.value), ones](const InnerPrimitive& dy, Sink& s) {
         const Shape xs = B::shape(x);
         const InnerPrimitive flat = B::reshape(x, Shape{xs.numel()});
         const InnerPrimitive others = B::reshape(product_of_others(flat, 0), xs);
@@ -458,7 +465,7 @@ auto Autodiff<B>::cumulative(const Primitive& x, ops::CumulativeOp op, std::int6
   // d/dx_k of sum_i dy_i y_i = (sum_{i >= k} dy_i y_i) / x_k: defined where x_k != 0.
   InnerPrimitive saved = y;
   return record("cumprod", std::move(y), {x.node},
-                [x = x.value, y = std::move(saved), dim](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value), y = keep(std::move(saved)), dim](const InnerPrimitive& dy, Sink& s) {
                   const InnerPrimitive weighted = reverse_cumsum(provided::binary<B, ops::Mul>(dy, y), dim);
                   s.put(0, provided::binary<B, ops::Div>(weighted, x));
                 });
@@ -482,7 +489,7 @@ auto Autodiff<B>::softmax(const Primitive& x, std::int64_t dim, bool log) -> Pri
   InnerPrimitive y = B::softmax(x.value, dim, log);
   InnerPrimitive saved = y;
   return record(log ? "log_softmax" : "softmax", std::move(y), {x.node},
-                [y = std::move(saved), dim, log](const InnerPrimitive& dy, Sink& s) {
+                [y = keep(std::move(saved)), dim, log](const InnerPrimitive& dy, Sink& s) {
                   s.put(0, B::softmax_backward(y, dy, dim, log));
                 });
 }
@@ -498,7 +505,7 @@ template <Backend B>
 auto Autodiff<B>::layer_norm(const Primitive& x, std::int64_t dims,
     double eps) -> Primitive requires FusedLayerNorm<B> {
   return record("layer_norm", B::layer_norm(x.value, dims, eps), {x.node},
-                [x = x.value, dims, eps](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value), dims, eps](const InnerPrimitive& dy, Sink& s) {
                   s.put(0, B::layer_norm_backward(x, dy, dims, eps));
                 });
 }
@@ -513,7 +520,7 @@ auto Autodiff<B>::layer_norm_backward(const Primitive& x, const Primitive& dy, s
 template <Backend B>
 auto Autodiff<B>::matmul(const Primitive& a, const Primitive& b) -> Primitive {
   return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
-                [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                [a = keep(a.value), b = keep(b.value)](const InnerPrimitive& dy, Sink& s) {
                   // Transposes are views: the GEMM reads them in place.
                   if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
                   if (s.needs(1)) s.put(1, matmul_grad_rhs(a, b, dy));
@@ -569,7 +576,7 @@ auto Autodiff<B>::cat(std::span<const Primitive> xs, std::int64_t dim) -> Primit
 template <Backend B>
 auto Autodiff<B>::gather(const Primitive& x, std::int64_t dim, const Primitive& index) -> Primitive {
   return record("gather", B::gather(x.value, dim, index.value), {x.node, nullptr},
-                [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                [xs = B::shape(x.value), dim, index = keep(index.value)](const InnerPrimitive& dy, Sink& s) {
                   const InnerPrimitive zeros = provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy));
                   s.put(0, B::scatter(zeros, dim, index, dy, ops::ScatterMode::add));
                 });
@@ -579,7 +586,7 @@ template <Backend B>
 auto Autodiff<B>::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
     ops::ScatterMode mode) -> Primitive {
   return record("scatter", B::scatter(x.value, dim, index.value, src.value, mode), {x.node, nullptr, src.node},
-                [index = index.value, ss = B::shape(src.value), dim, mode](const InnerPrimitive& dy, Sink& s) {
+                [index = keep(index.value), ss = B::shape(src.value), dim, mode](const InnerPrimitive& dy, Sink& s) {
                   // Assigned positions lose their old value, so their gradient is zero.
                   if (s.needs(0)) {
                     if (mode == ops::ScatterMode::add) {
@@ -607,7 +614,7 @@ auto Autodiff<B>::scatter(const Primitive& x, std::int64_t dim, const Primitive&
 template <Backend B>
 auto Autodiff<B>::index_select(const Primitive& x, std::int64_t dim, const Primitive& index) -> Primitive {
   return record("index_select", provided::index_select<B>(x.value, dim, index.value), {x.node, nullptr},
-                [xs = B::shape(x.value), dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                [xs = B::shape(x.value), dim, index = keep(index.value)](const InnerPrimitive& dy, Sink& s) {
                   s.put(0, provided::index_add<B>(provided::full<B>(xs, 0.0, B::dtype(dy), B::device(dy)), dim, index, dy));
                 });
 }
@@ -616,7 +623,7 @@ template <Backend B>
 auto Autodiff<B>::index_add(const Primitive& x, std::int64_t dim, const Primitive& index,
     const Primitive& values) -> Primitive {
   return record("index_add", provided::index_add<B>(x.value, dim, index.value, values.value), {x.node, nullptr, values.node},
-                [dim, index = index.value](const InnerPrimitive& dy, Sink& s) {
+                [dim, index = keep(index.value)](const InnerPrimitive& dy, Sink& s) {
                   if (s.needs(0)) s.put(0, dy);
                   if (s.needs(2)) s.put(2, provided::index_select<B>(dy, dim, index));
                 });
@@ -628,7 +635,7 @@ auto Autodiff<B>::conv2d(const Primitive& x, const Primitive& weight, const std:
   std::optional<InnerPrimitive> b;
   if (bias) b = bias->value;
   return record("conv2d", B::conv2d(x.value, weight.value, b, o), {x.node, weight.node, bias ? bias->node : nullptr},
-                [x = x.value, w = weight.value, o](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value), w = keep(weight.value), o](const InnerPrimitive& dy, Sink& s) {
                   if (s.needs(0)) s.put(0, B::conv2d_backward_input(dy, w, B::shape(x), o));
                   if (s.needs(1)) s.put(1, B::conv2d_backward_weight(x, dy, B::shape(w), o));
                   if (s.needs(2)) {
@@ -643,7 +650,7 @@ auto Autodiff<B>::conv2d_backward_input(const Primitive& dy, const Primitive& we
     const ops::Conv2dOptions& o) -> Primitive {
   return record("conv2d_backward_input", B::conv2d_backward_input(dy.value, weight.value, x_shape, o),
                 {dy.node, weight.node},
-                [g = dy.value, w = weight.value, o](const InnerPrimitive& dz, Sink& s) {
+                [g = keep(dy.value), w = keep(weight.value), o](const InnerPrimitive& dz, Sink& s) {
                   if (s.needs(0)) s.put(0, B::conv2d(dz, w, std::nullopt, o));
                   if (s.needs(1)) s.put(1, B::conv2d_backward_weight(dz, g, B::shape(w), o));
                 });
@@ -654,7 +661,7 @@ auto Autodiff<B>::conv2d_backward_weight(const Primitive& x, const Primitive& dy
     const ops::Conv2dOptions& o) -> Primitive {
   return record("conv2d_backward_weight", B::conv2d_backward_weight(x.value, dy.value, weight_shape, o),
                 {x.node, dy.node},
-                [x = x.value, g = dy.value, o](const InnerPrimitive& dw, Sink& s) {
+                [x = keep(x.value), g = keep(dy.value), o](const InnerPrimitive& dw, Sink& s) {
                   if (s.needs(0)) s.put(0, B::conv2d_backward_input(g, dw, B::shape(x), o));
                   if (s.needs(1)) s.put(1, B::conv2d(x, dw, std::nullopt, o));
                 });
@@ -665,7 +672,7 @@ auto Autodiff<B>::max_pool2d(const Primitive& x, const ops::Pool2dOptions& o) ->
   std::pair<InnerPrimitive, InnerPrimitive> pooled = B::max_pool2d(x.value, o);  // see sort
   InnerPrimitive& indices = pooled.second;
   Primitive values = record("max_pool2d", std::move(pooled.first), {x.node},
-                            [x = x.value, indices, o](const InnerPrimitive& dy, Sink& s) {
+                            [x = keep(x.value), indices, o](const InnerPrimitive& dy, Sink& s) {
                               s.put(0, provided::max_pool2d_backward<B>(x, dy, indices, o));
                             });
   return {std::move(values), from_inner(std::move(indices))};
@@ -681,7 +688,7 @@ auto Autodiff<B>::max_pool2d_backward(const Primitive& x, const Primitive& dy, c
 template <Backend B>
 auto Autodiff<B>::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& o) -> Primitive {
   return record("avg_pool2d", provided::avg_pool2d<B>(x.value, o), {x.node},
-                [x = x.value, o](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::avg_pool2d_backward<B>(x, dy, o)); });
+                [x = keep(x.value), o](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::avg_pool2d_backward<B>(x, dy, o)); });
 }
 
 template <Backend B>
@@ -694,7 +701,7 @@ auto Autodiff<B>::avg_pool2d_backward(const Primitive& x, const Primitive& dy,
 template <Backend B>
 auto Autodiff<B>::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) -> Primitive {
   return record("adaptive_avg_pool2d", provided::adaptive_avg_pool2d<B>(x.value, output_size), {x.node},
-                [x = x.value](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value)](const InnerPrimitive& dy, Sink& s) {
                   s.put(0, provided::adaptive_avg_pool2d_backward<B>(x, dy));
                 });
 }
@@ -709,7 +716,7 @@ template <Backend B>
 auto Autodiff<B>::interpolate(const Primitive& x, std::span<const std::int64_t> output_size,
     const ops::InterpolateOptions& o) -> Primitive {
   return record("interpolate", provided::interpolate<B>(x.value, output_size, o), {x.node},
-                [x = x.value, o](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value), o](const InnerPrimitive& dy, Sink& s) {
                   s.put(0, provided::interpolate_backward<B>(x, dy, o));
                 });
 }
@@ -741,7 +748,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
     }();
     InnerPrimitive kept = reads_x ? x.value : saved;
     return record(Op::name, std::move(y), {x.node},
-                  [x = std::move(kept), y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                  [x = keep(std::move(kept)), y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
                     s.put(0, provided::unary_backward<B, Op>(x, y, dy));
                   });
   }
@@ -764,14 +771,14 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Pr
                   });
   } else if constexpr (std::same_as<Op, ops::Mul>) {
     return record(Op::name, std::move(y), {a.node, b.node},
-                  [a = a.value, b = b.value](const InnerPrimitive& dy, Sink& s) {
+                  [a = keep(a.value), b = keep(b.value)](const InnerPrimitive& dy, Sink& s) {
                     if (s.needs(0)) s.put(0, sum_to(provided::binary<B, ops::Mul>(dy, b), B::shape(a)));
                     if (s.needs(1)) s.put(1, sum_to(provided::binary<B, ops::Mul>(dy, a), B::shape(b)));
                   });
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {a.node, b.node},
-                  [a = a.value, b = b.value, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                  [a = keep(a.value), b = keep(b.value), y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
                     if (s.needs(0))
                       s.put(0, sum_to(provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
                     if (s.needs(1))
@@ -795,7 +802,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, d
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {a.node},
-                  [a = a.value, scalar, y = std::move(saved)](const InnerPrimitive& dy, Sink& s) {
+                  [a = keep(a.value), scalar, y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
                     // The scalar as a one-element tensor that broadcasts against a.
                     const InnerPrimitive b =
                         provided::full<B>(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),

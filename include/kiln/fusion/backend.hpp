@@ -228,6 +228,9 @@ template <FusionTarget B> struct Fusion {
     std::vector<std::weak_ptr<Tensor>> readers;
     // Whether `value` is set (read without the lock: set once, never unset).
     std::atomic<bool> done{false};
+    // Whether something will read this tensor later (retain: Autodiff's saved values), so that
+    // no epilogue computes a deferred op it needs without writing it.
+    std::atomic<bool> retained{false};
   };
   struct Primitive {
     std::shared_ptr<Tensor> node;
@@ -303,6 +306,12 @@ template <FusionTarget B> struct Fusion {
     t->value = std::move(v);
     t->done = true;
     return {std::move(t)};
+  }
+  // Marks p as read later (Autodiff<Fusion<B>> calls it for the values its backward rules
+  // keep): a deferred op that p's tree needs is then not computed inside an epilogue.
+  static void retain(const Primitive& p) {
+    KILN_CHECK(p.node != nullptr, "{}: an empty tensor handle", name);
+    p.node->retained = true;
   }
   static bool is_pending(const Primitive& p) {
     const std::lock_guard lock(p.node->mutex);
@@ -683,20 +692,36 @@ template <FusionTarget B> struct Fusion {
 
   // The leaf of t's launch that is a deferred op not computed yet (a matmul, a convolution)
   // and can be computed with t's program as its epilogue: t's program is elementwise with one
-  // output (no intermediate written beside t), the op's result has t's shape, and nothing but
-  // this launch holds it: no other pending tree reads it, no handle refers to it. An epilogue
-  // never writes the op's result, so nothing may need it later.
+  // output (no intermediate written beside t), the op's result has t's shape, and nothing
+  // will read the op's result later, since an epilogue does not write it: no pending tensor
+  // reads it but t and t's sources (the pending tensors t grew from: `x.matmul(w) + b` in
+  // `(x.matmul(w) + b).relu()`), and neither it nor a source holding it is retained (kept by
+  // Autodiff for its backward pass). Handles are not counted: C++ keeps the temporaries of
+  // `pool(conv(x).relu())` alive while the pool reads the relu, and they look like any
+  // handle. A handle that does read the op's result (or a source over it) later computes the
+  // op again, as an unwritten intermediate is computed again (docs/fusion.md).
   static std::optional<std::size_t> epilogue_leaf(const Tensor& t, const fusion::detail::Pending<Tensor>& pending,
                                                   const LaunchPlan& plan) {
     if (plan.reduces || !plan.extra.empty()) return std::nullopt;
     for (std::size_t k = 0; k < plan.leaves.size(); ++k) {
       const std::shared_ptr<Tensor>& leaf = plan.leaves[k];
-      if (leaf->done || leaf->shape != t.shape) continue;
+      if (leaf->done || leaf->retained || leaf->shape != t.shape) continue;
+      std::vector<const Tensor*> inside{&t};
+      bool blocked = false;
+      for (const auto& source : pending.sources) {
+        const std::shared_ptr<Tensor> s = source.tensor.lock();
+        if (!s || s->done) continue;
+        inside.push_back(s.get());
+        blocked = blocked || s->retained;  // (a retained source may not hold the leaf: a false no is safe)
+      }
+      if (blocked) continue;
       const std::lock_guard lock(leaf->mutex);
-      // Held by t's recorded tree and by the plan: two references, and no other.
-      const auto held = std::count(pending.leaves.begin(), pending.leaves.end(), leaf) +
-                        std::count(plan.leaves.begin(), plan.leaves.end(), leaf);
-      if (!leaf->value && leaf->deferred && leaf.use_count() == held) return k;
+      if (leaf->value || !leaf->deferred) continue;
+      const bool read_outside = std::any_of(leaf->readers.begin(), leaf->readers.end(), [&](const auto& r) {
+        const std::shared_ptr<Tensor> reader = r.lock();
+        return reader && !reader->done && std::find(inside.begin(), inside.end(), reader.get()) == inside.end();
+      });
+      if (!read_outside) return k;
     }
     return std::nullopt;
   }
@@ -730,21 +755,24 @@ template <FusionTarget B> struct Fusion {
     }
   }
 
-  // Registers each tensor of `readers` as a reader of every source of `pending`.
+  // Registers each tensor of `readers` as a reader of every source of `pending`
+  // and of every deferred op among its leaves (epilogue_leaf reads them).
   static void add_reader(std::span<const Primitive> readers, const fusion::detail::Pending<Tensor>& pending) {
     // (A few sources: scans, not sets, which would allocate on every op recorded.)
     std::vector<const Tensor*> seen;
-    for (const auto& source : pending.sources) {
-      const std::shared_ptr<Tensor> s = source.tensor.lock();
-      if (!s || s->done || std::find(seen.begin(), seen.end(), s.get()) != seen.end()) continue;
+    const auto add = [&](const std::shared_ptr<Tensor>& s) {
+      if (!s || s->done || std::find(seen.begin(), seen.end(), s.get()) != seen.end()) return;
       seen.push_back(s.get());
       const std::lock_guard lock(s->mutex);
-      if (s->value) continue;
+      if (s->value) return;
       if (s->readers.size() >= 16)
         std::erase_if(s->readers, [](const std::weak_ptr<Tensor>& r) { return r.expired(); });
       if (s->readers.empty()) s->readers.reserve(4);
       for (const Primitive& r : readers) s->readers.push_back(r.node);
-    }
+    };
+    for (const auto& source : pending.sources) add(source.tensor.lock());
+    for (const auto& leaf : pending.leaves)
+      if (!leaf->done) add(leaf);  // a deferred op (leaves are materialised or deferred)
   }
 
   // What the launch materialising t computes: its tree over `leaves` (a row program where
