@@ -267,6 +267,10 @@ TYPED_TEST(FusionEpilogues, TheActivationAfterAConvolutionIsItsEpilogueAndTrains
                               1e-5, 1e-5));
   if constexpr (ConvPrograms<B>) EXPECT_EQ(c.epilogues.load(), epilogues + 1) << "relu inside the convolution";
   else EXPECT_EQ(c.epilogues.load(), epilogues);
+  // A deferred convolution checks its operands when it is called, not when it is computed.
+  const auto wrong_bias = on_fusion(random<B, 1>({3}, 63));
+  EXPECT_KILN_ERROR(Fusion<B>::conv2d(on_fusion(x).primitive(), on_fusion(w).primitive(), wrong_bias.primitive(), options),
+                    "conv2d", "[3]", "[4, 3, 3, 3]");
   // In one expression, as nn layers are called: the convolution's temporary is alive while the
   // pool reads the relu, and the relu is still its epilogue.
   const ops::Pool2dOptions pool{.kernel = {2, 2}, .stride = {2, 2}};

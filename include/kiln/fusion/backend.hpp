@@ -415,11 +415,12 @@ template <FusionTarget B> struct Fusion {
     if constexpr (MatmulPrograms<B>) {
       if (a.node->dtype == DType::f32 && b.node->dtype == DType::f32) {
         const ops::MatmulShape shape = ops::matmul_shape(a.node->shape, a.node->dtype, b.node->shape, b.node->dtype);
+        const InnerPrimitive va = value(a), vb = value(b);
         auto deferred = std::make_shared<Deferred>();
-        deferred->compute = [a = value(a), b = value(b)] { return B::matmul(a, b); };
-        deferred->with_epilogue = [a = value(a), b = value(b)](const codegen::Program& program,
-                                                               std::span<const InnerPrimitive> inputs,
-                                                               std::span<const double> params) {
+        deferred->compute = [a = va, b = vb] { return B::matmul(a, b); };
+        deferred->with_epilogue = [a = va, b = vb](const codegen::Program& program,
+                                                   std::span<const InnerPrimitive> inputs,
+                                                   std::span<const double> params) {
           return B::matmul_program(a, b, program, inputs, params);
         };
         return defer(shape.out(), a.node->device, std::move(deferred));
@@ -486,13 +487,14 @@ template <FusionTarget B> struct Fusion {
       if (x.node->dtype == DType::f32 && w.node->dtype == DType::f32 && (!b || B::dtype(*b) == DType::f32)) {
         const Shape shape = ops::conv_output_shape("conv2d", x.node->shape, w.node->shape, o.stride, o.padding,
                                                    o.dilation, o.groups);
-        KILN_CHECK(!b || B::shape(*b) == Shape{w.node->shape[0]}, "conv2d: bias must have shape [{}] for weight {}, got {}",
-                   w.node->shape[0], w.node->shape, B::shape(*b));
+        ops::check_conv_dtypes("conv2d", x.node->shape, x.node->dtype, w.node->shape, w.node->dtype,
+                               b ? std::optional(std::pair{B::shape(*b), B::dtype(*b)}) : std::nullopt, w.node->shape[0]);
+        const InnerPrimitive vx = value(x), vw = value(w);
         auto deferred = std::make_shared<Deferred>();
-        deferred->compute = [x = value(x), w = value(w), b, o] { return B::conv2d(x, w, b, o); };
-        deferred->with_epilogue = [x = value(x), w = value(w), b, o](const codegen::Program& program,
-                                                                     std::span<const InnerPrimitive> inputs,
-                                                                     std::span<const double> params) {
+        deferred->compute = [x = vx, w = vw, b, o] { return B::conv2d(x, w, b, o); };
+        deferred->with_epilogue = [x = vx, w = vw, b, o](const codegen::Program& program,
+                                                         std::span<const InnerPrimitive> inputs,
+                                                         std::span<const double> params) {
           return B::conv2d_program(x, w, b, o, program, inputs, params);
         };
         return defer(shape, x.node->device, std::move(deferred));

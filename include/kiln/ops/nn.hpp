@@ -11,9 +11,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::ops {
@@ -157,6 +159,17 @@ inline Shape conv_output_shape(std::string_view op, const Shape& x, const Shape&
     out.push_back(o);
   }
   return Shape(std::move(out));
+}
+
+// A convolution's dtypes and bias after PyTorch's checks: input and weight of one dtype, and a
+// bias of shape [channels] (the output channels) in that dtype; `op` names the caller in errors.
+inline void check_conv_dtypes(std::string_view op, const Shape& x, DType x_dtype, const Shape& w, DType w_dtype,
+                              const std::optional<std::pair<Shape, DType>>& bias, std::int64_t channels) {
+  KILN_CHECK(x_dtype == w_dtype, "{}: dtypes differ: input {} {}, weight {} {}", op, x, x_dtype, w, w_dtype);
+  if (!bias) return;
+  KILN_CHECK(bias->first == Shape{channels}, "{}: bias must have shape [{}] (the output channels of weight {}), got {}",
+             op, channels, w, bias->first);
+  KILN_CHECK(bias->second == x_dtype, "{}: bias dtype {} differs from the input dtype {}", op, bias->second, x_dtype);
 }
 
 // The output shape of a transposed convolution of x [N, C_in, *spatial] by weight

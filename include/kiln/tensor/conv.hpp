@@ -19,15 +19,6 @@ namespace kiln::functional {
 
 namespace detail {
 
-inline void check_conv_dtypes(std::string_view op, const Shape& x, DType x_dtype, const Shape& w, DType w_dtype,
-                              const std::optional<std::pair<Shape, DType>>& bias, std::int64_t channels) {
-  KILN_CHECK(x_dtype == w_dtype, "{}: dtypes differ: input {} {}, weight {} {}", op, x, x_dtype, w, w_dtype);
-  if (!bias) return;
-  KILN_CHECK(bias->first == Shape{channels}, "{}: bias must have shape [{}] (the output channels of weight {}), got {}",
-             op, channels, w, bias->first);
-  KILN_CHECK(bias->second == x_dtype, "{}: bias dtype {} differs from the input dtype {}", op, bias->second, x_dtype);
-}
-
 template <class B> std::optional<std::pair<Shape, DType>> bias_info(const std::optional<Tensor<B, 1>>& bias) {
   if (!bias) return std::nullopt;
   return std::pair{bias->shape(), bias->dtype()};
@@ -101,7 +92,7 @@ Tensor<B, 4> conv2d(const Tensor<B, 4>& x, const Tensor<B, 4>& weight,
                     const std::optional<Tensor<B, 1>>& bias = std::nullopt, const ops::Conv2dOptions& options = {}) {
   const Shape xs = x.shape(), ws = weight.shape();
   ops::conv_output_shape("conv2d", xs, ws, options.stride, options.padding, options.dilation, options.groups);
-  detail::check_conv_dtypes("conv2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
+  ops::check_conv_dtypes("conv2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
   return Tensor<B, 4>(B::conv2d(x.primitive(), weight.primitive(), detail::bias_primitive(bias), options));
 }
 
@@ -112,7 +103,7 @@ Tensor<B, 3> conv1d(const Tensor<B, 3>& x, const Tensor<B, 3>& weight,
   const Shape xs = x.shape(), ws = weight.shape();
   const std::array<std::int64_t, 1> stride{options.stride}, padding{options.padding}, dilation{options.dilation};
   ops::conv_output_shape("conv1d", xs, ws, stride, padding, dilation, options.groups);
-  detail::check_conv_dtypes("conv1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
+  ops::check_conv_dtypes("conv1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), ws[0]);
   const auto out = B::conv2d(detail::with_unit_height<B>(x.primitive()),
                              detail::with_unit_height<B>(weight.primitive()), detail::bias_primitive(bias),
                              options.as_2d());
@@ -129,7 +120,7 @@ Tensor<B, 4> conv_transpose2d(const Tensor<B, 4>& x, const Tensor<B, 4>& weight,
   const Shape xs = x.shape(), ws = weight.shape();
   const Shape out = ops::conv_transpose_output_shape("conv_transpose2d", xs, ws, options.stride, options.padding,
                                                      options.output_padding, options.dilation, options.groups);
-  detail::check_conv_dtypes("conv_transpose2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
+  ops::check_conv_dtypes("conv_transpose2d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
   const auto y = detail::conv_transpose_nchw<B>(x.primitive(), weight.primitive(), out, options);
   return Tensor<B, 4>(detail::add_channel_bias<B>(y, detail::bias_primitive(bias)));
 }
@@ -144,7 +135,7 @@ Tensor<B, 3> conv_transpose1d(const Tensor<B, 3>& x, const Tensor<B, 3>& weight,
       output_padding{options.output_padding}, dilation{options.dilation};
   const Shape out = ops::conv_transpose_output_shape("conv_transpose1d", xs, ws, stride, padding, output_padding,
                                                      dilation, options.groups);
-  detail::check_conv_dtypes("conv_transpose1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
+  ops::check_conv_dtypes("conv_transpose1d", xs, x.dtype(), ws, weight.dtype(), detail::bias_info(bias), out[1]);
   const Shape out_2d{out[0], out[1], 1, out[2]};
   const auto y = detail::conv_transpose_nchw<B>(detail::with_unit_height<B>(x.primitive()),
                                                 detail::with_unit_height<B>(weight.primitive()), out_2d,
