@@ -236,4 +236,18 @@ void conv2d_forward(benchmark::State& state) {
 }
 BENCHMARK(conv2d_forward)->Name("conv2d_fwd_64x32x28x28_k3")->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// MaxPool2d(2) as training runs it: values and indices forward, the gradient scattered back.
+void max_pool2d_train(benchmark::State& state) {
+  const auto x = T<4>::random({64, 32, 28, 28}, kiln::Distribution::normal(0, 1));
+  const auto dy = T<4>::random({64, 32, 14, 14}, kiln::Distribution::normal(0, 1));
+  const kiln::ops::Pool2dOptions options{.kernel = {2, 2}, .stride = {2, 2}};
+  for (auto _ : state) {
+    const auto [y, indices] = Cpu::max_pool2d(x.primitive(), options);
+    auto dx = Cpu::max_pool2d_backward(x.primitive(), dy.primitive(), indices, options);
+    benchmark::DoNotOptimize(y.storage->ptr);
+    benchmark::DoNotOptimize(dx.storage->ptr);
+  }
+}
+BENCHMARK(max_pool2d_train)->Name("max_pool2d_fwd_bwd_64x32x28x28_k2")->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace

@@ -76,6 +76,16 @@ def workloads(compile_mode):
 
     w["conv2d_fwd_64x32x28x28_k3"] = conv_forward
 
+    px = torch.randn(64, 32, 28, 28, requires_grad=True)
+    pdy = torch.randn(64, 32, 14, 14)
+    pool = maybe_compile(lambda: torch.nn.functional.max_pool2d(px, 2))
+
+    def pool_train():
+        px.grad = None
+        pool().backward(pdy)
+
+    w["max_pool2d_fwd_bwd_64x32x28x28_k2"] = pool_train
+
     w["mlp_train_step_784_1024_1024_10_b256"] = [mlp_step(compile_mode, fused) for fused in (False, True)
                                                  if fused is False or adam_has_fused()]
     w["transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32"] = transformer_step(compile_mode)

@@ -4,6 +4,9 @@
 #include "backends.hpp"
 #include "golden.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -90,6 +93,49 @@ TYPED_TEST(Pool, MaxPool2dBackwardRejectsIndicesOutsideThePlane) {
   const auto wrong_shape = Tensor<B, 4>::ones({1, 1, 2, 1});
   EXPECT_KILN_ERROR(provided::max_pool2d_backward<B>(x.primitive(), wrong_shape.primitive(), bad.primitive(), options),
                     "max_pool2d_backward: dy has shape [1, 1, 2, 1], expected [1, 1, 1, 1]");
+}
+
+// MaxPool2d(2) on widths that fill one vector step of 16 outputs, several, or part of one
+// (the CPU's f32 kernel for 2x2 windows works 16 outputs at a time), against a direct scan:
+// values with ties, NaNs, and a window of only -inf.
+TYPED_TEST(Pool, MaxPool2dOfTwoByTwoWindowsMatchesADirectScanAcrossWidths) {
+  using B = TypeParam;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const Shape& shape : {Shape{2, 3, 9, 70}, Shape{1, 2, 6, 32}, Shape{1, 1, 4, 17}, Shape{1, 1, 5, 2},
+                             Shape{1, 1, 2, 33}, Shape{1, 1, 3, 49}}) {
+    SCOPED_TRACE(fmt::format("{}", shape));
+    const std::int64_t planes = shape[0] * shape[1], h = shape[2], w = shape[3], oh = h / 2, ow = w / 2;
+    std::vector<double> v(static_cast<std::size_t>(planes * h * w));
+    std::uint32_t state = 12345;
+    for (double& e : v) {
+      state = state * 1664525u + 1013904223u;
+      const std::uint32_t r = state >> 24;
+      e = r % 37 == 0 ? nan : static_cast<double>(r % 5) - 2.0;  // ties among five values, some NaN
+    }
+    for (std::int64_t i : {0L, 1L, w, w + 1}) v[static_cast<std::size_t>(i)] = -inf;  // window (0, 0) of plane 0
+    std::vector<double> values;
+    std::vector<std::int64_t> indices;
+    for (std::int64_t p = 0; p < planes; ++p)
+      for (std::int64_t y = 0; y < oh; ++y)
+        for (std::int64_t x = 0; x < ow; ++x) {
+          double best = -inf;
+          std::int64_t at = 2 * y * w + 2 * x;
+          for (std::int64_t i : {at, at + 1, at + w, at + w + 1}) {
+            const double e = v[static_cast<std::size_t>(p * h * w + i)];
+            if (e > best || std::isnan(e)) best = e, at = i;
+          }
+          values.push_back(best);
+          indices.push_back(at);
+        }
+    const Shape out_shape{shape[0], shape[1], oh, ow};
+    for (DType dtype : kFloatTypes) {
+      SCOPED_TRACE(dtype_name(dtype));
+      const auto x = Tensor<B, 4>::from_data(TensorData::from(v, shape).convert(dtype));
+      const auto [out, at] = F::max_pool2d_with_indices(x, {.kernel = {2, 2}, .stride = {2, 2}});
+      EXPECT_CLOSE(out, TensorData::from(values, out_shape), 0, 0);
+      EXPECT_CLOSE(at, TensorData::from(indices, out_shape), 0, 0);
+    }
+  }
 }
 
 // ---- average pooling

@@ -1,13 +1,18 @@
 // Pooling on NCHW tensors: max pooling (with PyTorch-format indices), average pooling and
 // adaptive average pooling, forward and backward. The direct loops below are the reference
 // and serve f64, max pooling and small inputs; f32 average pooling of larger inputs runs on
-// oneDNN wherever oneDNN's padding rules give PyTorch's exact divisors. Max pooling stays a
-// direct loop: oneDNN's workspace is not PyTorch's indices, and the row-wise loop, which also
-// writes the indices, runs about as fast as oneDNN's kernel plus its layout reorders.
+// oneDNN wherever oneDNN's padding rules give PyTorch's exact divisors. Max pooling stays our
+// own: oneDNN's workspace is not PyTorch's indices, nor is its NaN rule PyTorch's. Its f32
+// 2x2 windows at stride 2 take a vector kernel where AVX-512 is there.
 // f16/bf16 compute through f32.
 #include "internal.hpp"
 #include "onednn.hpp"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -56,43 +61,90 @@ ColumnRange column_range(std::int64_t shift, std::int64_t stride, std::int64_t w
 
 // ---- max pooling
 
-// One output row (plane p, row oh) of max pooling. The output row doubles as the running
-// maximum so the inner loop over ow is a branch-free select (vectorizable for stride 1).
-// Ties keep the first position in (kh, kw) order and NaN wins, as in PyTorch.
+// One output row (plane p, row oh) of max pooling: each output's window is scanned in
+// (kh, kw) order with its running maximum and position in registers, and written once.
+// Ties keep the first position and NaN wins, as in PyTorch; a window of only -inf keeps its
+// first position inside the plane. The updates are selects, not branches: on real data
+// which tap wins is random, and a mispredicted branch per tap cost more than the tap.
 template <class T>
 void max_pool_row(const T* in, T* out, std::int64_t* index, std::int64_t oh, const Geometry& g,
                   const ops::Pool2dOptions& o) {
-  const std::int64_t sh = o.stride[0], sw = o.stride[1], dh = o.dilation[0], dw = o.dilation[1];
-  const std::int64_t ih0 = oh * sh - o.padding[0];
+  const std::int64_t sw = o.stride[1], dh = o.dilation[0], dw = o.dilation[1];
+  const std::int64_t ih0 = oh * o.stride[0] - o.padding[0];
+  // The window's rows inside the plane: kh in [kh_lo, kh_hi).
+  std::int64_t kh_lo = 0, kh_hi = o.kernel[0];
+  while (kh_lo < kh_hi && ih0 + kh_lo * dh < 0) ++kh_lo;
+  while (kh_hi > kh_lo && ih0 + (kh_hi - 1) * dh >= g.h) --kh_hi;
   for (std::int64_t x = 0; x < g.ow; ++x) {
-    out[x] = -std::numeric_limits<T>::infinity();
-    index[x] = -1;
-  }
-  for (std::int64_t kh = 0; kh < o.kernel[0]; ++kh) {
-    const std::int64_t ih = ih0 + kh * dh;
-    if (ih < 0 || ih >= g.h) continue;
-    const T* row = in + ih * g.w;
-    for (std::int64_t kw = 0; kw < o.kernel[1]; ++kw) {
-      const auto [lo, hi, shift] = column_range(kw * dw - o.padding[1], sw, g.w, g.ow);
-      const std::int64_t base = ih * g.w + shift;
-      for (std::int64_t x = lo; x < hi; ++x) {
-        const T v = row[x * sw + shift];
-        const T best = out[x];
-        const bool take = v > best || v != v;
-        out[x] = take ? v : best;
-        index[x] = take ? base + x * sw : index[x];
+    const std::int64_t iw0 = x * sw - o.padding[1];
+    std::int64_t kw_lo = 0, kw_hi = o.kernel[1];
+    while (kw_lo < kw_hi && iw0 + kw_lo * dw < 0) ++kw_lo;
+    while (kw_hi > kw_lo && iw0 + (kw_hi - 1) * dw >= g.w) --kw_hi;
+    T best = -std::numeric_limits<T>::infinity();
+    std::int64_t at;
+    if (kh_lo < kh_hi && kw_lo < kw_hi) {
+      at = (ih0 + kh_lo * dh) * g.w + iw0 + kw_lo * dw;
+    } else {  // no tap inside the plane (ceil mode's overhang): the nearest position
+      std::int64_t ih = ih0, iw = iw0;
+      while (ih < 0) ih += dh;
+      while (iw < 0) iw += dw;
+      at = std::min(ih, g.h - 1) * g.w + std::min(iw, g.w - 1);
+    }
+    for (std::int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+      const std::int64_t row = (ih0 + kh * dh) * g.w + iw0;
+      for (std::int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+        const std::int64_t i = row + kw * dw;
+        const T v = in[i];
+        const bool take = (v > best) | (v != v);
+        best = take ? v : best;
+        at += (i - at) & -static_cast<std::int64_t>(take);
       }
     }
-  }
-  // A window of only -inf keeps its first valid position.
-  for (std::int64_t x = 0; x < g.ow; ++x) {
-    if (index[x] >= 0) continue;
-    std::int64_t ih = ih0, iw = x * sw - o.padding[1];
-    while (ih < 0) ih += dh;
-    while (iw < 0) iw += dw;
-    index[x] = std::min(ih, g.h - 1) * g.w + std::min(iw, g.w - 1);
+    out[x] = best;
+    index[x] = at;
   }
 }
+
+#if defined(__AVX512F__)
+// Max pooling of 2x2 windows at stride 2 without padding or dilation (MaxPool2d(2), the
+// common case) in f32: one output row at a time, 16 outputs per vector step, masked at the
+// row's end. A row pair's 32 input columns are split into the windows' even and odd columns,
+// and the four taps are taken in PyTorch's order with the same rules as max_pool_row.
+void max_pool_row_2x2(const float* in, float* out, std::int64_t* index, std::int64_t oh, const Geometry& g) {
+  const std::int64_t top = 2 * oh * g.w;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const auto w = static_cast<std::int32_t>(g.w);
+  const std::int32_t offsets[4] = {0, 1, w, w + 1};
+  for (std::int64_t x = 0; x < g.ow; x += 16) {
+    const std::int64_t n = std::min<std::int64_t>(16, g.ow - x);
+    const auto lanes = static_cast<__mmask16>((1u << n) - 1);
+    const auto low = static_cast<__mmask16>(n >= 8 ? 0xffff : (1u << (2 * n)) - 1);
+    const auto high = static_cast<__mmask16>(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
+    __m512 taps[4];
+    for (int kh = 0; kh < 2; ++kh) {
+      const float* row = in + top + kh * g.w + 2 * x;
+      const __m512 a = _mm512_maskz_loadu_ps(low, row), b = _mm512_maskz_loadu_ps(high, row + 16);
+      taps[2 * kh] = _mm512_permutex2var_ps(a, even, b);
+      taps[2 * kh + 1] = _mm512_permutex2var_ps(a, odd, b);
+    }
+    // Positions in the plane (int32: the caller checks that a plane has fewer than 2^31).
+    const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(static_cast<std::int32_t>(top + 2 * x)), even);
+    __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __m512i at = first;
+    for (int k = 0; k < 4; ++k) {
+      const __mmask16 take = _mm512_cmp_ps_mask(taps[k], best, _CMP_GT_OQ) |
+                             _mm512_cmp_ps_mask(taps[k], taps[k], _CMP_UNORD_Q);
+      best = _mm512_mask_mov_ps(best, take, taps[k]);
+      at = _mm512_mask_mov_epi32(at, take, _mm512_add_epi32(first, _mm512_set1_epi32(offsets[k])));
+    }
+    _mm512_mask_storeu_ps(out + x, lanes, best);
+    _mm512_mask_storeu_epi64(index + x, static_cast<__mmask8>(lanes), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
+    _mm512_mask_storeu_epi64(index + x + 8, static_cast<__mmask8>(lanes >> 8),
+                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
+  }
+}
+#endif
 
 template <class T>
 void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, const Geometry& g,
@@ -100,9 +152,25 @@ void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, co
   const T* in = x.data<T>();
   T* dst = out.data<T>();
   std::int64_t* idx = indices.data<std::int64_t>();
+#if defined(__AVX512F__)
+  const bool two_by_two = std::is_same_v<T, float> && o.kernel == std::array<std::int64_t, 2>{2, 2} &&
+                          o.stride == o.kernel && o.padding == std::array<std::int64_t, 2>{0, 0} &&
+                          o.dilation == std::array<std::int64_t, 2>{1, 1} && 2 * g.oh <= g.h && 2 * g.ow <= g.w &&
+                          g.h * g.w < (std::int64_t{1} << 31);
+#else
+  constexpr bool two_by_two = false;
+#endif
   parallel_for(g.planes() * g.oh, grain_for(g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       const std::int64_t p = r / g.oh, oh = r % g.oh;
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (two_by_two) {
+          max_pool_row_2x2(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g);
+          continue;
+        }
+      }
+#endif
       max_pool_row(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g, o);
     }
   });
