@@ -183,12 +183,13 @@ inline std::string_view cuda_scalar_type(ScalarType t) {
   return names[static_cast<std::size_t>(t)];
 }
 
-// A kernel function: the layout integers, the inputs, the output, then the parameters.
+// A kernel function: the layout integers, the inputs, the outputs, then the parameters.
 inline std::string cuda_entry(const ElementwiseKernel& k) {
-  std::string s = fmt::format("extern \"C\" __global__ void {}(const long long* __restrict__ layout, ", k.name);
+  std::string s = fmt::format("extern \"C\" __global__ void {}(const long long* __restrict__ layout", k.name);
   for (std::size_t n = 0; n < k.inputs.size(); ++n)
-    s += fmt::format("const {}* __restrict__ in{}_data, ", cuda_storage_type(k.inputs[n]), n);
-  s += fmt::format("{}* __restrict__ out_data", cuda_storage_type(k.out));
+    s += fmt::format(", const {}* __restrict__ in{}_data", cuda_storage_type(k.inputs[n]), n);
+  for (std::size_t o = 0; o < k.outputs.size(); ++o)
+    s += fmt::format(", {}* __restrict__ out{}_data", cuda_storage_type(k.outputs[o].dtype), o);
   for (int n = 0; n < k.params; ++n) s += fmt::format(", const {} p{}", cuda_scalar_type(k.param_type), n);
   return s + ") {\n";
 }
@@ -205,7 +206,7 @@ inline constexpr KernelDialect cuda_dialect{
     .thread_index = "(long long)blockIdx.x * blockDim.x + threadIdx.x",
     .layout_at = "layout[{}]",
     .input_at = "in{0}_data[{1}]",
-    .output_at = "out_data[{0}]",
+    .output_at = "out{0}_data[{1}]",
 };
 }  // namespace detail
 

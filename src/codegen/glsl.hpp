@@ -95,17 +95,19 @@ inline std::string glsl_extensions(std::span<const DType> dtypes) {
   return out;
 }
 
-// A compute shader: the layout integers in binding 0, the output in 1, input k in k + 2.
+// A compute shader: the layout integers in binding 0, output o in 1 + o, input k after the
+// outputs.
 inline std::string glsl_declarations(const ElementwiseKernel& k, const KernelLayout&) {
-  std::vector<DType> dtypes = k.inputs;
-  dtypes.push_back(k.out);
+  const std::vector<DType> dtypes = buffer_dtypes(k);
   std::string s = "#version 450\n" + glsl_extensions(dtypes);
   s += fmt::format("layout(local_size_x = {}) in;\n", k.workgroup_size);
   s += "layout(std430, binding = 0) readonly buffer Params { int params[]; };\n";
-  s += fmt::format("layout(std430, binding = 1) writeonly buffer Out {{ {} out_data[]; }};\n", glsl_storage_type(k.out));
+  for (std::size_t o = 0; o < k.outputs.size(); ++o)
+    s += fmt::format("layout(std430, binding = {}) writeonly buffer Out{} {{ {} out{}_data[]; }};\n", 1 + o, o,
+                     glsl_storage_type(k.outputs[o].dtype), o);
   for (std::size_t n = 0; n < k.inputs.size(); ++n)
-    s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n", n + 2, n,
-                     glsl_storage_type(k.inputs[n]), n);
+    s += fmt::format("layout(std430, binding = {}) readonly buffer In{} {{ {} in{}_data[]; }};\n",
+                     1 + k.outputs.size() + n, n, glsl_storage_type(k.inputs[n]), n);
   bool half = false;
   for (DType d : dtypes) half = half || is_half(d);
   if (half && !k.raw_bits) s += glsl_half_conversions;
@@ -125,7 +127,7 @@ inline constexpr KernelDialect glsl_dialect{
     .thread_index = "int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)",
     .layout_at = "params[{}]",
     .input_at = "in{0}_data[{1}]",
-    .output_at = "out_data[{0}]",
+    .output_at = "out{0}_data[{1}]",
     .group_index = "int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)",
     .local_index = "int(gl_LocalInvocationID.x)",
     .shared_array = "shared {0} {1}[{2}];\n",

@@ -53,14 +53,20 @@ inline std::array<std::int32_t, 2> param_words(double value, ScalarType t) {
   return {static_cast<std::int32_t>(static_cast<std::uint32_t>(bits)), static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32))};
 }
 
-// What one kernel computes: out[i] = value(in0[i], in1[i]...).
+// One output of a kernel: out<k>[i] = value, stored as `dtype`.
+struct KernelOutput {
+  DType dtype = DType::f32;
+  std::string value;           // the rendered expression over in0, in1... (and p0, p1...)
+  bool value_is_bool = false;  // the expression is a bool, stored as 0 / 1 bytes
+};
+
+// What one kernel computes: out0[i] = value0(in0[i], in1[i]...), out1[i] = value1(...)...:
+// several outputs of the same elements share the invocation, so each input is read once.
 struct ElementwiseKernel {
   std::string name = "kiln_elementwise";  // the entry point, where the language names it
   std::vector<DType> inputs;
-  DType out = DType::f32;
-  std::string helpers;  // the functions `value` calls, declared as the dialect declares functions
-  std::string value;    // the rendered expression over in0, in1... (and p0, p1...)
-  bool value_is_bool = false;  // the expression is a bool, stored as 0 / 1 bytes
+  std::vector<KernelOutput> outputs;  // one or more
+  std::string helpers;  // the functions the values call, declared as the dialect declares functions
   // f16 / bf16 operands move as their 16 bits (a uint) instead of converting to float and
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
@@ -95,7 +101,7 @@ struct KernelDialect {
   std::string_view thread_index;     // the invocation's element, in index_type
   std::string_view layout_at;        // pattern: the layout's integer {0}
   std::string_view input_at;         // pattern: element {1} of input {0}'s buffer
-  std::string_view output_at;        // pattern: element {0} of the output buffer
+  std::string_view output_at;        // pattern: element {1} of output {0}'s buffer
   // For row kernels (row_kernel.hpp), one workgroup per row; empty where the language has
   // none yet: the workgroup's number and the invocation's within it, in index_type; a
   // workgroup-shared array ({0} its element type, {1} its name, {2} its length), and the
@@ -134,20 +140,30 @@ inline std::string load_input(const KernelDialect& d, const ElementwiseKernel& k
   return fmt::format("const {} in{} = {};", d.value_type(t), n, element);
 }
 
-// k's value as its output buffer stores it: bools as 0 / 1, f16 / bf16 rounded from float.
-inline std::string stored_value(const KernelDialect& d, const ElementwiseKernel& k) {
-  const std::string_view out_type = d.storage_type(k.out);
-  if (k.value_is_bool) return fmt::format("({}) ? {} : {}", k.value, d.cast(out_type, "1"), d.cast(out_type, "0"));
-  if (is_half(k.out) && k.raw_bits) return d.cast(out_type, k.value);
-  if (is_half(k.out))
-    return d.cast(out_type, fmt::format("kiln_f32_to_{}({})", dtype_name(k.out), d.cast("float", k.value)));
-  return d.cast(out_type, k.value);
+// Output o's value as its buffer stores it: bools as 0 / 1, f16 / bf16 rounded from float.
+inline std::string stored_value(const KernelDialect& d, const ElementwiseKernel& k, const KernelOutput& o) {
+  const std::string_view out_type = d.storage_type(o.dtype);
+  if (o.value_is_bool) return fmt::format("({}) ? {} : {}", o.value, d.cast(out_type, "1"), d.cast(out_type, "0"));
+  if (is_half(o.dtype) && k.raw_bits) return d.cast(out_type, o.value);
+  if (is_half(o.dtype))
+    return d.cast(out_type, fmt::format("kiln_f32_to_{}({})", dtype_name(o.dtype), d.cast("float", o.value)));
+  return d.cast(out_type, o.value);
+}
+
+// The dtypes a kernel's buffers hold: its inputs', then its outputs'.
+inline std::vector<DType> buffer_dtypes(const ElementwiseKernel& k) {
+  std::vector<DType> dtypes = k.inputs;
+  for (const KernelOutput& o : k.outputs) dtypes.push_back(o.dtype);
+  return dtypes;
 }
 
 // The kernel's source for `dialect`: declarations, helpers, and the entry point.
 inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseKernel& k, const KernelLayout& layout) {
   KILN_CHECK(layout.strided || layout.scalar.empty() || layout.scalar.size() == k.inputs.size(),
              "elementwise_kernel_{}: {} scalar flags for {} inputs", d.name, layout.scalar.size(), k.inputs.size());
+  KILN_CHECK(!k.outputs.empty() && (!layout.out_strided || k.outputs.size() == 1),
+             "elementwise_kernel_{}: {} outputs (one or more; a strided output is the only one)", d.name,
+             k.outputs.size());
   auto at = [&](int i) { return fmt::format(fmt::runtime(d.layout_at), i); };
   std::string s = d.declarations(k, layout);
   s += k.helpers;
@@ -183,8 +199,9 @@ inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseK
     out_index = "at_out";
     strided_index(out_index, kFirstLayout + static_cast<int>(k.inputs.size()) * kLayoutStride);
   }
-  s += fmt::format("  {} = {};\n}}\n", fmt::format(fmt::runtime(d.output_at), out_index), stored_value(d, k));
-  return s;
+  for (std::size_t o = 0; o < k.outputs.size(); ++o)
+    s += fmt::format("  {} = {};\n", fmt::format(fmt::runtime(d.output_at), o, out_index), stored_value(d, k, k.outputs[o]));
+  return s + "}\n";
 }
 
 }  // namespace kiln::codegen

@@ -14,8 +14,8 @@
 
 namespace kiln::codegen {
 
-// What one row kernel computes: `kernel` gives the inputs, the parameters, the output, the
-// helpers and the output's value; the value and each
+// What one row kernel computes: `kernel` gives the inputs, the parameters, the output (one),
+// the helpers and the output's value; the value and each
 // reduction's argument read the reductions before them as in<inputs + k> (codegen::row_tree).
 struct RowKernel {
   ElementwiseKernel kernel;
@@ -97,7 +97,8 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
                      "    {5} = kiln_partial[0];\n    {0}\n  }}\n",
                      d.barrier, I, size / 2, T, combine(kind, "kiln_partial[lid]", "other"), name);
   }
-  const std::string out = fmt::format(fmt::runtime(d.output_at), r.per_row ? "row" : "row * cols + c");
+  KILN_CHECK(k.outputs.size() == 1, "row_kernel_{}: one output per row kernel, got {}", d.name, k.outputs.size());
+  const std::string out = fmt::format(fmt::runtime(d.output_at), 0, r.per_row ? "row" : "row * cols + c");
   if (r.per_row) {
     s += fmt::format("  if (lid == 0) {{\n    const {} c = 0;\n", I);
     s += loads("    ");
@@ -105,7 +106,7 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
     s += fmt::format("  for ({} c = lid; c < cols; c += {}) {{\n", I, size);
     s += loads("    ");
   }
-  s += fmt::format("    {} = {};\n  }}\n}}\n", out, stored_value(d, k));
+  s += fmt::format("    {} = {};\n  }}\n}}\n", out, stored_value(d, k, k.outputs[0]));
   return s;
 }
 

@@ -51,10 +51,8 @@ struct Kernels {
     codegen::ElementwiseKernel k;
     k.name = fmt::format("k{}_{}_{}", count++, what, kiln::dtype_name(dtype));
     k.inputs.assign(static_cast<std::size_t>(inputs), dtype);
-    k.out = out;
+    k.outputs = {{out, e.value, out == DType::boolean}};
     k.helpers = codegen::cuda_new_helpers(e, helpers);
-    k.value = e.value;
-    k.value_is_bool = out == DType::boolean;
     k.params = params;
     k.param_type = type;
     source += codegen::elementwise_kernel(codegen::cuda_kernels(), k, layout);
@@ -136,12 +134,11 @@ TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
   codegen::ElementwiseKernel k;
   k.name = "scale";
   k.inputs = {DType::f16};
-  k.out = DType::f16;
-  k.value = e.value;
+  k.outputs = {{DType::f16, e.value}};
   k.params = program.param_count();
   const std::string flat = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {});
   EXPECT_NE(flat.find("extern \"C\" __global__ void scale(const long long* __restrict__ layout, const unsigned short* "
-                      "__restrict__ in0_data, unsigned short* __restrict__ out_data, const float p0) {"),
+                      "__restrict__ in0_data, unsigned short* __restrict__ out0_data, const float p0) {"),
             std::string::npos)
       << flat;
   EXPECT_NE(flat.find("const float in0 = kiln_f16_to_f32(((uint)(in0_data[layout[10] + i])));"), std::string::npos)
@@ -152,7 +149,7 @@ TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
   EXPECT_NE(strided.find("long long at0 = layout[10];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("at0 += (rest % size) * layout[11 + d];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("long long at_out = layout[19];"), std::string::npos) << strided;
-  EXPECT_NE(strided.find("out_data[at_out] = "), std::string::npos) << strided;
+  EXPECT_NE(strided.find("out0_data[at_out] = "), std::string::npos) << strided;
   // GLSL has no scalar arguments: a shader reads its parameters from the layout buffer,
   // after the input's and the output's layouts.
   const std::string glsl = codegen::elementwise_kernel(codegen::glsl_kernels(), k, {});

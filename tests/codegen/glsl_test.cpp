@@ -415,7 +415,7 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   kernel.kernel.inputs = {kiln::DType::f32};
   kernel.kernel.params = 1;
   kernel.kernel.helpers = e.helpers;
-  kernel.kernel.value = e.values[2];
+  kernel.kernel.outputs = {{kiln::DType::f32, e.values[2]}};
   kernel.reductions = {{Kind::row_sum, e.values[0]}, {Kind::row_max, e.values[1]}};
   const std::string source = row_kernel(glsl(), glsl_kernels(), kernel);
   EXPECT_NE(source.find("shared float kiln_partial[256];"), std::string::npos) << source;
@@ -425,11 +425,11 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   EXPECT_NE(source.find(fmt::format("const float p0 = intBitsToFloat(params[{}]);", param_layout(1))), std::string::npos)
       << source;
   EXPECT_NE(source.find("isnan(v) || v > acc"), std::string::npos) << "max keeps NaN: " << source;
-  EXPECT_NE(source.find("out_data[row * cols + c]"), std::string::npos) << source;
+  EXPECT_NE(source.find("out0_data[row * cols + c]"), std::string::npos) << source;
   kernel.per_row = true;
-  kernel.kernel.value = "in2";
+  kernel.kernel.outputs[0].value = "in2";
   const std::string per_row = row_kernel(glsl(), glsl_kernels(), kernel);
-  EXPECT_NE(per_row.find("out_data[row] = float(in2);"), std::string::npos) << per_row;
+  EXPECT_NE(per_row.find("out0_data[row] = float(in2);"), std::string::npos) << per_row;
 #ifdef KILN_GLSLC
   EXPECT_TRUE(test::compiles_with_glslc(source, "row_kernel"));
   EXPECT_TRUE(test::compiles_with_glslc(per_row, "row_kernel_per_row"));
@@ -440,4 +440,33 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   EXPECT_THROW(row_kernel(glsl(), no_groups, kernel), kiln::Error);
   kernel.kernel.workgroup_size = 100;
   EXPECT_THROW(row_kernel(glsl(), glsl_kernels(), kernel), kiln::Error);
+}
+
+// An elementwise kernel of several outputs: each its own buffer after the layout, the inputs
+// after them, every output written by the same invocation from inputs loaded once.
+TEST(CodegenGlsl, AKernelOfSeveralOutputsBindsEachAndWritesThemTogether) {
+  using namespace kiln::codegen;
+  const NodePtr e = make_node(Kind::exp, {make_input(0)});
+  const Expressions r = render(glsl(), std::vector<NodePtr>{e, make_node(Kind::gt, {e, make_input(1)})}, ScalarType::f32);
+  ElementwiseKernel k;
+  k.inputs = {kiln::DType::f32, kiln::DType::f16};
+  k.outputs = {{kiln::DType::bf16, r.values[0]}, {kiln::DType::boolean, r.values[1], true}};
+  k.helpers = r.helpers;
+  const std::string source = elementwise_kernel(glsl_kernels(), k, {});
+  EXPECT_NE(source.find("layout(std430, binding = 1) writeonly buffer Out0 { uint16_t out0_data[]; };"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("layout(std430, binding = 2) writeonly buffer Out1 { uint8_t out1_data[]; };"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("layout(std430, binding = 3) readonly buffer In0 { float in0_data[]; };"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("layout(std430, binding = 4) readonly buffer In1 { uint16_t in1_data[]; };"), std::string::npos)
+      << source;
+  EXPECT_EQ(source.find("in0_data[params"), source.rfind("in0_data[params")) << "each input is loaded once: " << source;
+  EXPECT_NE(source.find("out0_data[i] = uint16_t(kiln_f32_to_bf16("), std::string::npos) << source;
+  EXPECT_NE(source.find("out1_data[i] = ("), std::string::npos) << source;
+  k.outputs.clear();
+  EXPECT_THROW(elementwise_kernel(glsl_kernels(), k, {}), kiln::Error);
+#ifdef KILN_GLSLC
+  EXPECT_TRUE(kiln::codegen::test::compiles_with_glslc(source, "two_outputs"));
+#endif
 }

@@ -4,6 +4,9 @@
 // no Vulkan device is available.
 #include "vulkan_test.hpp"
 
+#include <kiln/fusion/backend.hpp>
+#include <kiln/tensor.hpp>
+
 #include <cmath>
 #include <tuple>
 
@@ -188,6 +191,67 @@ TEST_F(VulkanOps, RepeatedElementwiseOpsRenderNothing) {
   }
   EXPECT_EQ(vulkan::elementwise_renders(), renders) << "a repeated op rendered a kernel again";
   EXPECT_TRUE(all_close(run(1000, 0.5), first, 0, 0));
+}
+
+// A program of several outputs runs as one kernel where its buffers fit the bindings (the
+// layout, the outputs, the inputs: 8): each input is read once for all of them. One that
+// does not fit runs a kernel per output; the values are the same either way, and the CPU's.
+TEST_F(VulkanOps, AProgramOfSeveralOutputsIsOneKernelWhereItsBuffersFit) {
+  using codegen::Kind;
+  using codegen::make_input;
+  using codegen::make_node;
+  using codegen::make_param;
+  auto run = [](const codegen::Program& program, std::size_t inputs, std::uint64_t kernels) {
+    std::vector<Cpu::Primitive> cpu;
+    std::vector<Vulkan::Primitive> gpu;
+    for (std::size_t k = 0; k < inputs; ++k) {
+      const TensorData x = sample(Shape{5, 67}, DType::f32, static_cast<std::uint64_t>(20 + k));
+      cpu.push_back(Cpu::from_data(x, {}));
+      gpu.push_back(Vulkan::from_data(x, {}));
+    }
+    const std::vector<double> params{0.75};
+    const auto expected = Cpu::elementwise(program, cpu, params);
+    const std::uint64_t before = vulkan::dispatches();
+    const auto got = Vulkan::elementwise(program, gpu, params);
+    EXPECT_EQ(vulkan::dispatches(), before + kernels);
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      SCOPED_TRACE(k);
+      EXPECT_EQ(got[k].dtype, program.outputs()[k].dtype);
+      EXPECT_TRUE(same(expected[k], got[k], 2e-5));
+    }
+  };
+  // exp(in0 * p0) shared by three outputs: itself, + in1, and a mask (a bool output).
+  const auto e = make_node(Kind::exp, {make_node(Kind::mul, {make_input(0), make_param(0)})});
+  const codegen::Program three(codegen::ScalarType::f32, {DType::f32, DType::f32}, 1,
+                               {{e, DType::f32},
+                                {make_node(Kind::add, {e, make_input(1)}), DType::f32},
+                                {make_node(Kind::gt, {e, make_input(1)}), DType::boolean}});
+  run(three, 2, 1);  // 1 + 3 + 2 buffers
+  // Six inputs and two outputs: 9 buffers, a kernel each.
+  codegen::NodePtr sum = make_input(0);
+  for (int k = 1; k < 6; ++k) sum = make_node(Kind::add, {sum, make_input(k)});
+  const codegen::Program wide(codegen::ScalarType::f32, std::vector<DType>(6, DType::f32), 1,
+                              {{sum, DType::f32}, {make_node(Kind::mul, {sum, make_param(0)}), DType::f32}});
+  run(wide, 6, 2);
+}
+
+// Fusion<Vulkan> writes an intermediate that another pending tensor still reads beside the
+// result it materialises: one kernel writes both.
+TEST_F(VulkanOps, FusionWritesAnIntermediateBesideItsResultInOneKernel) {
+  using F = Fusion<Vulkan>;
+  const TensorData xd = sample(Shape{40, 33}, DType::f32, 30), yd = sample(Shape{40, 33}, DType::f32, 31);
+  const auto x = Tensor<F, 2>::from_data(xd), y = Tensor<F, 2>::from_data(yd);
+  const auto shared = (x * y).exp();
+  const auto first = shared + 1.0;
+  const auto second = shared.tanh() * x;
+  const std::uint64_t written = F::counters().written.load(), before = vulkan::dispatches();
+  const auto cx = Tensor<Cpu, 2>::from_data(xd), cy = Tensor<Cpu, 2>::from_data(yd);
+  const Vulkan::Primitive materialised = F::value(first.primitive());
+  EXPECT_EQ(vulkan::dispatches(), before + 1) << "one kernel wrote first and the intermediate";
+  EXPECT_EQ(F::counters().written.load(), written + 2);
+  EXPECT_TRUE(all_close(Vulkan::into_data(materialised), ((cx * cy).exp() + 1.0).into_data(), 2e-5, 1e-6));
+  EXPECT_TRUE(all_close(second.into_data(), ((cx * cy).exp().tanh() * cx).into_data(), 2e-5, 1e-6));
 }
 
 TEST_F(VulkanOps, BadInputIsAnError) {

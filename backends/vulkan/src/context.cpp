@@ -3,8 +3,10 @@
 #include "context.hpp"
 
 #include "glsl_compiler.hpp"
+#include "kiln/vulkan/backend.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +16,9 @@ namespace {
 // Dispatches recorded before a batch is submitted without waiting for a read.
 constexpr std::uint32_t kMaxBatch = 512;
 constexpr std::uint32_t kMaxBindings = 8;
+static_assert(kMaxBindings == Vulkan::max_kernel_buffers);
+
+std::atomic<std::uint64_t> dispatch_count{0};
 
 std::string type_name(VkPhysicalDeviceType type) {
   switch (type) {
@@ -79,6 +84,8 @@ int choose_device(const std::vector<DeviceInfo>& infos) {
 }
 
 }  // namespace
+
+std::uint64_t dispatches() { return dispatch_count.load(std::memory_order_relaxed); }
 
 std::vector<DeviceInfo> devices() {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
@@ -404,6 +411,7 @@ void Context::dispatch(const Pipeline& p, std::span<const std::shared_ptr<Buffer
                        std::uint32_t groups_y) {
   KILN_CHECK(buffers.size() == p.bindings, "vulkan: a kernel with {} bindings got {} buffers", p.bindings,
              buffers.size());
+  dispatch_count.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
     if (recorded_ + 1 >= kMaxBatch) {

@@ -75,7 +75,7 @@ Vulkan::Primitive Vulkan::cast(const Primitive& p, DType dtype) {
     } else if (p.dtype == DType::boolean) {
       value = fmt::format("in0 ? {}(1) : {}(0)", vulkan::value_type(dtype), vulkan::value_type(dtype));
     }
-    return vulkan::ElementwiseSpec{{p.dtype}, dtype, "", value, is_bool};
+    return vulkan::ElementwiseSpec{{p.dtype}, {{dtype, value, is_bool}}};
   });
   const std::array<const VulkanTensor*, 1> inputs{&p};
   return vulkan::run_elementwise(spec, inputs, p.shape);

@@ -1,6 +1,7 @@
-// Vulkan::elementwise and Vulkan::row_program: each output of a program is rendered to GLSL
-// through the renderer table (src/codegen/glsl.hpp) and run by a generated kernel: the
-// elementwise kernel (kernels.cpp) or, for a row program, a row kernel (codegen/row_kernel.hpp).
+// Vulkan::elementwise and Vulkan::row_program: a program's outputs are rendered to GLSL
+// through the renderer table (src/codegen/glsl.hpp) and run by generated kernels: one
+// elementwise kernel (kernels.cpp) writing all of them where its buffers fit the bindings,
+// or, for a row program, a row kernel (codegen/row_kernel.hpp) per output.
 // A program's specs are made once and kept by its id, so a repeated program traces and
 // renders nothing and finds its pipeline by the spec's key. Parameters travel in the kernel's
 // layout buffer, so a new scalar value compiles no new kernel and allocates no buffer.
@@ -12,6 +13,7 @@
 #include "kiln/codegen/program.hpp"
 #include "kiln/vulkan/backend.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -21,18 +23,23 @@ using vulkan::VulkanTensor;
 
 namespace {
 
-vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t output) {
+// The spec of outputs [first, first + count) of a program: one kernel computing them.
+vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t first, std::size_t count) {
   vulkan::count_render();
-  const codegen::ProgramOutput& out = program.outputs()[output];
-  codegen::Expression e = codegen::render_glsl(out.root, program.type());
-  return {{program.inputs().begin(), program.inputs().end()},
-          out.dtype,
-          std::move(e.helpers),
-          std::move(e.value),
-          out.root->mask,
-          codegen::moves_only(out.root),
-          program.param_count(),
-          program.type()};
+  const std::span<const codegen::ProgramOutput> outputs = program.outputs().subspan(first, count);
+  std::vector<codegen::NodePtr> roots;
+  for (const codegen::ProgramOutput& out : outputs) roots.push_back(out.root);
+  codegen::Expressions e = codegen::render(codegen::glsl(), roots, program.type());
+  vulkan::ElementwiseSpec spec;
+  spec.inputs.assign(program.inputs().begin(), program.inputs().end());
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    spec.outputs.push_back({outputs[k].dtype, std::move(e.values[k]), outputs[k].root->mask});
+  spec.helpers = std::move(e.helpers);
+  spec.raw_bits = std::all_of(outputs.begin(), outputs.end(),
+                              [](const codegen::ProgramOutput& out) { return codegen::moves_only(out.root); });
+  spec.params = program.param_count();
+  spec.param_type = program.type();
+  return spec;
 }
 
 // A program's inputs, as the kernels take them.
@@ -77,10 +84,8 @@ const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_
   kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
   kernel.kernel.params = program.param_count();
   kernel.kernel.param_type = program.type();
-  kernel.kernel.out = out.dtype;
+  kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
   kernel.kernel.helpers = std::move(e.helpers);
-  kernel.kernel.value = std::move(e.values.back());
-  kernel.kernel.value_is_bool = out.root->mask;
   kernel.kernel.workgroup_size = static_cast<int>(vulkan::kWorkgroupSize);
   kernel.type = program.type();
   kernel.per_row = out.per_row;
@@ -147,12 +152,18 @@ std::vector<Vulkan::Primitive> Vulkan::elementwise(const codegen::Program& progr
   check_kernel("elementwise", program, inputs);
   const std::span<const codegen::ProgramOutput> outputs = program.outputs();
 
-  // One spec per output, by the program's id: a number, so a cache hit hashes no text.
+  // Specs by the program's id (a number, so a cache hit hashes no text): one kernel writing
+  // every output where its buffers fit the bindings (the layout, the outputs, the inputs),
+  // else a kernel per output (slot 255 is the whole program's; outputs number at most 255).
   static vulkan::SpecCache specs;
+  if (1 + outputs.size() + inputs.size() <= Vulkan::max_kernel_buffers) {
+    const auto& spec = specs.get(program.id() << 8 | 0xff, [&] { return spec_of(program, 0, outputs.size()); });
+    return vulkan::run_elementwise_outputs(spec, operands(inputs), shape, params);
+  }
   std::vector<Primitive> results;
   results.reserve(outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
-    const auto& spec = specs.get(program.id() << 8 | k, [&] { return spec_of(program, k); });
+    const auto& spec = specs.get(program.id() << 8 | k, [&] { return spec_of(program, k, 1); });
     results.push_back(vulkan::run_elementwise(spec, operands(inputs), shape, params));
   }
   return results;

@@ -28,10 +28,8 @@ std::string shader(const ElementwiseSpec& spec, bool strided, bool out_strided, 
   count_render();
   codegen::ElementwiseKernel kernel;
   kernel.inputs = spec.inputs;
-  kernel.out = spec.out;
+  kernel.outputs = spec.outputs;
   kernel.helpers = spec.helpers;
-  kernel.value = spec.value;
-  kernel.value_is_bool = spec.value_is_bool;
   kernel.raw_bits = spec.raw_bits;
   kernel.params = spec.params;
   kernel.param_type = spec.param_type;
@@ -190,30 +188,23 @@ VulkanTensor empty(const Shape& shape, DType dtype) {
   return t;
 }
 
-VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                             const Shape& shape, std::span<const double> params) {
-  VulkanTensor out = empty(shape, spec.out);
-  run_elementwise_into(spec, inputs, out, params);
-  return out;
-}
+namespace {
 
-void append_params(std::vector<std::int32_t>& layout, std::size_t inputs, std::span<const double> params,
-                   codegen::ScalarType t) {
-  if (params.empty()) return;
-  layout.resize(static_cast<std::size_t>(codegen::param_layout(inputs)), 0);
-  for (const double p : params) {
-    const auto words = codegen::param_words(p, t);
-    layout.insert(layout.end(), words.begin(), words.end());
-  }
-}
-
-void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
-                          const VulkanTensor& out, std::span<const double> params) {
+// Runs the kernel: outs[o] receives output o (several outputs: each a fresh contiguous
+// tensor; one: any strided view).
+void run_kernel(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                std::span<const VulkanTensor> outs, std::span<const double> params) {
   KILN_CHECK(inputs.size() == spec.inputs.size(), "vulkan: a kernel of {} inputs got {}", spec.inputs.size(),
              inputs.size());
   KILN_CHECK(params.size() == static_cast<std::size_t>(spec.params), "vulkan: a kernel of {} parameters got {}",
              spec.params, params.size());
-  KILN_CHECK(out.dtype == spec.out, "vulkan: a kernel writing {} got a {} output", spec.out, out.dtype);
+  KILN_CHECK(outs.size() == spec.outputs.size(), "vulkan: a kernel of {} outputs got {}", spec.outputs.size(),
+             outs.size());
+  for (std::size_t o = 0; o < outs.size(); ++o)
+    KILN_CHECK(outs[o].dtype == spec.outputs[o].dtype && outs[o].shape == outs[0].shape,
+               "vulkan: a kernel's output {} of {} {} got {} {}", o, spec.outputs[o].dtype, outs[0].shape,
+               outs[o].dtype, outs[o].shape);
+  const VulkanTensor& out = outs[0];
   const Shape& shape = out.shape;
   KILN_CHECK(shape.rank() <= kMaxRank, "vulkan: tensors of rank {} (at most {})", shape.rank(), kMaxRank);
   const std::int64_t n = shape.numel();
@@ -224,6 +215,8 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
   // The output goes through the strided path whenever it is not the buffer's start laid
   // out densely: a contiguous slice of a larger buffer (cat, slice_assign) has an offset.
   const bool out_strided = !out.is_contiguous() || out.offset != 0;
+  KILN_CHECK(!out_strided || outs.size() == 1, "vulkan: a kernel of {} outputs writes fresh tensors, not views",
+             outs.size());
   bool strided = out_strided;
   for (const VulkanTensor* t : inputs)
     strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
@@ -254,7 +247,8 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
 
   std::vector<bool> scalar(inputs.size(), false);  // only the flat kernels tell them apart
   for (std::size_t k = 0; k < inputs.size() && !strided; ++k) scalar[k] = inputs[k]->numel() == 1;
-  std::vector<std::shared_ptr<Buffer>> buffers{param_buffer, out.buffer};
+  std::vector<std::shared_ptr<Buffer>> buffers{param_buffer};
+  for (const VulkanTensor& o : outs) buffers.push_back(o.buffer);
   for (const VulkanTensor* t : inputs) buffers.push_back(t->buffer);
   const auto bindings = static_cast<std::uint32_t>(buffers.size());
   auto make = [&]() -> const Pipeline& { return context.pipeline(shader(spec, strided, out_strided, scalar), bindings); };
@@ -264,10 +258,45 @@ void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTen
   dispatch_invocations("vulkan elementwise", pipeline, buffers, n);
 }
 
+}  // namespace
+
+VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                             const Shape& shape, std::span<const double> params) {
+  KILN_CHECK(spec.outputs.size() == 1, "vulkan: a kernel of {} outputs run for one", spec.outputs.size());
+  VulkanTensor out = empty(shape, spec.outputs[0].dtype);
+  run_elementwise_into(spec, inputs, out, params);
+  return out;
+}
+
+std::vector<VulkanTensor> run_elementwise_outputs(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                                                  const Shape& shape, std::span<const double> params) {
+  std::vector<VulkanTensor> outs;
+  outs.reserve(spec.outputs.size());
+  for (const codegen::KernelOutput& o : spec.outputs) outs.push_back(empty(shape, o.dtype));
+  run_kernel(spec, inputs, outs, params);
+  return outs;
+}
+
+void append_params(std::vector<std::int32_t>& layout, std::size_t inputs, std::span<const double> params,
+                   codegen::ScalarType t) {
+  if (params.empty()) return;
+  layout.resize(static_cast<std::size_t>(codegen::param_layout(inputs)), 0);
+  for (const double p : params) {
+    const auto words = codegen::param_words(p, t);
+    layout.insert(layout.end(), words.begin(), words.end());
+  }
+}
+
+void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                          const VulkanTensor& out, std::span<const double> params) {
+  run_kernel(spec, inputs, std::span(&out, 1), params);
+}
+
+
 const ElementwiseSpec& copy_spec(DType dtype) {
   static SpecCache cache(dtype_count);
   return cache.get(static_cast<std::size_t>(dtype),
-                   [&] { return ElementwiseSpec{{dtype}, dtype, "", "in0", dtype == DType::boolean, true}; });
+                   [&] { return ElementwiseSpec{{dtype}, {{dtype, "in0", dtype == DType::boolean}}, "", true}; });
 }
 
 VulkanTensor contiguous(const VulkanTensor& x) {

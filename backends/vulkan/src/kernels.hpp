@@ -10,6 +10,7 @@
 
 #include "context.hpp"
 
+#include "codegen/kernel.hpp"
 #include "kiln/codegen/expr.hpp"
 
 #include <cstddef>
@@ -22,17 +23,16 @@
 
 namespace kiln::vulkan {
 
-// An elementwise kernel: out = value(in0, in1, ...), where `value` is a GLSL expression
-// over variables in0... of each input's value type (bool inputs arrive as `bool`).
+// An elementwise kernel: out0 = value0(in0, in1, ...), out1 = value1(...)..., where each
+// value is a GLSL expression over variables in0... of each input's value type (bool inputs
+// arrive as `bool`).
 // Specs are made once and kept in a SpecCache, which gives each its key: a number that
 // names the spec for as long as the process runs, so that the pipelines of a repeated op
 // are found by that number without tracing, rendering or hashing any source.
 struct ElementwiseSpec {
   std::vector<DType> inputs;
-  DType out = DType::f32;
-  std::string helpers;  // GLSL functions the expression calls
-  std::string value;
-  bool value_is_bool = false;  // the expression is a bool (stored as 0/1 bytes)
+  std::vector<codegen::KernelOutput> outputs;  // one or more: each its dtype and GLSL value
+  std::string helpers;  // GLSL functions the values call
   // f16 / bf16 operands move as their 16 bits (as uint) instead of converting to float and
   // back: copies keep every bit, NaN payloads included.
   bool raw_bits = false;
@@ -91,6 +91,9 @@ VulkanTensor empty(const Shape& shape, DType dtype);
 // `params`: the values of the spec's parameters.
 VulkanTensor run_elementwise(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
                              const Shape& shape, std::span<const double> params = {});
+// Runs a kernel of several outputs over `shape` into new contiguous tensors, in one dispatch.
+std::vector<VulkanTensor> run_elementwise_outputs(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,
+                                                  const Shape& shape, std::span<const double> params = {});
 // Runs the kernel into `out`, any strided view of a buffer (the inputs broadcast to its
 // shape); writes only the elements the view shows.
 void run_elementwise_into(const ElementwiseSpec& spec, std::span<const VulkanTensor* const> inputs,

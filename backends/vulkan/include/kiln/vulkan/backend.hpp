@@ -34,9 +34,12 @@ struct Vulkan {
   using IntTensor = Primitive;
   using BoolTensor = Primitive;
   static constexpr std::string_view name = "vulkan";
-  // The most inputs one elementwise program may have: a kernel binds at most 8 buffers, the
-  // layout (which carries the parameters, as many as the program has) and the output among them.
-  static constexpr std::size_t max_program_inputs = 6;
+  // The most buffers one kernel binds; the layout (which carries the parameters, as many as
+  // the program has) and the outputs among them.
+  static constexpr std::size_t max_kernel_buffers = 8;
+  // The most inputs one elementwise program may have: the layout and one output beside them.
+  // A program whose outputs do not fit beside its inputs runs a kernel per output.
+  static constexpr std::size_t max_program_inputs = max_kernel_buffers - 2;
 
   // creation and host transfer (backends/vulkan/src/creation.cpp)
   static Primitive from_data(const TensorData& data, const Device& device);

@@ -36,6 +36,10 @@ std::string unavailable_reason();
 // found by number), which tests and benchmarks check with this count.
 std::uint64_t elementwise_renders();
 
+// How many kernels the process has dispatched so far (every op's, on every thread): tests
+// count a fused program's kernels with it.
+std::uint64_t dispatches();
+
 }  // namespace kiln::vulkan
 
 namespace kiln {
