@@ -8,6 +8,10 @@
 #include <kiln/vulkan/backend.hpp>
 #include <kiln/vulkan/instances.hpp>
 #endif
+#if defined(KILN_TEST_DISPATCH)
+#include <kiln/dispatch/backend.hpp>
+#include <kiln/dispatch/instances.hpp>
+#endif
 // The instances headers declare Autodiff over each backend and the nn building blocks
 // extern: the tests call the copies compiled in the backends' libraries instead of
 // compiling them again in every file.
@@ -20,10 +24,21 @@ namespace kiln::test {
 
 // The hardware backends that were built; Autodiff's own tests wrap each of them.
 // What the conformance suite runs on: every hardware backend and every decorator over it.
-#if defined(KILN_TEST_VULKAN)
+// The conformance binary adds kiln::Dispatch (and Autodiff over it), on the backend that
+// KILN_BACKEND names (the CPU when unset): ctest runs its tests once per backend.
+#if defined(KILN_TEST_VULKAN) && defined(KILN_TEST_DISPATCH)
+using HardwareBackends = ::testing::Types<kiln::Cpu, kiln::Vulkan>;
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>,
+                                  kiln::Fusion<kiln::Cpu>, kiln::Autodiff<kiln::Fusion<kiln::Cpu>>, kiln::Fusion<kiln::Vulkan>,
+                                  kiln::Dispatch, kiln::Autodiff<kiln::Dispatch>>;
+#elif defined(KILN_TEST_VULKAN)
 using HardwareBackends = ::testing::Types<kiln::Cpu, kiln::Vulkan>;
 using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>,
                                   kiln::Fusion<kiln::Cpu>, kiln::Autodiff<kiln::Fusion<kiln::Cpu>>, kiln::Fusion<kiln::Vulkan>>;
+#elif defined(KILN_TEST_DISPATCH)
+using HardwareBackends = ::testing::Types<kiln::Cpu>;
+using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Fusion<kiln::Cpu>,
+                                  kiln::Autodiff<kiln::Fusion<kiln::Cpu>>, kiln::Dispatch, kiln::Autodiff<kiln::Dispatch>>;
 #else
 using HardwareBackends = ::testing::Types<kiln::Cpu>;
 using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Fusion<kiln::Cpu>,
@@ -42,6 +57,11 @@ template <> struct Availability<kiln::Vulkan> {
     const std::string why = kiln::vulkan::unavailable_reason();
     return why.empty() ? why : "no Vulkan device: " + why;
   }
+};
+#endif
+#if defined(KILN_TEST_DISPATCH)
+template <> struct Availability<kiln::Dispatch> {
+  static std::string reason() { return kiln::dispatch::unavailable_reason({}); }
 };
 #endif
 
