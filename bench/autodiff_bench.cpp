@@ -1,6 +1,9 @@
-// Training-step benchmark of Autodiff<Cpu> (and of Autodiff<Fusion<Cpu>>, named @fusion_cpu): a 784-1024-1024-10 ReLU MLP at batch 256,
+// Training-step benchmark of Autodiff<Cpu> (and of Autodiff<Fusion<Cpu>>, named @fusion_cpu, and
+// Autodiff<Dispatch> on the CPU, @dispatch_cpu): a 784-1024-1024-10 ReLU MLP at batch 256,
 // cross-entropy loss, forward + backward + an Adam update (kiln::optim::adam_step), as a
 // user writes it. Its twin in bench/torch_workloads.py uses torch.nn and torch.optim.Adam.
+#include <kiln/dispatch/backend.hpp>
+#include <kiln/dispatch/instances.hpp>
 #include <kiln/kiln.hpp>
 
 #include <benchmark/benchmark.h>
@@ -44,7 +47,8 @@ kiln::Tensor<AD, 2> linear(const kiln::Tensor<AD, 2>& x, const kiln::Tensor<AD, 
 
 // The parameters' value on the host side of B: materialised (Fusion<B> computes it here).
 template <class B> const void* value_of(const typename B::Primitive& p) {
-  if constexpr (requires { B::value(p); }) return B::value(p).storage->ptr;
+  if constexpr (std::is_same_v<B, kiln::Dispatch>) return p.value.get();  // on the CPU: computed
+  else if constexpr (requires { B::value(p); }) return B::value(p).storage->ptr;
   else return p.storage->ptr;
 }
 
@@ -82,5 +86,7 @@ template <class B> void mlp_train_step(benchmark::State& state) {
 BENCHMARK(mlp_train_step<Cpu>)->Name("mlp_train_step_784_1024_1024_10_b256")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(mlp_train_step<kiln::Fusion<Cpu>>)
     ->Name("mlp_train_step_784_1024_1024_10_b256@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(mlp_train_step<kiln::Dispatch>)
+    ->Name("mlp_train_step_784_1024_1024_10_b256@dispatch_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -99,7 +99,7 @@ BANDWIDTH = {}  # Kiln row -> GB/s, for the rows that count their bytes
 
 def fusion_summary(kiln, best, fused_compile):
     """The fusion lines: Fusion<Cpu> against plain Cpu, PyTorch eager and torch.compile, and
-    its bandwidth as a share of this run's STREAM triad."""
+    its bandwidth as a share of this run's STREAM triad; then Dispatch on the CPU against Cpu."""
     lines = []
     stream = BANDWIDTH.get("stream_triad")
     if stream:
@@ -123,6 +123,12 @@ def fusion_summary(kiln, best, fused_compile):
             other = kiln.get(base) or kiln.get(base + "@cpu")
             if other:
                 lines.append(f"{base}: Fusion<Cpu> {kiln[name]:.4g} ms, plain Cpu {other:.4g} ms ({other / kiln[name]:.2f}x)")
+    for name in sorted(kiln):
+        if name.endswith("@dispatch_cpu"):
+            base = name.split("@")[0]
+            if base in kiln:
+                lines.append(f"{base}: Dispatch on the CPU {kiln[name]:.4g} ms, Cpu {kiln[base]:.4g} ms "
+                             f"({kiln[name] / kiln[base]:.2f}x its time)")
     row, hand = kiln.get("softmax_4096x1024_row_program@fusion_cpu"), kiln.get("softmax_4096x1024@cpu")
     if row and hand:
         lines.append(f"softmax_4096x1024 as a row program {row:.4g} ms, the hand-fused kernel {hand:.4g} ms "

@@ -3,6 +3,8 @@
 // The GEMM and elementwise ones also run on Vulkan when it is built, named vulkan/<name>
 // (no PyTorch twin), and Vulkan has its own conv2d benchmarks on a smaller layer; they are
 // skipped with the reason when no Vulkan device can be created.
+#include <kiln/dispatch/backend.hpp>
+#include <kiln/dispatch/instances.hpp>
 #include <kiln/kiln.hpp>
 #ifdef KILN_BENCH_VULKAN
 #include <kiln/vulkan/backend.hpp>
@@ -122,6 +124,14 @@ BENCHMARK_CAPTURE(op_overhead_cpu, exp, Overhead::unary)->Name("op_overhead_1k/e
 BENCHMARK_CAPTURE(op_overhead_cpu, mul, Overhead::binary)->Name("op_overhead_1k/mul")->UseRealTime();
 BENCHMARK_CAPTURE(op_overhead_cpu, tanh_backward, Overhead::gradient)
     ->Name("op_overhead_1k/tanh_backward")->UseRealTime();
+
+// The same through kiln::Dispatch on the CPU (its default device): the cost of choosing the
+// backend at run time, per op.
+void op_overhead_dispatch(benchmark::State& state, Overhead which) { op_overhead<kiln::Dispatch>(state, which); }
+BENCHMARK_CAPTURE(op_overhead_dispatch, exp, Overhead::unary)->Name("op_overhead_1k/exp@dispatch_cpu")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_dispatch, mul, Overhead::binary)->Name("op_overhead_1k/mul@dispatch_cpu")->UseRealTime();
+BENCHMARK_CAPTURE(op_overhead_dispatch, tanh_backward, Overhead::gradient)
+    ->Name("op_overhead_1k/tanh_backward@dispatch_cpu")->UseRealTime();
 
 #ifdef KILN_BENCH_VULKAN
 void op_overhead_vulkan(benchmark::State& state, Overhead which) { op_overhead<kiln::Vulkan>(state, which); }

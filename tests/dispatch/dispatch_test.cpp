@@ -136,7 +136,7 @@ TEST_F(DispatchTest, OperandsOnTwoBackendsAreAnErrorAndToDeviceMoves) {
   const auto a = Tensor<D, 1>::from_data(TensorData::from(std::vector<float>{1, 2, 3}, Shape{3}), {targets[0]});
   const auto b = Tensor<D, 1>::from_data(TensorData::from(std::vector<float>{4, 5, 6}, Shape{3}), {targets[1]});
   EXPECT_KILN_ERROR((void)(a + b).into_data(),
-                    fmt::format("elementwise: operands on {} ([3]) and {} ([3]): move one with to_device",
+                    fmt::format("add: operands on {} ([3]) and {} ([3]): move one with to_device",
                                 dispatch::target_name(targets[0]), dispatch::target_name(targets[1])));
   for (DispatchTarget t : targets) {
     const auto moved = a.to_device({t});

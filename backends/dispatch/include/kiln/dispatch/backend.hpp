@@ -8,7 +8,6 @@
 // fused kernels and overrides included: softmax, layer norm, the Adam step, max pooling's
 // backward...), and operands on two backends are an error naming both. Declarations only:
 // the forwarding is compiled once in the kiln_dispatch library, which links the backends.
-// The catalogue's elementwise ops reach the backend as programs (Backend::elementwise).
 #pragma once
 
 #include "kiln/backend/backend.hpp"
@@ -87,6 +86,17 @@ struct Dispatch {
 
   static std::vector<Primitive> elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                             std::span<const double> params);
+  // The catalogue's ops and gradient formulas, each forwarded to the backend's own kernel
+  // where it has one (the CPU's compile-time kernels), else its one-op program. Compiled for
+  // every op of the catalogue in the kiln_dispatch library (backends/dispatch/src/elementwise.cpp).
+  template <class Op> static Primitive unary(const Primitive& x);
+  template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
+  template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
+                                   ops::Operand operand);
   static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
   static Primitive reduce_all(const Primitive& x, ops::ReduceOp op);
   static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim);
