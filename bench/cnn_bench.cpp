@@ -1,8 +1,11 @@
 // One training step of the Fashion-MNIST CNN (conv 1→32 3x3 pad 1, relu, max-pool 2; conv
 // 32→64, relu, max-pool 2; linear 3136→128, relu, linear 128→10) on a batch of 64 with
-// cross-entropy and AdamW, on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>, @fusion_cpu), written with kiln::nn as a user writes it. Its
+// cross-entropy and AdamW, on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>, @fusion_cpu, and
+// Autodiff<Dispatch> on the CPU, @dispatch_cpu), written with kiln::nn as a user writes it. Its
 // twin in bench/torch_workloads.py is the same torch.nn model with torch.optim.AdamW.
 // An epoch of 60,000 images is 938 such steps.
+#include <kiln/dispatch/backend.hpp>
+#include <kiln/dispatch/instances.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
 #include <kiln/optim/rules.hpp>
@@ -45,5 +48,8 @@ template <class B> void cnn_train_step(benchmark::State& state) {
 BENCHMARK(cnn_train_step<kiln::Cpu>)->Name("cnn_train_step_fashion_b64")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(cnn_train_step<kiln::Fusion<kiln::Cpu>>)
     ->Name("cnn_train_step_fashion_b64@fusion_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
+// The same model compiled once for Autodiff<Dispatch> (as examples/fashion_mnist is), on the CPU.
+BENCHMARK(cnn_train_step<kiln::Dispatch>)
+    ->Name("cnn_train_step_fashion_b64@dispatch_cpu")->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -3,10 +3,12 @@
 // (plain log lines otherwise) and a validation pass over the test set after each epoch, then
 // saved for examples/infer. The README's main job.
 //
-//   fashion_mnist [--backend cpu|vulkan] [--fusion] [--epochs 3] [--batch-size 64] [--lr 1e-3]
-//                 [--output runs/fashion_mnist] [--resume]
+//   fashion_mnist [--backend cpu|vulkan|fusion_cpu|fusion_vulkan] [--fusion] [--epochs 3]
+//                 [--batch-size 64] [--lr 1e-3] [--output runs/fashion_mnist] [--resume]
 //
-// --fusion trains on Autodiff<Fusion<Cpu>>: the elementwise work of the forward pass, of the
+// The model and the training loop are compiled once, for Autodiff<kiln::Dispatch>: --backend
+// names the backend they run on (docs/backends.md, "Dispatch"). --fusion is the same as a
+// fusion_ backend: Fusion over it, where the elementwise work of the forward pass, of the
 // gradient formulas and of the optimizer runs as fused programs (docs/fusion.md).
 //
 // Reads Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). Writes logs,
@@ -18,15 +20,13 @@
 #include "model.hpp"
 
 #include <kiln/data/idx.hpp>
+#include <kiln/dispatch/backend.hpp>
 #include <kiln/data/loader.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
 #include <kiln/optim/rules.hpp>
 #include <kiln/train.hpp>
-#ifdef KILN_EXAMPLE_VULKAN  // defined by examples/CMakeLists.txt when the Vulkan backend is built
-#include <kiln/vulkan/backend.hpp>
-#endif
 
 #include <fmt/format.h>
 
@@ -46,8 +46,10 @@ struct Options {
   bool resume = false;
 };
 
-template <kiln::Backend B> int train(const Options& options, const typename B::Device& device) {
+int train(const Options& options, const kiln::DispatchDevice& device) {
+  using B = kiln::Dispatch;
   using AD = kiln::Autodiff<B>;
+  const std::string_view on = kiln::dispatch::target_name(*device.target);
   kiln::manual_seed(0);
 
   // u8 images [N, 28, 28] and labels 0..9, scaled to [0, 1] and normalized with the training
@@ -71,7 +73,7 @@ template <kiln::Backend B> int train(const Options& options, const typename B::D
                                 .output_dir = options.output,
                                 .resume = options.resume,
                                 .best_model = kiln::train::BestModel{.metric = "accuracy", .goal = kiln::train::Goal::maximize},
-                                .title = fmt::format("Fashion-MNIST on {}", B::name)},
+                                .title = fmt::format("Fashion-MNIST on {}", on)},
                                step, step);
   const kiln::train::FitResult fit = learner.fit(train_loader, test_loader, options.epochs);
   if (fit.reason == kiln::train::StopReason::interrupted) {
@@ -87,7 +89,7 @@ template <kiln::Backend B> int train(const Options& options, const typename B::D
   const fashion::Cnn<B> trained = kiln::nn::valid(model);
   const std::filesystem::path saved = options.output / "model.safetensors";
   kiln::nn::save(trained, saved);
-  fmt::print("test accuracy after {} epoch(s) on {}: {:.4f}; model saved to {}\n", fit.epochs, B::name, accuracy,
+  fmt::print("test accuracy after {} epoch(s) on {}: {:.4f}; model saved to {}\n", fit.epochs, on, accuracy,
              saved.string());
   if (accuracy < 0.85) {
     fmt::print(stderr, "fashion_mnist: test accuracy {:.4f} is below 0.85\n", accuracy);
@@ -99,8 +101,8 @@ template <kiln::Backend B> int train(const Options& options, const typename B::D
 int main(int argc, char** argv) try {
   Options options;
   examples::Flags flags("fashion_mnist", "Trains the Fashion-MNIST CNN with kiln::train's Learner and saves it.");
-  flags.add("--backend", options.backend, "cpu|vulkan", "the backend to train on");
-  flags.add("--fusion", options.fusion, "run elementwise chains as fused kernels (Fusion<B>; cpu only)");
+  flags.add("--backend", options.backend, "cpu|vulkan|fusion_cpu|fusion_vulkan", "the backend to train on");
+  flags.add("--fusion", options.fusion, "run elementwise chains as fused kernels (Fusion over --backend)");
   flags.add("--epochs", options.epochs, "N", "passes over the training set", examples::positive);
   flags.add("--batch-size", options.batch_size, "N", "training images per optimizer step", examples::positive);
   flags.add("--lr", options.lr, "X", "AdamW's initial learning rate, annealed to 0 on a cosine", examples::positive);
@@ -108,22 +110,24 @@ int main(int argc, char** argv) try {
   flags.add("--resume", options.resume, "continue from the checkpoint in --output");
   if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
-  if (options.backend == "cpu") return options.fusion ? train<kiln::Fusion<kiln::Cpu>>(options, {}) : train<kiln::Cpu>(options, {});
-  if (options.fusion) {
-    fmt::print(stderr, "fashion_mnist: --fusion is built for the cpu backend only, got --backend {}\n", options.backend);
+  // The backend, chosen here at run time: every tensor the model, the loaders and the
+  // Learner create lands on it (Dispatch's default device).
+  kiln::DispatchDevice device;
+  try {
+    device = kiln::DispatchDevice::parse(options.fusion && !options.backend.starts_with("fusion_")
+                                             ? "fusion_" + options.backend
+                                             : options.backend);
+    if (!device.target) throw kiln::Error("--backend names no backend");
+  } catch (const kiln::Error& e) {
+    fmt::print(stderr, "fashion_mnist: --backend {}: {}\n", options.backend, e.what());
     return 2;
   }
-#ifdef KILN_EXAMPLE_VULKAN
-  if (options.backend == "vulkan") {
-    if (const std::string reason = kiln::vulkan::unavailable_reason(); !reason.empty()) {
-      fmt::print(stderr, "fashion_mnist: no Vulkan device: {}\n", reason);
-      return 77;
-    }
-    return train<kiln::Vulkan>(options, {});
+  if (const std::string reason = kiln::dispatch::unavailable_reason(device); !reason.empty()) {
+    fmt::print(stderr, "fashion_mnist: {}\n", reason);
+    return 77;
   }
-#endif
-  fmt::print(stderr, "fashion_mnist: unknown or unbuilt backend '{}'\n", options.backend);
-  return 2;
+  kiln::Dispatch::set_default_device(device);
+  return train(options, device);
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "fashion_mnist: {}\n", e.what());
   return 1;

@@ -1,20 +1,16 @@
 // The Fashion-MNIST CNN of model.hpp: its layers' sizes and its forward pass, compiled for
 // the backends the examples run it on. examples/CMakeLists.txt compiles this file once per
-// backend, into objects that build in parallel: FASHION_MODEL_VULKAN picks Vulkan,
-// FASHION_MODEL_FUSION Fusion<Cpu> (the CPU otherwise), and FASHION_MODEL_AUTODIFF Autodiff
-// over it, for training (the backend itself,
+// backend, into objects that build in parallel: FASHION_MODEL_DISPATCH picks kiln::Dispatch
+// (fashion_mnist: the backend chosen at run time), the CPU otherwise (custom_training_loop,
+// infer), and FASHION_MODEL_AUTODIFF Autodiff over it, for training (the backend itself,
 // for testing and inference, otherwise). The layers' convolution, pooling, linear and
 // initialization code comes compiled in libkiln_<backend>_instances (kiln/<backend>/instances.hpp),
 // so this file holds little more than the model itself and rebuilds in seconds.
 #include "model.hpp"
 
-#if defined(FASHION_MODEL_VULKAN)
-#include <kiln/vulkan/instances.hpp>
-using Inner = kiln::Vulkan;
-#elif defined(FASHION_MODEL_FUSION)
-#include <kiln/cpu/instances.hpp>
-#include <kiln/fusion/backend.hpp>
-using Inner = kiln::Fusion<kiln::Cpu>;
+#if defined(FASHION_MODEL_DISPATCH)
+#include <kiln/dispatch/instances.hpp>
+using Inner = kiln::Dispatch;
 #else
 #include <kiln/cpu/instances.hpp>
 using Inner = kiln::Cpu;
