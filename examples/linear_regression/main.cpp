@@ -1,27 +1,28 @@
 // Linear regression by gradient descent, the smallest real training loop: fit y = w x + b
-// to noisy samples of y = 3x + 2, with Autodiff<B> computing the gradients. The training
-// code is written once for any backend B; `--backend vulkan` runs it on a Vulkan device.
+// to noisy samples of y = 3x + 2, with Autodiff computing the gradients. The training code
+// is compiled once, for kiln::Dispatch, the backend chosen at run time: `--backend vulkan`
+// runs it on a Vulkan device, `--backend fusion_cpu` on Fusion<Cpu>.
 //
-//   linear_regression [--backend cpu|vulkan]     (default: cpu)
+//   linear_regression [--backend cpu|vulkan|fusion_cpu|fusion_vulkan]     (default: cpu)
 //
 // `linear_regression --help` lists the flags. Exits with 1 if the fit does not land near
 // w = 3, b = 2 (or a backend fails), 2 on a bad command line, 77 when Vulkan was asked for but
 // no device can be created.
 #include "../common/flags.hpp"
 
+#include <kiln/dispatch/backend.hpp>
+#include <kiln/dispatch/instances.hpp>
 #include <kiln/kiln.hpp>
-#ifdef KILN_EXAMPLE_VULKAN  // defined by examples/CMakeLists.txt when the Vulkan backend is built
-#include <kiln/vulkan/backend.hpp>
-#endif
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <string>
 
-template <kiln::Backend B> int train() {
-  // Autodiff<B> records the ops on tensors that require grad; rank 2: [samples, features].
-  using Tensor = kiln::Tensor<kiln::Autodiff<B>, 2>;
+int train() {
+  // Autodiff records the ops on tensors that require grad; rank 2: [samples, features]. Every
+  // tensor lands on Dispatch's default device, the backend main() chose.
+  using Tensor = kiln::Tensor<kiln::Autodiff<kiln::Dispatch>, 2>;
   kiln::manual_seed(42);  // the same data and result on every run and every backend
 
   // 256 samples: x uniform in [-1, 1), y = 3x + 2 plus Gaussian noise (std 0.1).
@@ -39,13 +40,14 @@ template <kiln::Backend B> int train() {
     const Tensor loss = (x * w + b - y).square().mean_dim(0);  // mean squared error, [1, 1]
     if (step % 20 == 0) fmt::print("step {:3d}  loss {:.6f}\n", step, loss.item());
     const auto grads = loss.backward();
-    // Plain SGD on the inner (backend B) tensors; the updated values become fresh leaves.
+    // Plain SGD on the inner (Dispatch) tensors; the updated values become fresh leaves.
     w = Tensor::from_inner(w.inner() - *w.grad(grads) * lr).require_grad();
     b = Tensor::from_inner(b.inner() - *b.grad(grads) * lr).require_grad();
   }
 
   const double w_fit = w.item(), b_fit = b.item();
-  fmt::print("fitted on {}: w = {:.4f}, b = {:.4f} (true: w = 3, b = 2)\n", B::name, w_fit, b_fit);
+  fmt::print("fitted on {}: w = {:.4f}, b = {:.4f} (true: w = 3, b = 2)\n",
+             kiln::dispatch::target_name(*kiln::Dispatch::default_device().target), w_fit, b_fit);
   if (std::abs(w_fit - 3.0) > 0.05 || std::abs(b_fit - 2.0) > 0.05) {
     fmt::print(stderr, "linear_regression: did not converge near w = 3, b = 2\n");
     return 1;
@@ -56,31 +58,28 @@ template <kiln::Backend B> int train() {
 int main(int argc, char** argv) {
   std::string backend = "cpu";
   examples::Flags flags("linear_regression", "Fits y = w x + b to noisy samples of y = 3x + 2 by gradient descent.");
-  flags.add("--backend", backend, "cpu|vulkan", "the backend to train on");
+  flags.add("--backend", backend, "cpu|vulkan|fusion_cpu|fusion_vulkan", "the backend to train on");
   if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
+  kiln::DispatchDevice device;
   try {
-    if (backend == "cpu") return train<kiln::Cpu>();
-    if (backend == "vulkan") {
-#ifdef KILN_EXAMPLE_VULKAN
-      // Vulkan finds its device at first use; ask first, so that "no device" is told apart
-      // from a failure while training (ctest counts 77 as skipped).
-      if (const std::string reason = kiln::vulkan::unavailable_reason(); !reason.empty()) {
-        fmt::print(stderr, "linear_regression: no Vulkan device: {}\n", reason);
-        return 77;
-      }
-      return train<kiln::Vulkan>();
-#else
-      fmt::print(stderr,
-                 "linear_regression: this build has no Vulkan backend (CMake did not find its packages; "
-                 "see docs/backends.md)\n");
-      return 2;
-#endif
-    }
+    device = kiln::DispatchDevice::parse(backend);
+    if (!device.target) throw kiln::Error("name a backend");
+  } catch (const kiln::Error& e) {
+    fmt::print(stderr, "linear_regression: --backend {}: {}\n", backend, e.what());
+    return 2;
+  }
+  // A GPU backend finds its device at first use; ask first, so that "no device" is told
+  // apart from a failure while training (ctest counts 77 as skipped).
+  if (const std::string reason = kiln::dispatch::unavailable_reason(device); !reason.empty()) {
+    fmt::print(stderr, "linear_regression: {}\n", reason);
+    return 77;
+  }
+  kiln::Dispatch::set_default_device(device);
+  try {
+    return train();
   } catch (const kiln::Error& e) {
     fmt::print(stderr, "linear_regression: {}\n", e.what());
     return 1;
   }
-  fmt::print(stderr, "linear_regression: unknown backend \"{}\" (expected cpu or vulkan)\n", backend);
-  return 2;
 }
