@@ -138,6 +138,9 @@ TEST_F(DispatchTest, OperandsOnTwoBackendsAreAnErrorAndToDeviceMoves) {
   EXPECT_KILN_ERROR((void)(a + b).into_data(),
                     fmt::format("add: operands on {} ([3]) and {} ([3]): move one with to_device",
                                 dispatch::target_name(targets[0]), dispatch::target_name(targets[1])));
+  EXPECT_KILN_ERROR(D::device(D::Primitive{}), "device: an operand holds no tensor");
+  EXPECT_KILN_ERROR(D::into_data(D::Primitive{}), "into_data: an operand holds no tensor");
+  EXPECT_KILN_ERROR(D::to_device(D::Primitive{}, {targets[1]}), "to_device: an operand holds no tensor");
   for (DispatchTarget t : targets) {
     const auto moved = a.to_device({t});
     EXPECT_EQ(D::device(moved.primitive()).target, t);

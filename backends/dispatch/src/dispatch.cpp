@@ -4,9 +4,9 @@
 
 #include "kiln/optim/adam.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <algorithm>
 #include <mutex>
 
 namespace kiln {
@@ -133,7 +133,6 @@ using dispatch::unwrap;
 using dispatch::wrap;
 using dispatch::wrap_all;
 using dispatch::unwrap_all;
-using P = DispatchPrimitive;
 
 std::string DispatchDevice::str() const {
   if (!target) return "default";
@@ -181,7 +180,7 @@ void Dispatch::set_default_device(const Device& device) {
 Dispatch::Device Dispatch::resolve(const Device& device) { return device.target ? device : default_device(); }
 
 Dispatch::Device Dispatch::device(const Primitive& p) {
-  return on(p.target, [&]<class B>() {
+  return on(target("device", {&p}), [&]<class B>() {
     DispatchDevice d{p.target};
     if constexpr (!std::is_same_v<typename B::Device, CpuDevice>) d.index = B::device(unwrap<B>(p)).index;
     return d;
@@ -207,7 +206,7 @@ Dispatch::Primitive Dispatch::random(const Shape& shape, Distribution distributi
 }
 Dispatch::Primitive Dispatch::to_device(const Primitive& p, const Device& device) {
   const Device to = resolve(device);
-  if (*to.target == p.target) {
+  if (*to.target == target("to_device", {&p})) {
     return on(p.target, [&]<class B>() { return wrap<B>(B::to_device(unwrap<B>(p), dispatch::device_of<B>(to))); });
   }
   return from_data(into_data(p), to);
