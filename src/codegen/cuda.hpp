@@ -5,8 +5,9 @@
 // once for GLSL and CUDA alike (glsl_helpers.hpp), and the f16 / bf16 conversions
 // (glsl_half.hpp). Integer add, sub, mul, neg and abs go through the unsigned type, so
 // that they wrap as the catalogue's do instead of overflowing (undefined in C++).
-// No CUDA backend uses it yet: tests/codegen renders every catalogue op and gradient
-// formula with it and compiles the kernels with NVRTC and ptxas. Private to Kiln.
+// The CUDA backend (backends/cuda) compiles its kernels with NVRTC at run time;
+// tests/codegen renders every catalogue op and gradient formula with it and compiles the
+// kernels with NVRTC and ptxas for sm_80 and sm_90, without a GPU. Private to Kiln.
 #pragma once
 
 #include "codegen/cstyle.hpp"
@@ -184,8 +185,14 @@ inline std::string_view cuda_scalar_type(ScalarType t) {
 }
 
 // A kernel function: the layout integers, the inputs, the outputs, then the parameters.
+// The layout travels by value, as a __grid_constant__ argument: every thread reads it from
+// the constant bank, indexed at run time, with no copy and no buffer to upload per launch.
+// Its length covers the inputs' layouts and a strided output's (kernel.hpp).
 inline std::string cuda_entry(const ElementwiseKernel& k) {
-  std::string s = fmt::format("extern \"C\" __global__ void {}(const long long* __restrict__ layout", k.name);
+  const int words = param_layout(k.inputs.size());
+  // Defined once per source, which may hold several kernels.
+  std::string s = fmt::format("#ifndef KILN_LAYOUT_{0}\n#define KILN_LAYOUT_{0}\nstruct kiln_layout_{0} {{ long long v[{0}]; }};\n#endif\n", words);
+  s += fmt::format("extern \"C\" __global__ void {}(const __grid_constant__ kiln_layout_{} layout", k.name, words);
   for (std::size_t n = 0; n < k.inputs.size(); ++n)
     s += fmt::format(", const {}* __restrict__ in{}_data", cuda_storage_type(k.inputs[n]), n);
   for (std::size_t o = 0; o < k.outputs.size(); ++o)
@@ -204,9 +211,13 @@ inline constexpr KernelDialect cuda_dialect{
     .declarations = [](const ElementwiseKernel&, const KernelLayout&) { return std::string(); },  // cuda_prelude()
     .entry = cuda_entry,
     .thread_index = "(long long)blockIdx.x * blockDim.x + threadIdx.x",
-    .layout_at = "layout[{}]",
+    .layout_at = "layout.v[{}]",
     .input_at = "in{0}_data[{1}]",
     .output_at = "out{0}_data[{1}]",
+    .group_index = "(long long)blockIdx.x",
+    .local_index = "(long long)threadIdx.x",
+    .shared_array = "__shared__ {0} {1}[{2}];\n",
+    .barrier = "__syncthreads();",
 };
 }  // namespace detail
 

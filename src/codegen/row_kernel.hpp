@@ -19,7 +19,10 @@ namespace kiln::codegen {
 // reduction's argument read the reductions before them as in<inputs + k> (codegen::row_tree).
 struct RowKernel {
   ElementwiseKernel kernel;
-  ScalarType type = ScalarType::f32;  // what the reductions compute in
+  ScalarType type = ScalarType::f32;  // what the reductions' arguments and results compute in
+  // f32 sums accumulate in f64 (each invocation adds thousands of a long row's elements):
+  // where the language has doubles on every device (CUDA), not GLSL's optional ones.
+  bool wide_sums = false;
   std::vector<std::pair<Kind, std::string>> reductions;  // each kind and its rendered argument
   bool per_row = false;  // the output has one element per row
 };
@@ -38,10 +41,13 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
              size);
   const std::string_view I = d.index_type;
   const std::string_view T = d.scalar_type(r.type);
+  // What partial results accumulate in.
+  const ScalarType wide = r.wide_sums && r.type == ScalarType::f32 ? ScalarType::f64 : r.type;
+  const std::string_view A = d.scalar_type(wide);
   auto at = [&](const auto& i) { return fmt::format(fmt::runtime(d.layout_at), i); };
   std::string s = d.declarations(k, {});
   s += k.helpers;
-  if (!r.reductions.empty()) s += fmt::format(fmt::runtime(d.shared_array), T, "kiln_partial", size);
+  if (!r.reductions.empty()) s += fmt::format(fmt::runtime(d.shared_array), A, "kiln_partial", size);
   s += d.entry(k);
   s += fmt::format("  const {0} row = {1};\n  if (row >= {2}) return;\n  const {0} lid = {3};\n"
                    "  const {0} rank = {4};\n  const {0} cols = {5};\n",
@@ -82,10 +88,10 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
     const auto& [kind, argument] = r.reductions[j];
     KILN_CHECK(is_row_reduction(kind), "row_kernel_{}: {} is not a row reduction", d.name, kind_name(kind));
     const auto name = fmt::format("in{}", first + static_cast<int>(j));
-    s += fmt::format("  {0} {1};\n  {{\n    {0} acc = {2};\n    for ({3} c = lid; c < cols; c += {4}) {{\n", T, name,
-                     identity(kind), I, size);
+    s += fmt::format("  {0} {1};\n  {{\n    {5} acc = {2};\n    for ({3} c = lid; c < cols; c += {4}) {{\n", T, name,
+                     identity(kind), I, size, A);
     s += loads("      ");
-    s += fmt::format("      const {} v = {};\n      acc = {};\n    }}\n", T, argument, combine(kind, "acc", "v"));
+    s += fmt::format("      const {} v = {};\n      acc = {};\n    }}\n", A, argument, combine(kind, "acc", "v"));
     s += fmt::format("    kiln_partial[lid] = acc;\n    {0}\n"
                      "    for ({1} reach = {2}; reach > 0; reach >>= 1) {{\n"
                      "      if (lid < reach) {{\n"
@@ -94,8 +100,9 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
                      "      }}\n"
                      "      {0}\n"
                      "    }}\n"
-                     "    {5} = kiln_partial[0];\n    {0}\n  }}\n",
-                     d.barrier, I, size / 2, T, combine(kind, "kiln_partial[lid]", "other"), name);
+                     "    {5} = {6};\n    {0}\n  }}\n",
+                     d.barrier, I, size / 2, A, combine(kind, "kiln_partial[lid]", "other"), name,
+                     A == T ? std::string("kiln_partial[0]") : d.cast(T, "kiln_partial[0]"));
   }
   KILN_CHECK(k.outputs.size() == 1, "row_kernel_{}: one output per row kernel, got {}", d.name, k.outputs.size());
   const std::string out = fmt::format(fmt::runtime(d.output_at), 0, r.per_row ? "row" : "row * cols + c");

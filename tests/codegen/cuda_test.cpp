@@ -2,10 +2,11 @@
 // in every dtype of its domain (f16 and bf16 included, through their conversions) and every
 // gradient formula in every float dtype becomes an elementwise kernel, as do strided,
 // single-element and parameter kernels; all of them, in one source, are
-// compiled to PTX by NVRTC for compute_90 and the PTX to SASS by ptxas -arch=sm_90. No GPU
+// compiled to PTX by NVRTC for compute_80 and the PTX to SASS by ptxas for sm_80 and sm_90. No GPU
 // is needed; without the CUDA toolkit at configure time the test reports itself skipped.
 #include "codegen/cuda.hpp"
 #include "codegen/glsl.hpp"
+#include "codegen/row_kernel.hpp"
 #include "kiln/codegen/program.hpp"
 
 #include <gtest/gtest.h>
@@ -96,6 +97,28 @@ Kernels every_kernel() {
     const codegen::Program program = codegen::binary_program<ops::Mul>(d, true);
     k.add("mul_param", d, program.outputs()[0].root, 1, d, {}, program.param_count());
   }
+  // Several outputs of one kernel (a fused program writing an intermediate beside its result).
+  {
+    const auto type = codegen::ScalarType::f32;
+    const codegen::Expression sum = codegen::render_cuda(codegen::trace_binary<ops::Add>(type), type);
+    const codegen::Expression product = codegen::render_cuda(codegen::trace_binary<ops::Mul>(type), type);
+    codegen::ElementwiseKernel kernel;
+    kernel.name = fmt::format("k{}_two_outputs", k.count++);
+    kernel.inputs = {DType::f32, DType::f32};
+    kernel.outputs = {{DType::bf16, sum.value}, {DType::f32, product.value}};
+    k.source += codegen::elementwise_kernel(codegen::cuda_kernels(), kernel, {.strided = true});
+  }
+  // A row kernel (one block per row, reductions through shared memory): softmax's shape, the
+  // row's max and the sum of exponentials, then each element.
+  {
+    codegen::RowKernel row;
+    row.kernel.name = fmt::format("k{}_softmax_rows", k.count++);
+    row.kernel.inputs = {DType::f32};
+    row.kernel.outputs = {{DType::f32, "(expf(in0 - in1) / in2)"}};
+    row.kernel.workgroup_size = 256;
+    row.reductions = {{codegen::Kind::row_max, "in0"}, {codegen::Kind::row_sum, "expf(in0 - in1)"}};
+    k.source += codegen::row_kernel(codegen::cuda(), codegen::cuda_kernels(), row);
+  }
   return k;
 }
 
@@ -137,18 +160,18 @@ TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
   k.outputs = {{DType::f16, e.value}};
   k.params = program.param_count();
   const std::string flat = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {});
-  EXPECT_NE(flat.find("extern \"C\" __global__ void scale(const long long* __restrict__ layout, const unsigned short* "
+  EXPECT_NE(flat.find("extern \"C\" __global__ void scale(const __grid_constant__ kiln_layout_28 layout, const unsigned short* "
                       "__restrict__ in0_data, unsigned short* __restrict__ out0_data, const float p0) {"),
             std::string::npos)
       << flat;
-  EXPECT_NE(flat.find("const float in0 = kiln_f16_to_f32(((uint)(in0_data[layout[10] + i])));"), std::string::npos)
+  EXPECT_NE(flat.find("const float in0 = kiln_f16_to_f32(((uint)(in0_data[layout.v[10] + i])));"), std::string::npos)
       << flat;
   EXPECT_NE(flat.find("(in0 * p0)"), std::string::npos) << flat;
   EXPECT_EQ(flat.find("% size"), std::string::npos) << "a flat kernel computes no strided index";
   const std::string strided = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {.strided = true, .out_strided = true});
-  EXPECT_NE(strided.find("long long at0 = layout[10];"), std::string::npos) << strided;
-  EXPECT_NE(strided.find("at0 += (rest % size) * layout[11 + d];"), std::string::npos) << strided;
-  EXPECT_NE(strided.find("long long at_out = layout[19];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("long long at0 = layout.v[10];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("at0 += (rest % size) * layout.v[11 + d];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("long long at_out = layout.v[19];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("out0_data[at_out] = "), std::string::npos) << strided;
   // GLSL has no scalar arguments: a shader reads its parameters from the layout buffer,
   // after the input's and the output's layouts.
@@ -168,7 +191,8 @@ TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
   nvrtcProgram program;
   ASSERT_EQ(nvrtcCreateProgram(&program, kernels.source.c_str(), "kiln_elementwise.cu", 0, nullptr, nullptr),
             NVRTC_SUCCESS);
-  const char* options[] = {"--gpu-architecture=compute_90", "--std=c++17"};
+  // PTX for the oldest architecture Kiln targets; ptxas then makes machine code for each.
+  const char* options[] = {"--gpu-architecture=compute_80", "--std=c++17"};
   const nvrtcResult compiled = nvrtcCompileProgram(program, 2, options);
   std::size_t log_size = 0;
   nvrtcGetProgramLogSize(program, &log_size);
@@ -194,14 +218,16 @@ TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("kiln_cuda_{}", ::getpid());
   std::filesystem::create_directories(dir);
   { std::ofstream(dir / "kernels.ptx") << ptx; }
-  const std::string command = fmt::format("\"{}\" -arch=sm_90 \"{}\" -o \"{}\" 2>&1", KILN_PTXAS,
-                                          (dir / "kernels.ptx").string(), (dir / "kernels.cubin").string());
-  const int status = std::system(command.c_str());
-  EXPECT_EQ(status, 0) << command;
-  EXPECT_GT(std::filesystem::file_size(dir / "kernels.cubin"), 0u);
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const auto cubin = dir / fmt::format("kernels_{}.cubin", arch);
+    const std::string command = fmt::format("\"{}\" -arch={} \"{}\" -o \"{}\" 2>&1", KILN_PTXAS, arch,
+                                            (dir / "kernels.ptx").string(), cubin.string());
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    EXPECT_GT(std::filesystem::file_size(cubin), 0u);
+  }
   std::filesystem::remove_all(dir);
   std::printf("CUDA: %d elementwise kernels (every catalogue op and gradient formula in every dtype, every layout, "
-              "parameters) compiled for sm_90\n",
+              "parameters, several outputs, a row kernel) compiled for sm_80 and sm_90\n",
               kernels.count);
 #endif
 }
