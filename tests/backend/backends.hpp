@@ -8,6 +8,10 @@
 #include <kiln/vulkan/backend.hpp>
 #include <kiln/vulkan/instances.hpp>
 #endif
+#if defined(KILN_TEST_CUDA)
+#include <kiln/cuda/backend.hpp>
+#include <kiln/cuda/instances.hpp>
+#endif
 #if defined(KILN_TEST_DISPATCH)
 #include <kiln/dispatch/backend.hpp>
 #include <kiln/dispatch/instances.hpp>
@@ -26,7 +30,13 @@ namespace kiln::test {
 // What the conformance suite runs on: every hardware backend and every decorator over it.
 // The conformance binary adds kiln::Dispatch (and Autodiff over it), on the backend that
 // KILN_BACKEND names (the CPU when unset): ctest runs its tests once per backend.
-#if defined(KILN_TEST_VULKAN) && defined(KILN_TEST_DISPATCH)
+// The CUDA test binaries (tests/CMakeLists.txt: the same sources built with KILN_TEST_CUDA)
+// run on Cuda and the decorators over it alone: the other backends' runs are the other
+// binaries', and a machine with a GPU runs these.
+#if defined(KILN_TEST_CUDA)
+using HardwareBackends = ::testing::Types<kiln::Cuda>;
+using Backends = ::testing::Types<kiln::Cuda, kiln::Autodiff<kiln::Cuda>, kiln::Fusion<kiln::Cuda>>;
+#elif defined(KILN_TEST_VULKAN) && defined(KILN_TEST_DISPATCH)
 using HardwareBackends = ::testing::Types<kiln::Cpu, kiln::Vulkan>;
 using Backends = ::testing::Types<kiln::Cpu, kiln::Autodiff<kiln::Cpu>, kiln::Vulkan, kiln::Autodiff<kiln::Vulkan>,
                                   kiln::Fusion<kiln::Cpu>, kiln::Autodiff<kiln::Fusion<kiln::Cpu>>, kiln::Fusion<kiln::Vulkan>,
@@ -57,6 +67,11 @@ template <> struct Availability<kiln::Vulkan> {
     const std::string why = kiln::vulkan::unavailable_reason();
     return why.empty() ? why : "no Vulkan device: " + why;
   }
+};
+#endif
+#if defined(KILN_TEST_CUDA)
+template <> struct Availability<kiln::Cuda> {
+  static std::string reason() { return kiln::cuda::unavailable_reason(); }
 };
 #endif
 #if defined(KILN_TEST_DISPATCH)

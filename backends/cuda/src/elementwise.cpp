@@ -1,0 +1,366 @@
+// Elementwise and row programs on the CUDA backend: a program's outputs are rendered to
+// CUDA C++ through the renderer table (src/codegen/cuda.hpp), wrapped by the shared kernel
+// generators (codegen/kernel.hpp, codegen/row_kernel.hpp) and compiled by NVRTC. A program's
+// spec is made once and kept by its id, and its kernels by the spec and the variant (flat or
+// strided, which inputs are single elements), so a repeated program renders and hashes
+// nothing. The layout (sizes, offsets, strides) and the scalar parameters are kernel
+// arguments: a new shape or scalar value compiles nothing and uploads nothing.
+#include "runtime.hpp"
+
+#include "codegen/cuda.hpp"
+#include "codegen/row_kernel.hpp"
+#include "kiln/codegen/program.hpp"
+#include "kiln/cuda/backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace kiln {
+
+using cuda::CudaTensor;
+
+namespace cuda {
+namespace {
+
+using codegen::kFirstLayout;
+using codegen::kLayoutStride;
+using codegen::kMaxRank;
+
+// What one generated kernel computes (the parts of codegen::ElementwiseKernel that do not
+// depend on the layout variant).
+struct Spec {
+  std::vector<DType> inputs;
+  std::vector<codegen::KernelOutput> outputs;
+  std::string helpers;
+  bool raw_bits = false;
+  int params = 0;
+  codegen::ScalarType param_type = codegen::ScalarType::f32;
+};
+
+// Specs kept for the process by a slot number (a program's id, a dtype pair...), each with
+// its kernels by variant.
+class SpecCache {
+ public:
+  struct Entry {
+    Spec spec;
+    std::mutex mutex;
+    std::unordered_map<std::uint64_t, const Kernel*> kernels;  // by variant and device
+  };
+  template <class Make> Entry& get(std::uint64_t slot, Make&& make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = entries_.find(slot); it != entries_.end()) return *it->second;
+    }
+    auto entry = std::make_unique<Entry>();
+    entry->spec = make();
+    std::lock_guard lock(mutex_);
+    auto& kept = entries_[slot];
+    if (!kept) kept = std::move(entry);  // another thread may have made it meanwhile
+    return *kept;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Entry>> entries_;
+};
+
+// The CUDA kernel parameters of one launch: the layout words, then pointers and scalars,
+// each stored here and pointed to by `pointers`.
+struct Arguments {
+  std::vector<long long> layout;
+  std::vector<std::array<unsigned char, 8>> values;  // pointers and parameters
+  std::vector<void*> pointers;
+
+  void add_pointer(const void* p) {
+    std::array<unsigned char, 8> v{};
+    std::memcpy(v.data(), &p, sizeof p);
+    values.push_back(v);
+  }
+  void add_param(double value, codegen::ScalarType t) {
+    std::array<unsigned char, 8> v{};
+    switch (t) {
+      case codegen::ScalarType::f32: {
+        const auto f = static_cast<float>(value);
+        std::memcpy(v.data(), &f, sizeof f);
+        break;
+      }
+      case codegen::ScalarType::f64: std::memcpy(v.data(), &value, sizeof value); break;
+      case codegen::ScalarType::i32: {
+        const auto i = static_cast<std::int32_t>(value);
+        std::memcpy(v.data(), &i, sizeof i);
+        break;
+      }
+      case codegen::ScalarType::i64: {
+        const auto i = static_cast<std::int64_t>(value);
+        std::memcpy(v.data(), &i, sizeof i);
+        break;
+      }
+      case codegen::ScalarType::u8: v[0] = static_cast<std::uint8_t>(value); break;
+      case codegen::ScalarType::boolean: KILN_FAIL("cuda: a bool program has no parameters");
+    }
+    values.push_back(v);
+  }
+  // The argument array, once everything is added (the vectors no longer move).
+  void** finish() {
+    pointers.clear();
+    pointers.push_back(layout.data());
+    for (auto& v : values) pointers.push_back(v.data());
+    return pointers.data();
+  }
+};
+
+// The kernel of `entry` in its variant on `device`: made by `source` the first time.
+template <class Source>
+const Kernel& variant_kernel(SpecCache::Entry& entry, std::uint64_t variant, int device, Source&& source) {
+  const std::uint64_t slot = variant * 64 + static_cast<std::uint64_t>(device);
+  {
+    std::lock_guard lock(entry.mutex);
+    if (auto it = entry.kernels.find(slot); it != entry.kernels.end()) return *it->second;
+  }
+  const Kernel& kernel = Context::get(device).kernel(source(), "kiln_elementwise");
+  std::lock_guard lock(entry.mutex);
+  entry.kernels.emplace(slot, &kernel);
+  return kernel;
+}
+
+codegen::ElementwiseKernel kernel_of(const Spec& spec) {
+  codegen::ElementwiseKernel k;
+  k.name = "kiln_elementwise";
+  k.inputs = spec.inputs;
+  k.outputs = spec.outputs;
+  k.helpers = spec.helpers;
+  k.raw_bits = spec.raw_bits;
+  k.params = spec.params;
+  k.param_type = spec.param_type;
+  k.workgroup_size = kBlock;
+  return k;
+}
+
+// Runs the spec's kernel: outs[o] receives output o (several outputs: fresh contiguous
+// tensors; one: any strided view).
+void run(SpecCache::Entry& entry, std::span<const CudaTensor* const> inputs, std::span<const CudaTensor> outs,
+         std::span<const double> params) {
+  const Spec& spec = entry.spec;
+  KILN_CHECK(inputs.size() == spec.inputs.size(), "cuda: a kernel of {} inputs got {}", spec.inputs.size(),
+             inputs.size());
+  KILN_CHECK(params.size() == static_cast<std::size_t>(spec.params), "cuda: a kernel of {} parameters got {}",
+             spec.params, params.size());
+  const CudaTensor& out = outs[0];
+  const Shape& shape = out.shape;
+  KILN_CHECK(shape.rank() <= kMaxRank, "elementwise: the CUDA kernels take tensors of rank up to {}, got {}", kMaxRank,
+             shape);
+  for (const CudaTensor* t : inputs)
+    KILN_CHECK(t->device == out.device, "elementwise: an input on CUDA device {} and the output on device {}",
+               t->device, out.device);
+  const std::int64_t n = shape.numel();
+  if (n == 0) return;
+
+  // Flat when the output is the dense start of its buffer and every input is contiguous
+  // with its shape or a single element; else every index goes through the strides.
+  const bool out_strided = !out.is_contiguous() || out.offset != 0;
+  KILN_CHECK(!out_strided || outs.size() == 1, "cuda: a kernel of {} outputs writes fresh tensors, not views",
+             outs.size());
+  bool strided = out_strided;
+  for (const CudaTensor* t : inputs) strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
+  std::vector<bool> scalar(inputs.size(), false);
+  for (std::size_t k = 0; k < inputs.size() && !strided; ++k) scalar[k] = inputs[k]->numel() == 1;
+
+  Arguments args;
+  args.layout.assign(static_cast<std::size_t>(codegen::param_layout(inputs.size())), 0);
+  args.layout[0] = n;
+  args.layout[1] = static_cast<long long>(shape.rank());
+  for (std::size_t d = 0; d < shape.rank(); ++d) args.layout[2 + d] = shape[d];
+  std::vector<const StridedView*> views(inputs.begin(), inputs.end());
+  if (out_strided) views.push_back(&out);
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    const StridedView& t = *views[k];
+    const std::size_t base = static_cast<std::size_t>(kFirstLayout) + k * static_cast<std::size_t>(kLayoutStride);
+    args.layout[base] = t.offset;
+    if (!strided) continue;
+    const std::size_t lead = shape.rank() - t.shape.rank();  // broadcast right-aligned
+    for (std::size_t d = 0; d < t.shape.rank(); ++d) args.layout[base + 1 + lead + d] = t.shape[d] == 1 ? 0 : t.strides[d];
+  }
+  // Input and output pointers are the buffers' starts: offsets are in the layout.
+  for (const CudaTensor* t : inputs) args.add_pointer(t->buffer->data);
+  for (const CudaTensor& o : outs) args.add_pointer(o.buffer->data);
+  for (const double p : params) args.add_param(p, spec.param_type);
+  KILN_CHECK(args.layout.size() * 8 + args.values.size() * 8 <= 32000,
+             "elementwise: a program of {} inputs and {} outputs exceeds the CUDA kernel argument space", inputs.size(),
+             outs.size());
+
+  std::uint64_t variant = (strided ? 1u : 0u) | (out_strided ? 2u : 0u);
+  for (std::size_t k = 0; k < scalar.size(); ++k) variant |= scalar[k] ? std::uint64_t{4} << k : 0;
+  const Kernel& kernel = variant_kernel(entry, variant, out.device, [&] {
+    return codegen::cuda_prelude() + codegen::elementwise_kernel(codegen::cuda_kernels(), kernel_of(spec),
+                                                                 {strided, out_strided, scalar});
+  });
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  Context::get(out.device).launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), args.finish());
+}
+
+// The spec of a program: one kernel writing all its outputs.
+Spec spec_of(const codegen::Program& program) {
+  const std::span<const codegen::ProgramOutput> outputs = program.outputs();
+  std::vector<codegen::NodePtr> roots;
+  for (const codegen::ProgramOutput& out : outputs) roots.push_back(out.root);
+  codegen::Expressions e = codegen::render(codegen::cuda(), roots, program.type());
+  Spec spec;
+  spec.inputs.assign(program.inputs().begin(), program.inputs().end());
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    spec.outputs.push_back({outputs[k].dtype, std::move(e.values[k]), outputs[k].root->mask});
+  spec.helpers = std::move(e.helpers);
+  spec.raw_bits = std::all_of(outputs.begin(), outputs.end(),
+                              [](const codegen::ProgramOutput& out) { return codegen::moves_only(out.root); });
+  spec.params = program.param_count();
+  spec.param_type = program.type();
+  return spec;
+}
+
+SpecCache::Entry& copy_entry(DType dtype) {
+  static SpecCache cache;
+  return cache.get(static_cast<std::uint64_t>(dtype), [&] {
+    return Spec{{dtype}, {{dtype, "in0", dtype == DType::boolean}}, "", true};
+  });
+}
+
+}  // namespace
+
+CudaTensor contiguous(const CudaTensor& x) {
+  if (x.is_contiguous()) return x;
+  CudaTensor out = empty(x.shape, x.dtype, x.device);
+  copy_into(x, out);
+  return out;
+}
+
+void copy_into(const CudaTensor& src, const CudaTensor& dst) {
+  KILN_CHECK(src.dtype == dst.dtype, "cuda: copying {} into {}", src.dtype, dst.dtype);
+  const std::array<const CudaTensor*, 1> inputs{&src};
+  run(copy_entry(src.dtype), inputs, std::span(&dst, 1), {});
+}
+
+CudaTensor cast(const CudaTensor& x, DType dtype) {
+  if (x.dtype == dtype) return x;
+  static SpecCache cache;
+  auto& entry = cache.get(static_cast<std::uint64_t>(x.dtype) * dtype_count + static_cast<std::uint64_t>(dtype), [&] {
+    const std::string_view to = codegen::detail::cuda_value_type(dtype);
+    std::string value = "in0";
+    bool is_bool = false;
+    if (dtype == DType::boolean) {
+      value = x.dtype == DType::boolean ? "in0" : "(in0 != 0)";
+      is_bool = true;
+    } else if (x.dtype == DType::boolean) {
+      value = fmt::format("(in0 ? ({0})1 : ({0})0)", to);
+    }
+    return Spec{{x.dtype}, {{dtype, value, is_bool}}, "", false};
+  });
+  CudaTensor out = empty(x.shape, dtype, x.device);
+  const std::array<const CudaTensor*, 1> inputs{&x};
+  run(entry, inputs, std::span(&out, 1), {});
+  return out;
+}
+
+}  // namespace cuda
+
+std::vector<Cuda::Primitive> Cuda::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+                                               std::span<const double> params) {
+  const Shape shape = codegen::check_elementwise_call<Cuda>(program, inputs, params);
+  KILN_CHECK(inputs.size() <= max_program_inputs,
+             "elementwise: the CUDA backend runs programs of up to {} inputs, got {} ({})", max_program_inputs,
+             inputs.size(), program.key());
+  static cuda::SpecCache specs;
+  auto& entry = specs.get(program.id(), [&] { return cuda::spec_of(program); });
+  const int device = inputs.empty() ? cuda::Context::get().index() : inputs[0].device;
+  std::vector<const CudaTensor*> all;
+  for (const Primitive& x : inputs) all.push_back(&x);
+  std::vector<Primitive> outs;
+  for (const codegen::ProgramOutput& o : program.outputs()) outs.push_back(cuda::empty(shape, o.dtype, device));
+  cuda::run(entry, all, outs, params);
+  return outs;
+}
+
+std::vector<Cuda::Primitive> Cuda::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+                                               std::span<const double> params, const Shape& domain) {
+  codegen::check_row_program_call<Cuda>(program, inputs, params, domain);
+  KILN_CHECK(inputs.size() <= max_row_program_inputs,
+             "row_program: the CUDA backend runs programs of up to {} inputs, got {} ({})", max_row_program_inputs,
+             inputs.size(), program.key());
+  KILN_CHECK(domain.rank() >= 1 && domain.rank() <= codegen::kMaxRank,
+             "row_program: the CUDA backend runs domains of rank 1 to {}, got {}", codegen::kMaxRank, domain);
+  const int device = inputs.empty() ? cuda::Context::get().index() : inputs[0].device;
+  const std::int64_t cols = domain[domain.rank() - 1];
+  const std::int64_t rows = cols == 0 ? 0 : domain.numel() / cols;
+  Shape row_shape = domain;
+  row_shape[row_shape.rank() - 1] = 1;
+
+  // Kernels by program and output (one row kernel per output), and device.
+  static std::mutex mutex;
+  static std::unordered_map<std::uint64_t, const cuda::Kernel*> kernels;
+  auto kernel_for = [&](std::size_t k) -> const cuda::Kernel& {
+    const std::uint64_t slot = (program.id() << 8 | k) * 64 + static_cast<std::uint64_t>(device);
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = kernels.find(slot); it != kernels.end()) return *it->second;
+    }
+    const codegen::ProgramOutput& out = program.outputs()[k];
+    const int count = static_cast<int>(program.inputs().size());
+    const codegen::RowTree tree = codegen::row_tree(out.root, count);
+    std::vector<codegen::NodePtr> roots;
+    for (const codegen::RowReduction& r : tree.reductions) roots.push_back(r.argument);
+    roots.push_back(tree.value);
+    codegen::Expressions e = codegen::render(codegen::cuda(), roots, program.type());
+    codegen::RowKernel kernel;
+    kernel.kernel.name = "kiln_elementwise";
+    kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
+    kernel.kernel.params = program.param_count();
+    kernel.kernel.param_type = program.type();
+    kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
+    kernel.kernel.helpers = std::move(e.helpers);
+    kernel.kernel.workgroup_size = cuda::kBlock;
+    kernel.type = program.type();
+    kernel.wide_sums = true;
+    kernel.per_row = out.per_row;
+    for (std::size_t j = 0; j < tree.reductions.size(); ++j)
+      kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
+    const std::string source =
+        codegen::cuda_prelude() + codegen::row_kernel(codegen::cuda(), codegen::cuda_kernels(), kernel);
+    const cuda::Kernel& compiled = cuda::Context::get(device).kernel(source, "kiln_elementwise");
+    std::lock_guard lock(mutex);
+    return *kernels.emplace(slot, &compiled).first->second;
+  };
+
+  // The layout (codegen/row_kernel.hpp): rows, rank, dims, each input's offset and strides.
+  cuda::Arguments args;
+  args.layout.assign(static_cast<std::size_t>(codegen::param_layout(inputs.size())), 0);
+  args.layout[0] = rows;
+  args.layout[1] = static_cast<long long>(domain.rank());
+  for (std::size_t d = 0; d < domain.rank(); ++d) args.layout[2 + d] = domain[d];
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const CudaTensor& t = inputs[k];
+    KILN_CHECK(t.device == device, "row_program: inputs on CUDA devices {} and {}", device, t.device);
+    const std::size_t base = static_cast<std::size_t>(codegen::kFirstLayout) + k * codegen::kLayoutStride;
+    args.layout[base] = t.offset;
+    const std::size_t lead = domain.rank() - t.shape.rank();
+    for (std::size_t d = 0; d < t.shape.rank(); ++d) args.layout[base + 1 + lead + d] = t.shape[d] == 1 ? 0 : t.strides[d];
+  }
+  for (const CudaTensor& t : inputs) args.add_pointer(t.buffer->data);
+  KILN_CHECK(rows <= 0x7fffffff, "row_program: {} rows are too many for one CUDA launch", rows);
+
+  std::vector<Primitive> results;
+  for (std::size_t k = 0; k < program.outputs().size(); ++k) {
+    const codegen::ProgramOutput& out = program.outputs()[k];
+    CudaTensor result = cuda::empty(out.per_row ? row_shape : domain, out.dtype, device);
+    if (rows > 0) {
+      cuda::Arguments launch = args;
+      launch.add_pointer(result.buffer->data);
+      for (const double p : params) launch.add_param(p, program.type());
+      cuda::Context::get(device).launch(kernel_for(k), dim3(static_cast<unsigned>(rows)), dim3(cuda::kBlock),
+                                        launch.finish());
+    }
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+}  // namespace kiln

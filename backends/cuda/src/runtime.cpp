@@ -1,0 +1,511 @@
+// The CUDA runtime behind kiln::Cuda (runtime.hpp): devices and their contexts, the caching
+// allocator, host transfers through pinned staging memory, NVRTC compilation with its memory
+// and disk caches, and launches.
+#include "runtime.hpp"
+
+#include "codegen/cuda.hpp"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace kiln::cuda {
+namespace {
+
+std::atomic<std::uint64_t> compile_count{0}, disk_hit_count{0}, launch_count{0};
+
+#define KILN_NVRTC_CHECK(call)                                                                            \
+  do {                                                                                                    \
+    const nvrtcResult kiln_nvrtc_result = (call);                                                         \
+    KILN_CHECK(kiln_nvrtc_result == NVRTC_SUCCESS, "cuda: {} failed: {}", #call,                          \
+               nvrtcGetErrorString(kiln_nvrtc_result));                                                   \
+  } while (0)
+
+// What the runtime reports about the machine's devices, found once.
+struct Devices {
+  std::vector<DeviceInfo> list;
+  std::string unavailable;  // why there are none
+};
+const Devices& probe() {
+  static const Devices found = [] {
+    Devices d;
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+      d.unavailable = fmt::format("no CUDA device: {} ({})", cudaGetErrorString(status), static_cast<int>(status));
+      cudaGetLastError();  // clear the sticky error of the failed probe
+      return d;
+    }
+    if (count == 0) {
+      d.unavailable = "no CUDA device: the driver reports none";
+      return d;
+    }
+    for (int i = 0; i < count; ++i) {
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+      d.list.push_back({i, prop.name, prop.major, prop.minor, static_cast<std::int64_t>(prop.totalGlobalMem),
+                        prop.multiProcessorCount});
+    }
+    if (d.list.empty()) d.unavailable = "no CUDA device: none of the driver's devices could be queried";
+    return d;
+  }();
+  return found;
+}
+
+// FNV-1a over the bytes of s: names a compiled program in the disk cache (the file holds
+// the whole key too, compared on load).
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+int nvrtc_version() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return major * 100 + minor;
+}
+
+// The architecture NVRTC compiles for on a device of compute capability major.minor: its
+// own SASS (sm_XY) where this NVRTC knows it, else PTX for the newest it knows, which the
+// driver compiles at load.
+std::string arch_for(int major, int minor) {
+  static const std::vector<int> supported = [] {
+    int n = 0;
+    std::vector<int> archs;
+    if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+      archs.resize(static_cast<std::size_t>(n));
+      nvrtcGetSupportedArchs(archs.data());
+    }
+    return archs;
+  }();
+  const int want = major * 10 + minor;
+  if (std::find(supported.begin(), supported.end(), want) != supported.end() || supported.empty())
+    return fmt::format("sm_{}", want);
+  int best = 0;
+  for (const int a : supported)
+    if (a <= want) best = std::max(best, a);
+  return fmt::format("compute_{}", best == 0 ? supported.front() : best);
+}
+
+// The disk cache: one file per compiled program, named by the key's hash, holding the key
+// and the image; written whole to a temporary name and renamed, so a reader never sees a
+// torn file and concurrent writers of one program are harmless.
+constexpr std::string_view kCacheMagic = "KILNCUDA1\n";
+
+std::optional<std::string> cache_read(const std::filesystem::path& file, const std::string& key) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t head = kCacheMagic.size() + sizeof(std::uint64_t);
+  if (content.size() < head || content.compare(0, kCacheMagic.size(), kCacheMagic) != 0) return std::nullopt;
+  std::uint64_t key_size = 0;
+  std::memcpy(&key_size, content.data() + kCacheMagic.size(), sizeof key_size);
+  if (content.size() < head + key_size || content.compare(head, key_size, key) != 0) return std::nullopt;
+  return content.substr(head + key_size);
+}
+
+void cache_write(const std::filesystem::path& file, const std::string& key, const std::string& image) {
+  std::error_code error;
+  std::filesystem::create_directories(file.parent_path(), error);
+  if (error) return;  // the cache is an optimization: a folder that cannot be made is skipped
+  const std::filesystem::path tmp = file.string() + fmt::format(".{}.tmp", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;
+    const std::uint64_t key_size = key.size();
+    out.write(kCacheMagic.data(), static_cast<std::streamsize>(kCacheMagic.size()));
+    out.write(reinterpret_cast<const char*>(&key_size), sizeof key_size);
+    out.write(key.data(), static_cast<std::streamsize>(key.size()));
+    out.write(image.data(), static_cast<std::streamsize>(image.size()));
+    if (!out) {
+      out.close();
+      std::filesystem::remove(tmp, error);
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, file, error);
+  if (error) std::filesystem::remove(tmp, error);
+}
+
+// Compiles `source` for `arch` with NVRTC: the image (SASS, or PTX for a compute_ arch).
+std::string compile(const std::string& source, const std::string& arch) {
+  compile_count.fetch_add(1, std::memory_order_relaxed);
+  nvrtcProgram program = nullptr;
+  KILN_NVRTC_CHECK(nvrtcCreateProgram(&program, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr));
+  const std::string arch_option = "--gpu-architecture=" + arch;
+  // No contraction of a * b + c into fma: results round as the CPU backend's do.
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
+  const nvrtcResult compiled = nvrtcCompileProgram(program, 4, options);
+  if (compiled != NVRTC_SUCCESS) {
+    std::size_t log_size = 0;
+    nvrtcGetProgramLogSize(program, &log_size);
+    std::string log(log_size, '\0');
+    nvrtcGetProgramLog(program, log.data());
+    nvrtcDestroyProgram(&program);
+    KILN_FAIL("cuda: NVRTC could not compile a kernel for {}: {}\n{}\n--- source ---\n{}", arch,
+              nvrtcGetErrorString(compiled), log.substr(0, 4000), source.substr(0, 6000));
+  }
+  std::size_t size = 0;
+  std::string image;
+  if (arch.starts_with("sm_")) {
+    KILN_NVRTC_CHECK(nvrtcGetCUBINSize(program, &size));
+    image.resize(size);
+    KILN_NVRTC_CHECK(nvrtcGetCUBIN(program, image.data()));
+  } else {
+    KILN_NVRTC_CHECK(nvrtcGetPTXSize(program, &size));
+    image.resize(size);
+    KILN_NVRTC_CHECK(nvrtcGetPTX(program, image.data()));
+  }
+  nvrtcDestroyProgram(&program);
+  return image;
+}
+
+// The loaded libraries of the process, by key (architecture and source). A cudaLibrary_t
+// belongs to no device: its kernels launch on whichever device is current.
+struct Libraries {
+  std::mutex mutex;
+  std::unordered_map<std::string, cudaLibrary_t> by_key;
+  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by key and entry
+};
+Libraries& libraries() {
+  static auto* l = new Libraries;  // lives as long as the process: tensors may outlive statics
+  return *l;
+}
+
+thread_local int current_device = -1;
+
+}  // namespace
+
+// ---- devices
+
+std::vector<DeviceInfo> devices() { return probe().list; }
+std::string unavailable_reason() { return probe().unavailable; }
+
+int Context::default_device() {
+  static const int chosen = [] {
+    const char* env = std::getenv("KILN_CUDA_DEVICE");
+    if (env == nullptr || *env == '\0') return 0;
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    KILN_CHECK(end != env && *end == '\0' && v >= 0, "cuda: KILN_CUDA_DEVICE={} is not a device index", env);
+    return static_cast<int>(v);
+  }();
+  return chosen;
+}
+
+// ---- the context's state: allocator and staging
+
+struct Context::State {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free_blocks;  // cached blocks by size class
+  MemoryStats stats;
+  void* staging = nullptr;  // pinned host memory
+  std::size_t staging_bytes = 0;
+  cudaEvent_t staging_done = nullptr;  // the last upload from staging
+  std::mutex staging_mutex;
+};
+
+Context& Context::get(int index) {
+  const Devices& d = probe();
+  KILN_CHECK(!d.list.empty(), "cuda: {}", d.unavailable);
+  if (index < 0) index = default_device();
+  KILN_CHECK(static_cast<std::size_t>(index) < d.list.size(), "cuda: device {} was asked for; this machine has {} ({})",
+             index, d.list.size(), d.list.front().name);
+  static std::mutex mutex;
+  static std::vector<Context*> contexts(d.list.size(), nullptr);  // never destroyed (see Libraries)
+  std::lock_guard lock(mutex);
+  auto& c = contexts[static_cast<std::size_t>(index)];
+  if (c == nullptr) c = new Context(index);
+  return *c;
+}
+
+Context::Context(int index) : state_(std::make_unique<State>()) {
+  info_ = probe().list[static_cast<std::size_t>(index)];
+  activate();
+  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  KILN_CUBLAS_CHECK(cublasCreate(&cublas_));
+  KILN_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&state_->staging_done, cudaEventDisableTiming));
+}
+
+std::string Context::arch() const { return arch_for(info_.major, info_.minor); }
+
+void Context::activate() const {
+  if (current_device == info_.index) return;
+  KILN_CUDA_CHECK(cudaSetDevice(info_.index));
+  current_device = info_.index;
+}
+
+namespace {
+// Size classes: multiples of 512 bytes up to 1 MiB, of 2 MiB above.
+std::size_t size_class(std::size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  const std::size_t unit = bytes <= (std::size_t{1} << 20) ? 512 : std::size_t{2} << 20;
+  return (bytes + unit - 1) / unit * unit;
+}
+}  // namespace
+
+std::shared_ptr<Buffer> Context::allocate(std::size_t bytes) {
+  const std::size_t size = size_class(bytes);
+  void* block = nullptr;
+  {
+    std::lock_guard lock(state_->mutex);
+    // A cached block of this class, or of a larger one up to twice the size.
+    auto it = state_->free_blocks.lower_bound(size);
+    if (it != state_->free_blocks.end() && it->first <= 2 * size) {
+      block = it->second;
+      const std::size_t got = it->first;
+      state_->free_blocks.erase(it);
+      state_->stats.cache_hits++;
+      state_->stats.allocated += static_cast<std::int64_t>(got);
+      state_->stats.peak_allocated = std::max(state_->stats.peak_allocated, state_->stats.allocated);
+      auto buffer = std::make_shared<Buffer>();
+      buffer->data = block;
+      buffer->bytes = got;
+      buffer->device = info_.index;
+      return buffer;
+    }
+  }
+  activate();
+  cudaError_t status = cudaMalloc(&block, size);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    empty_cache(info_.index);  // give the cached blocks back and try once more
+    status = cudaMalloc(&block, size);
+  }
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    const MemoryStats s = memory_stats(info_.index);
+    KILN_FAIL("cuda: out of memory: {} bytes on device {} ({}) failed: {} ({} bytes allocated, {} reserved)", size,
+              info_.index, info_.name, cudaGetErrorString(status), s.allocated, s.reserved);
+  }
+  std::lock_guard lock(state_->mutex);
+  state_->stats.device_allocations++;
+  state_->stats.reserved += static_cast<std::int64_t>(size);
+  state_->stats.allocated += static_cast<std::int64_t>(size);
+  state_->stats.peak_allocated = std::max(state_->stats.peak_allocated, state_->stats.allocated);
+  auto buffer = std::make_shared<Buffer>();
+  buffer->data = block;
+  buffer->bytes = size;
+  buffer->device = info_.index;
+  return buffer;
+}
+
+Buffer::~Buffer() {
+  if (data == nullptr) return;
+  Context& c = Context::get(device);
+  Context::State& s = *c.state();
+  std::lock_guard lock(s.mutex);
+  s.free_blocks.emplace(bytes, data);
+  s.stats.allocated -= static_cast<std::int64_t>(bytes);
+}
+
+MemoryStats memory_stats(int device) {
+  Context& c = Context::get(device);
+  Context::State& s = *c.state();
+  std::lock_guard lock(s.mutex);
+  return s.stats;
+}
+
+void empty_cache(int device) {
+  Context& c = Context::get(device);
+  Context::State& s = *c.state();
+  c.synchronize();  // no queued kernel may still use a block given back
+  std::lock_guard lock(s.mutex);
+  c.activate();
+  for (const auto& [bytes, block] : s.free_blocks) {
+    cudaFree(block);
+    s.stats.reserved -= static_cast<std::int64_t>(bytes);
+  }
+  s.free_blocks.clear();
+}
+
+// ---- host transfers
+
+namespace {
+constexpr std::size_t kMaxStaging = std::size_t{64} << 20;  // larger transfers go directly
+}
+
+void Context::upload(void* device_dst, const void* host_src, std::size_t bytes) {
+  if (bytes == 0) return;
+  activate();
+  if (bytes > kMaxStaging) {
+    // From pageable memory: returns once the source has been read.
+    KILN_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  std::lock_guard lock(state_->staging_mutex);
+  KILN_CUDA_CHECK(cudaEventSynchronize(state_->staging_done));  // the last upload has left staging
+  if (state_->staging_bytes < bytes) {
+    if (state_->staging != nullptr) KILN_CUDA_CHECK(cudaFreeHost(state_->staging));
+    state_->staging_bytes = std::max(bytes, std::size_t{1} << 20);
+    KILN_CUDA_CHECK(cudaHostAlloc(&state_->staging, state_->staging_bytes, cudaHostAllocDefault));
+  }
+  std::memcpy(state_->staging, host_src, bytes);
+  KILN_CUDA_CHECK(cudaMemcpyAsync(device_dst, state_->staging, bytes, cudaMemcpyHostToDevice, stream_));
+  KILN_CUDA_CHECK(cudaEventRecord(state_->staging_done, stream_));
+}
+
+void Context::download(void* host_dst, const void* device_src, std::size_t bytes) {
+  activate();
+  if (bytes == 0 || bytes > kMaxStaging) {
+    if (bytes > 0) KILN_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    return;
+  }
+  std::lock_guard lock(state_->staging_mutex);
+  if (state_->staging_bytes < bytes) {
+    KILN_CUDA_CHECK(cudaEventSynchronize(state_->staging_done));
+    if (state_->staging != nullptr) KILN_CUDA_CHECK(cudaFreeHost(state_->staging));
+    state_->staging_bytes = std::max(bytes, std::size_t{1} << 20);
+    KILN_CUDA_CHECK(cudaHostAlloc(&state_->staging, state_->staging_bytes, cudaHostAllocDefault));
+  }
+  KILN_CUDA_CHECK(cudaMemcpyAsync(state_->staging, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  std::memcpy(host_dst, state_->staging, bytes);
+}
+
+void Context::synchronize() {
+  activate();
+  const cudaError_t status = cudaStreamSynchronize(stream_);
+  KILN_CHECK(status == cudaSuccess, "cuda: a kernel on device {} failed: {} ({})", info_.index,
+             cudaGetErrorString(status), static_cast<int>(status));
+}
+
+void synchronize(int device) { Context::get(device).synchronize(); }
+
+// ---- compilation
+
+std::string cache_dir() {
+  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+    return (std::filesystem::path(xdg) / "kiln").string();
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    return (std::filesystem::path(home) / ".cache" / "kiln").string();
+  return {};
+}
+
+const Kernel& Context::kernel(const std::string& source, std::string_view entry) {
+  const std::string target = arch();
+  std::string key = fmt::format("nvrtc {} {} --fmad=false\n", nvrtc_version(), target);
+  key += source;
+  const std::string kernel_key = key + '\0' + std::string(entry);
+  Libraries& l = libraries();
+  {
+    std::lock_guard lock(l.mutex);
+    if (auto it = l.kernels.find(kernel_key); it != l.kernels.end()) return *it->second;
+  }
+  cudaLibrary_t library = nullptr;
+  {
+    std::lock_guard lock(l.mutex);
+    if (auto it = l.by_key.find(key); it != l.by_key.end()) library = it->second;
+  }
+  if (library == nullptr) {
+    const std::string dir = cache_dir();
+    const std::filesystem::path file =
+        dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / "cuda" / fmt::format("{:016x}.bin", fnv1a(key));
+    std::optional<std::string> image;
+    if (!dir.empty()) image = cache_read(file, key);
+    if (image) {
+      disk_hit_count.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      image = compile(source, target);
+      if (!dir.empty()) cache_write(file, key, *image);
+    }
+    activate();
+    KILN_CUDA_CHECK(cudaLibraryLoadData(&library, image->data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    std::lock_guard lock(l.mutex);
+    auto [it, added] = l.by_key.emplace(key, library);
+    if (!added) {
+      cudaLibraryUnload(library);  // another thread loaded it meanwhile
+      library = it->second;
+    }
+  }
+  auto kernel = std::make_unique<Kernel>();
+  kernel->name = std::string(entry);
+  const std::string entry_name(entry);
+  KILN_CUDA_CHECK(cudaLibraryGetKernel(&kernel->function, library, entry_name.c_str()));
+  std::lock_guard lock(l.mutex);
+  return *l.kernels.emplace(kernel_key, std::move(kernel)).first->second;
+}
+
+void Context::launch(const Kernel& kernel, dim3 grid, dim3 block, void** args, std::size_t shared_bytes) {
+  activate();
+  launch_count.fetch_add(1, std::memory_order_relaxed);
+  const cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(kernel.function), grid, block, args,
+                                              shared_bytes, stream_);
+  KILN_CHECK(status == cudaSuccess, "cuda: launching {} ({} x {} threads) failed: {}", kernel.name,
+             grid.x * std::uint64_t{grid.y}, block.x, cudaGetErrorString(status));
+}
+
+std::uint64_t compilations() { return compile_count.load(std::memory_order_relaxed); }
+std::uint64_t disk_cache_hits() { return disk_hit_count.load(std::memory_order_relaxed); }
+std::uint64_t launches() { return launch_count.load(std::memory_order_relaxed); }
+
+const Kernel& file_kernel(int device, std::string_view file, std::span<const std::string> defines,
+                          std::string_view entry) {
+  // The source text is built once per variant: a repeated request hashes only its name.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::string> sources;
+  std::string name = fmt::format("{}|{}", file, fmt::join(defines, "|"));
+  const std::string* source = nullptr;
+  {
+    std::lock_guard lock(mutex);
+    auto it = sources.find(name);
+    if (it == sources.end()) {
+      const std::string_view text = kernel_source(file);
+      KILN_CHECK(!text.empty(), "cuda: the library was built without kernels/cuda/{}.cu", file);
+      std::string s;
+      for (const std::string& d : defines) {
+        const std::size_t eq = d.find('=');
+        s += eq == std::string::npos ? fmt::format("#define {}\n", d)
+                                     : fmt::format("#define {} {}\n", d.substr(0, eq), d.substr(eq + 1));
+      }
+      s += codegen::cuda_prelude();
+      s += text;
+      it = sources.emplace(name, std::move(s)).first;
+    }
+    source = &it->second;  // node-based map: stays valid
+  }
+  return Context::get(device).kernel(*source, entry);
+}
+
+// ---- tensors
+
+CudaTensor empty(const Shape& shape, DType dtype, int device) {
+  for (auto d : shape) KILN_CHECK(d >= 0, "cuda: negative dimension in shape {}", shape);
+  Context& c = Context::get(device);
+  CudaTensor t;
+  t.buffer = c.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  t.device = c.index();
+  t.shape = shape;
+  t.strides = shape.contiguous_strides();
+  t.dtype = dtype;
+  return t;
+}
+
+void* address(const CudaTensor& t) {
+  return static_cast<char*>(t.buffer->data) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
+
+std::string_view storage_type(DType dtype) { return codegen::detail::cuda_storage_type(dtype); }
+
+bool is_half(DType dtype) { return codegen::is_half(dtype); }
+
+}  // namespace kiln::cuda
