@@ -14,6 +14,9 @@
 #include "expect_error.hpp"
 #include "golden.hpp"
 
+#if defined(KILN_TEST_DISPATCH_CUDA)
+#include <kiln/cuda/backend.hpp>
+#endif
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,14 +56,22 @@ TEST_F(DispatchTest, DevicesAreNamedAndParsed) {
   EXPECT_EQ(DispatchDevice::parse("default"), DispatchDevice{});
   for (const char* name : {"cpu", "vulkan:0", "fusion_cpu", "fusion_vulkan:3", "default"})
     EXPECT_EQ(DispatchDevice::parse(name).str(), name);
-  EXPECT_KILN_ERROR(DispatchDevice::parse("cuda"), "dispatch: no backend named 'cuda' (built: cpu");
+  EXPECT_EQ(DispatchDevice::parse("fusion_cuda:1"), (DispatchDevice{DispatchTarget::fusion_cuda, 1}));
+  EXPECT_KILN_ERROR(DispatchDevice::parse("metal"), "dispatch: no backend named 'metal' (built: cpu");
   EXPECT_KILN_ERROR(DispatchDevice::parse("vulkan:x"), "dispatch: 'vulkan:x' is not a device");
   EXPECT_KILN_ERROR(D::set_default_device({}), "name a backend");
+  // Each built backend and Fusion over it.
+  std::size_t built = 2;
 #if defined(KILN_TEST_VULKAN)
-  EXPECT_EQ(dispatch::built_targets().size(), 4u) << "Dispatch names Vulkan and Fusion<Vulkan> where Vulkan is built";
-  if (vulkan::unavailable_reason().empty()) EXPECT_EQ(runnable().size(), 4u);
-#else
-  EXPECT_EQ(dispatch::built_targets().size(), 2u);
+  built += 2;
+#endif
+#if defined(KILN_TEST_DISPATCH_CUDA)
+  built += 2;
+  EXPECT_EQ(dispatch::unavailable_reason(DispatchDevice{DispatchTarget::cuda}), cuda::unavailable_reason());
+#endif
+  EXPECT_EQ(dispatch::built_targets().size(), built);
+#if defined(KILN_TEST_VULKAN)
+  if (vulkan::unavailable_reason().empty()) EXPECT_GE(runnable().size(), 4u);
 #endif
   D::set_default_device(DispatchDevice{DispatchTarget::fusion_cpu});
   EXPECT_EQ(D::resolve({}), DispatchDevice{DispatchTarget::fusion_cpu});

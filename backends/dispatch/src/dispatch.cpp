@@ -104,11 +104,14 @@ std::optional<DispatchDevice> default_device;
 std::string_view target_name(DispatchTarget target) { return kNames.at(static_cast<std::size_t>(target)); }
 
 std::vector<DispatchTarget> built_targets() {
+  std::vector<DispatchTarget> built{Target::cpu, Target::fusion_cpu};
 #if defined(KILN_DISPATCH_VULKAN)
-  return {Target::cpu, Target::vulkan, Target::fusion_cpu, Target::fusion_vulkan};
-#else
-  return {Target::cpu, Target::fusion_cpu};
+  built.insert(built.end(), {Target::vulkan, Target::fusion_vulkan});
 #endif
+#if defined(KILN_DISPATCH_CUDA)
+  built.insert(built.end(), {Target::cuda, Target::fusion_cuda});
+#endif
+  return built;
 }
 
 std::string unavailable_reason(const DispatchDevice& device) {
@@ -121,6 +124,9 @@ std::string unavailable_reason(const DispatchDevice& device) {
     const std::string why = vulkan::unavailable_reason();
     if (!why.empty()) return "no Vulkan device: " + why;
   }
+#endif
+#if defined(KILN_DISPATCH_CUDA)
+  if (*d.target == Target::cuda || *d.target == Target::fusion_cuda) return cuda::unavailable_reason();
 #endif
   return {};
 }

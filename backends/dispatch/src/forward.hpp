@@ -10,6 +10,9 @@
 #if defined(KILN_DISPATCH_VULKAN)
 #include "kiln/vulkan/backend.hpp"
 #endif
+#if defined(KILN_DISPATCH_CUDA)
+#include "kiln/cuda/backend.hpp"
+#endif
 
 #include <fmt/format.h>
 
@@ -32,8 +35,13 @@ template <> constexpr Target target_of<Fusion<Cpu>>() { return Target::fusion_cp
 template <> constexpr Target target_of<Vulkan>() { return Target::vulkan; }
 template <> constexpr Target target_of<Fusion<Vulkan>>() { return Target::fusion_vulkan; }
 #endif
+#if defined(KILN_DISPATCH_CUDA)
+template <> constexpr Target target_of<Cuda>() { return Target::cuda; }
+template <> constexpr Target target_of<Fusion<Cuda>>() { return Target::fusion_cuda; }
+#endif
 
-inline constexpr std::array<std::string_view, 4> kNames = {"cpu", "vulkan", "fusion_cpu", "fusion_vulkan"};
+inline constexpr std::array<std::string_view, 6> kNames = {"cpu",  "vulkan",     "fusion_cpu",
+                                                           "fusion_vulkan", "cuda", "fusion_cuda"};
 
 inline std::string built_names() {
   std::string names;
@@ -52,6 +60,13 @@ template <class F> decltype(auto) on(Target t, F&& f) {
 #else
     case Target::vulkan:
     case Target::fusion_vulkan: break;
+#endif
+#if defined(KILN_DISPATCH_CUDA)
+    case Target::cuda: return f.template operator()<Cuda>();
+    case Target::fusion_cuda: return f.template operator()<Fusion<Cuda>>();
+#else
+    case Target::cuda:
+    case Target::fusion_cuda: break;
 #endif
   }
   KILN_FAIL("dispatch: {} is not built into this Kiln (built: {})", target_name(t), built_names());

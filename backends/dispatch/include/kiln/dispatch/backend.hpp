@@ -26,14 +26,15 @@
 namespace kiln {
 
 // The backends a Dispatch device can name.
-enum class DispatchTarget : std::uint8_t { cpu, vulkan, fusion_cpu, fusion_vulkan };
+enum class DispatchTarget : std::uint8_t { cpu, vulkan, fusion_cpu, fusion_vulkan, cuda, fusion_cuda };
 
 // Which backend (and, where it has several, which of its devices) a tensor lives on.
 struct DispatchDevice {
   std::optional<DispatchTarget> target;  // none: the process default
-  int index = -1;                        // the backend's device index (Vulkan); -1: its default
+  int index = -1;                        // the backend's device index (Vulkan, CUDA); -1: its default
   friend bool operator==(const DispatchDevice&, const DispatchDevice&) = default;
-  // "cpu", "vulkan", "vulkan:1", "fusion_cpu", "fusion_vulkan:0"; "default" for the process default.
+  // "cpu", "vulkan", "vulkan:1", "fusion_cpu", "fusion_vulkan:0", "cuda:1", "fusion_cuda";
+  // "default" for the process default.
   std::string str() const;
   // The inverse of str(); a kiln::Error names what it cannot read and the backends built.
   static DispatchDevice parse(std::string_view name);
