@@ -218,6 +218,8 @@ inline constexpr KernelDialect cuda_dialect{
     .local_index = "(long long)threadIdx.x",
     .shared_array = "__shared__ {0} {1}[{2}];\n",
     .barrier = "__syncthreads();",
+    .narrow_index_type = "unsigned int",
+    .narrow_index_limit = "4294967295ll",
 };
 }  // namespace detail
 

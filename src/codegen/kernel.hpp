@@ -110,6 +110,10 @@ struct KernelDialect {
   std::string_view local_index = {};
   std::string_view shared_array = {};
   std::string_view barrier = {};
+  // An unsigned index type narrower than index_type, and the largest element count it
+  // walks; empty where the language has one index type (GLSL's int).
+  std::string_view narrow_index_type = {};
+  std::string_view narrow_index_limit = {};
   // Where parameters come from the layout integers: the value of type t from its two words
   // (expressions). Null where they are kernel arguments.
   std::string (*param_load)(ScalarType t, const std::string& low, const std::string& high) = nullptr;
@@ -170,35 +174,49 @@ inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseK
   s += d.entry(k);
   s += fmt::format("  const {} i = {};\n  if (i >= {}) return;\n", d.index_type, d.thread_index, at(0));
   s += param_loads(d, k);
-  // `name`: the element of a strided operand whose layout starts at `base`, for output
-  // element i: its offset plus each coordinate of i times its stride.
-  auto strided_index = [&](std::string_view name, int base) {
-    s += fmt::format("  {0} {1} = {2};\n"
-                     "  for ({0} rest = i, d = {3} - 1; d >= 0; --d) {{\n"
-                     "    const {0} size = {4};\n"
-                     "    {1} += (rest % size) * {5};\n"
-                     "    rest /= size;\n"
-                     "  }}\n",
-                     d.index_type, name, at(base), at(1), fmt::format(fmt::runtime(d.layout_at), "2 + d"),
-                     fmt::format(fmt::runtime(d.layout_at), fmt::format("{} + d", base + 1)));
-  };
+  // Strided: the element of each operand (the inputs, then the output where it is a view)
+  // for output element i is its offset plus each coordinate of i times its stride. One walk
+  // over i's coordinates serves every operand: a division and a remainder per dim, not per
+  // dim and operand. Where the dialect has a narrow index type, the walk divides in it
+  // whenever the element count fits (a 64-bit division costs several 32-bit ones on a GPU).
+  std::vector<std::pair<std::string, int>> walked;  // each operand's variable and layout base
+  for (std::size_t n = 0; n < k.inputs.size() && layout.strided; ++n)
+    walked.emplace_back(fmt::format("at{}", n), kFirstLayout + static_cast<int>(n) * kLayoutStride);
+  if (layout.out_strided) walked.emplace_back("at_out", kFirstLayout + static_cast<int>(k.inputs.size()) * kLayoutStride);
+  if (!walked.empty()) {
+    for (const auto& [name, base] : walked) s += fmt::format("  {} {} = {};\n", d.index_type, name, at(base));
+    auto walk = [&](std::string_view type, std::string_view indent) {
+      std::string w = fmt::format("{0}{1} rest = {2};\n"
+                                  "{0}for (int d = {3} - 1; d >= 0; --d) {{\n"
+                                  "{0}  const {1} size = {4};\n"
+                                  "{0}  const {5} c = {6};\n"
+                                  "{0}  rest /= size;\n",
+                                  indent, type, d.cast(type, "i"), d.cast("int", at(1)),
+                                  d.cast(type, fmt::format(fmt::runtime(d.layout_at), "2 + d")), d.index_type,
+                                  type == d.index_type ? std::string("rest % size") : d.cast(d.index_type, "rest % size"));
+      for (const auto& [name, base] : walked)
+        w += fmt::format("{}  {} += c * {};\n", indent, name,
+                         fmt::format(fmt::runtime(d.layout_at), fmt::format("{} + d", base + 1)));
+      return w + fmt::format("{}}}\n", indent);
+    };
+    if (d.narrow_index_type.empty()) {
+      s += "  {\n" + walk(d.index_type, "    ") + "  }\n";
+    } else {
+      s += fmt::format("  if ({} <= {}) {{\n", at(0), d.narrow_index_limit);
+      s += walk(d.narrow_index_type, "    ");
+      s += "  } else {\n" + walk(d.index_type, "    ") + "  }\n";
+    }
+  }
   for (std::size_t n = 0; n < k.inputs.size(); ++n) {
     const int base = kFirstLayout + static_cast<int>(n) * kLayoutStride;
     const bool scalar = !layout.strided && !layout.scalar.empty() && layout.scalar[n];
     // Flat: element i is read at offset + i, spelled out (not a multiply by a stride from the
     // layout) so that the compiler sees consecutive invocations read consecutive elements.
     std::string index = scalar ? at(base) : fmt::format("{} + i", at(base));
-    if (layout.strided) {
-      index = fmt::format("at{}", n);
-      strided_index(index, base);
-    }
+    if (layout.strided) index = fmt::format("at{}", n);
     s += "  " + load_input(d, k, n, fmt::format(fmt::runtime(d.input_at), n, index)) + "\n";
   }
-  std::string out_index = "i";
-  if (layout.out_strided) {
-    out_index = "at_out";
-    strided_index(out_index, kFirstLayout + static_cast<int>(k.inputs.size()) * kLayoutStride);
-  }
+  const std::string out_index = layout.out_strided ? "at_out" : "i";
   for (std::size_t o = 0; o < k.outputs.size(); ++o)
     s += fmt::format("  {} = {};\n", fmt::format(fmt::runtime(d.output_at), o, out_index), stored_value(d, k, k.outputs[o]));
   return s + "}\n";

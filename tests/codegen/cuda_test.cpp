@@ -170,8 +170,16 @@ TEST(CodegenCuda, KernelsComeFromTheSharedGeneratorWithCudasDialect) {
   EXPECT_EQ(flat.find("% size"), std::string::npos) << "a flat kernel computes no strided index";
   const std::string strided = codegen::elementwise_kernel(codegen::cuda_kernels(), k, {.strided = true, .out_strided = true});
   EXPECT_NE(strided.find("long long at0 = layout.v[10];"), std::string::npos) << strided;
-  EXPECT_NE(strided.find("at0 += (rest % size) * layout.v[11 + d];"), std::string::npos) << strided;
   EXPECT_NE(strided.find("long long at_out = layout.v[19];"), std::string::npos) << strided;
+  // One walk over the coordinates for the input and the output, in 32 bits where n fits.
+  EXPECT_NE(strided.find("if (layout.v[0] <= 4294967295ll) {"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("const unsigned int size = ((unsigned int)(layout.v[2 + d]));"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("at0 += c * layout.v[11 + d];"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("at_out += c * layout.v[20 + d];"), std::string::npos) << strided;
+  EXPECT_EQ(occurrences(strided, "rest % size"), 2u) << "one walk per index width, not per operand";
+  EXPECT_EQ(occurrences(codegen::elementwise_kernel(codegen::glsl_kernels(), k, {.strided = true, .out_strided = true}),
+                        "rest % size"),
+            1u);
   EXPECT_NE(strided.find("out0_data[at_out] = "), std::string::npos) << strided;
   // GLSL has no scalar arguments: a shader reads its parameters from the layout buffer,
   // after the input's and the output's layouts.
