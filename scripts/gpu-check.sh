@@ -10,6 +10,12 @@
 #   scripts/gpu-check.sh run            there, from the repository root: unpacks .gpu and
 #                                       runs everything; logs and JSON go to $OUT (or .gpu/out)
 #
+# GPU_CHECK_PARTS picks what `run` does (default "tests bench epoch"): tests (every CUDA test
+# binary), conformance (that suite alone), bench (cuda_bench.cpp and torch_gpu.py), bench-
+# elementwise (the copy-like and fused rows alone), epoch (Fashion-MNIST on cuda and
+# fusion_cuda beside PyTorch), profile (the same epochs under KILN_CUDA_PROFILE=1, stopped
+# after 40 s with SIGINT, which the example takes as Ctrl-C, printing kernels by time).
+#
 # The GPU machine needs the NVIDIA driver, CUDA 13's cuBLAS and NVRTC libraries (the CUDA
 # toolkit or PyTorch's wheels) and, for the peers, PyTorch; it needs no compiler. It runs
 # in about 5 minutes on one H200.
@@ -64,25 +70,37 @@ run_sharded() {
   wait
   cat "$work/$name".*.log > "$out/$name.log"
 }
+parts=" ${GPU_CHECK_PARTS:-tests bench epoch} "
+has() { [[ $parts == *" $1 "* ]]; }
+
 start=$(date +%s)
-"$work/bin/kiln_cuda_tests" > "$out/kiln_cuda_tests.log" 2>&1  # compiles the kernels/cuda files once, into the cache
-run_sharded kiln_cuda_conformance_tests "$cores"
-run_sharded kiln_cuda_autodiff_tests $((cores / 2))
-run_sharded kiln_cuda_fusion_tests $((cores / 2))
+if has tests; then
+  "$work/bin/kiln_cuda_tests" > "$out/kiln_cuda_tests.log" 2>&1  # compiles the kernels/cuda files once, into the cache
+fi
+if has tests || has conformance; then run_sharded kiln_cuda_conformance_tests "$cores"; fi
+if has tests; then
+  run_sharded kiln_cuda_autodiff_tests $((cores / 2))
+  run_sharded kiln_cuda_fusion_tests $((cores / 2))
+fi
 echo "tests: $(($(date +%s) - start)) s" | tee "$out/times.txt"
 
 start=$(date +%s)
-timeout 150 "$work/bin/kiln_cuda_bench" --benchmark_min_time=0.2 --benchmark_format=json \
-  > "$out/kiln_cuda_bench.json" 2> "$out/kiln_cuda_bench.err"
-timeout 120 python3 "$here/bench/torch_gpu.py" > "$out/torch_gpu.jsonl" 2> "$out/torch_gpu.err"
+if has bench; then
+  timeout 150 "$work/bin/kiln_cuda_bench" --benchmark_min_time=0.2 --benchmark_format=json \
+    > "$out/kiln_cuda_bench.json" 2> "$out/kiln_cuda_bench.err"
+  timeout 120 python3 "$here/bench/torch_gpu.py" > "$out/torch_gpu.jsonl" 2> "$out/torch_gpu.err"
+elif has bench-elementwise; then
+  timeout 60 "$work/bin/kiln_cuda_bench" --benchmark_filter='neg|fused' --benchmark_min_time=0.2 \
+    --benchmark_format=json > "$out/kiln_cuda_bench.json" 2> "$out/kiln_cuda_bench.err"
+fi
 echo "benchmarks: $(($(date +%s) - start)) s" | tee -a "$out/times.txt"
 
-# A Fashion-MNIST epoch (GPU_CHECK_EPOCH=0 leaves it out), where the data set is missing on random images of its size, written
+# A Fashion-MNIST epoch, where the data set is missing on random images of its size, written
 # where the example reads it (the timing does not depend on the pixels; the accuracy then
 # means nothing).
 data=/usr/share/datasets/fashion-mnist
-if [[ ${GPU_CHECK_EPOCH:-1} == 1 ]]; then
-[[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] || python3 - "$data" <<'PY'
+if has epoch || has profile; then
+  [[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] || python3 - "$data" <<'PY'
 import os, sys, numpy as np
 d = sys.argv[1]; os.makedirs(d, exist_ok=True); rng = np.random.default_rng(0)
 for prefix, n in (("train", 60000), ("t10k", 10000)):
@@ -92,14 +110,24 @@ for prefix, n in (("train", 60000), ("t10k", 10000)):
     with open(f"{d}/{prefix}-labels-idx1-ubyte", "wb") as f:
         f.write(bytes([0, 0, 8, 1]) + n.to_bytes(4, "big") + rng.integers(0, 10, n, dtype=np.uint8).tobytes())
 PY
-for backend in cuda fusion_cuda; do
-  start=$(date +%s%N)
-  timeout 90 "$work/bin/fashion_mnist" --backend $backend --epochs 1 --output "$work/fm_$backend" \
-    > "$out/fashion_$backend.log" 2>&1
-  echo "{\"name\": \"fashion_mnist_epoch_with_test@$backend\", \"s\": $((($(date +%s%N) - start) / 1000000)).0e-3}" \
-    >> "$out/epochs.jsonl"
-done
-timeout 90 python3 "$here/bench/torch_fashion_epoch.py" --data "$data" --device cuda > "$out/torch_epoch.json" 2>&1
+fi
+if has epoch; then
+  for backend in cuda fusion_cuda; do
+    start=$(date +%s%N)
+    timeout 90 "$work/bin/fashion_mnist" --backend $backend --epochs 1 --output "$work/fm_$backend" \
+      > "$out/fashion_$backend.log" 2>&1
+    echo "{\"name\": \"fashion_mnist_epoch_with_test@$backend\", \"s\": $((($(date +%s%N) - start) / 1000000)).0e-3}" \
+      >> "$out/epochs.jsonl"
+  done
+  timeout 90 python3 "$here/bench/torch_fashion_epoch.py" --data "$data" --device cuda > "$out/torch_epoch.json" 2>&1
+fi
+if has profile; then
+  for backend in cuda fusion_cuda; do
+    KILN_CUDA_PROFILE=1 timeout -s INT 40 "$work/bin/fashion_mnist" --backend $backend --epochs 1 \
+      --output "$work/fp_$backend" > "$out/profile_$backend.log" 2>&1
+    grep -A26 "kiln cuda profile" "$out/profile_$backend.log" | sed "s/^/[$backend] /"
+    grep "step\|done in" "$out/profile_$backend.log" | tail -2 | sed "s/^/[$backend] /"
+  done
 fi
 
 python3 - "$out" <<'PY'

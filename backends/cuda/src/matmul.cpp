@@ -126,11 +126,13 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   // Column-major: C^T [n, rows] = op(B^T) [n, k] * op(A^T) [k, rows].
+  const double started = context.profile_begin();
   KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       context.cublas(), B.op, A.op, as_int(n, "a size of"), as_int(rows, "a size of"), as_int(k, "a size of"), alpha,
       cuda::address(B.tensor), type, as_int(B.ld, "a leading dimension of"), B.batch_stride, cuda::address(A.tensor),
       type, as_int(A.ld, "a leading dimension of"), A.batch_stride, beta, out.buffer->data, type, as_int(n, "a size of"),
       m * n, as_int(count, "a batch count of"), compute, CUBLAS_GEMM_DEFAULT));
+  context.profile_end("cublas gemm", started);
   return out;
 }
 

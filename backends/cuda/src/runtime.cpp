@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,7 +25,41 @@
 namespace kiln::cuda {
 namespace {
 
-std::atomic<std::uint64_t> compile_count{0}, disk_hit_count{0}, launch_count{0};
+std::atomic<std::uint64_t> compile_count{0}, disk_hit_count{0}, launch_count{0}, sync_count{0};
+std::atomic<std::uint64_t> compile_microseconds{0};
+
+// KILN_CUDA_PROFILE=1: every launch (and every cuBLAS call) runs alone, between two waits,
+// and its time adds to its kernel's; at exit the process prints the kernels by total time,
+// with the compilations and the host waits. For finding where a workload's time goes; it
+// serializes the device, so its totals are not a benchmark.
+struct Profile {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::pair<double, std::uint64_t>> kernels;  // seconds, launches
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~Profile() {
+    std::vector<std::pair<std::string, std::pair<double, std::uint64_t>>> rows(kernels.begin(), kernels.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double total = 0;
+    for (const auto& row : rows) total += row.second.first;
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr, "kiln cuda profile: {:.3f} s in {} kernels of {} launches; {:.3f} s since the first op; "
+                       "{} NVRTC compilations ({:.3f} s), {} disk cache hits, {} host waits\n",
+               total, rows.size(), launch_count.load(), wall, compile_count.load(), compile_microseconds.load() * 1e-6,
+               disk_hit_count.load(), sync_count.load());
+    for (std::size_t i = 0; i < rows.size() && i < 25; ++i)
+      fmt::print(stderr, "  {:9.3f} ms {:8} x  {}\n", rows[i].second.first * 1e3, rows[i].second.second, rows[i].first);
+  }
+};
+Profile* profile() {
+  static Profile* p = [] {
+    const char* env = std::getenv("KILN_CUDA_PROFILE");
+    return env != nullptr && std::string_view(env) == "1" ? new Profile : nullptr;
+  }();
+  return p;
+}
+struct ProfileAtExit {
+  ~ProfileAtExit() { delete profile(); }
+} profile_at_exit;
 
 #define KILN_NVRTC_CHECK(call)                                                                            \
   do {                                                                                                    \
@@ -146,6 +181,14 @@ void cache_write(const std::filesystem::path& file, const std::string& key, cons
 // Compiles `source` for `arch` with NVRTC: the image (SASS, or PTX for a compute_ arch).
 std::string compile(const std::string& source, const std::string& arch) {
   compile_count.fetch_add(1, std::memory_order_relaxed);
+  const auto started = std::chrono::steady_clock::now();
+  struct Timer {
+    std::chrono::steady_clock::time_point started;
+    ~Timer() {
+      compile_microseconds.fetch_add(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count()));
+    }
+  } timer{started};
   nvrtcProgram program = nullptr;
   KILN_NVRTC_CHECK(nvrtcCreateProgram(&program, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr));
   const std::string arch_option = "--gpu-architecture=" + arch;
@@ -383,6 +426,7 @@ void Context::download(void* host_dst, const void* device_src, std::size_t bytes
 
 void Context::synchronize() {
   activate();
+  sync_count.fetch_add(1, std::memory_order_relaxed);
   const cudaError_t status = cudaStreamSynchronize(stream_);
   KILN_CHECK(status == cudaSuccess, "cuda: a kernel on device {} failed: {} ({})", info_.index,
              cudaGetErrorString(status), static_cast<int>(status));
@@ -448,10 +492,30 @@ const Kernel& Context::kernel(const std::string& source, std::string_view entry)
 void Context::launch(const Kernel& kernel, dim3 grid, dim3 block, void** args, std::size_t shared_bytes) {
   activate();
   launch_count.fetch_add(1, std::memory_order_relaxed);
+  const auto started = profile_begin();
   const cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(kernel.function), grid, block, args,
                                               shared_bytes, stream_);
   KILN_CHECK(status == cudaSuccess, "cuda: launching {} ({} x {} threads) failed: {}", kernel.name,
              grid.x * std::uint64_t{grid.y}, block.x, cudaGetErrorString(status));
+  profile_end(kernel.name == "kiln_elementwise" ? "elementwise / row program" : kernel.name, started);
+}
+
+double Context::profile_begin() {
+  if (profile() == nullptr) return 0;
+  KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Context::profile_end(std::string_view name, double started) {
+  Profile* p = profile();
+  if (p == nullptr) return;
+  KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() - started;
+  std::lock_guard lock(p->mutex);
+  auto& row = p->kernels[std::string(name)];
+  row.first += seconds;
+  row.second++;
 }
 
 std::uint64_t compilations() { return compile_count.load(std::memory_order_relaxed); }
@@ -460,13 +524,17 @@ std::uint64_t launches() { return launch_count.load(std::memory_order_relaxed); 
 
 const Kernel& file_kernel(int device, std::string_view file, std::span<const std::string> defines,
                           std::string_view entry) {
-  // The source text is built once per variant: a repeated request hashes only its name.
+  // The source text is built once per variant, and each kernel found once per device: a
+  // repeated request hashes only its short name.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::string> sources;
+  static std::unordered_map<std::string, const Kernel*> kernels;
   std::string name = fmt::format("{}|{}", file, fmt::join(defines, "|"));
+  const std::string kernel_name = fmt::format("{}|{}|{}", name, entry, device);
   const std::string* source = nullptr;
   {
     std::lock_guard lock(mutex);
+    if (auto found = kernels.find(kernel_name); found != kernels.end()) return *found->second;
     auto it = sources.find(name);
     if (it == sources.end()) {
       const std::string_view text = kernel_source(file);
@@ -483,7 +551,10 @@ const Kernel& file_kernel(int device, std::string_view file, std::span<const std
     }
     source = &it->second;  // node-based map: stays valid
   }
-  return Context::get(device).kernel(*source, entry);
+  const Kernel& kernel = Context::get(device).kernel(*source, entry);
+  std::lock_guard lock(mutex);
+  kernels.emplace(kernel_name, &kernel);
+  return kernel;
 }
 
 // ---- tensors

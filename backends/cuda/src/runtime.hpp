@@ -84,6 +84,10 @@ class Context {
 
   // Launches `kernel` with `args` (pointers to each argument's value).
   void launch(const Kernel& kernel, dim3 grid, dim3 block, void** args, std::size_t shared_bytes = 0);
+  // With KILN_CUDA_PROFILE=1, the work queued between these two calls is timed alone and
+  // counted under `name` (runtime.cpp); otherwise they do nothing.
+  double profile_begin();
+  void profile_end(std::string_view name, double started);
 
   // The allocator's and staging memory's state (runtime.cpp).
   struct State;
