@@ -162,13 +162,11 @@ inline const Language& cuda() { return detail::cuda_language; }
 // `root`, a tree computing in type t, as one CUDA C++ expression and the helpers it calls.
 inline Expression render_cuda(const NodePtr& root, ScalarType t) { return render(cuda(), root, t); }
 
-// What every kernel source needs once, before the kernels: GLSL's type and bit-cast names
-// for the shared helpers, and the f16 / bf16 conversions.
-inline std::string cuda_prelude() {
+namespace detail {
+// The prelude's functions: GLSL's bit-cast names for the shared helpers, and the f16 / bf16
+// conversions, the same in CUDA and HIP.
+inline std::string gpu_prelude_functions() {
   std::string s =
-      "typedef unsigned int uint;\n"
-      "typedef long long int64_t;\n"
-      "typedef unsigned char uint8_t;\n"
       "__device__ inline float uintBitsToFloat(uint u) { return __uint_as_float(u); }\n"
       "__device__ inline uint floatBitsToUint(float f) { return __float_as_uint(f); }\n";
   s += "__device__ inline " KILN_GLSL_SOURCE(KILN_GLSL_F16_TO_F32) "\n";
@@ -176,6 +174,30 @@ inline std::string cuda_prelude() {
   s += "__device__ inline " KILN_GLSL_SOURCE(KILN_GLSL_BF16_TO_F32) "\n";
   s += "__device__ inline " KILN_GLSL_SOURCE(KILN_GLSL_F32_TO_BF16) "\n";
   return s;
+}
+}  // namespace detail
+
+// What every kernel source needs once, before the kernels: GLSL's type names for the shared
+// helpers (NVRTC has no standard headers), then the functions above.
+inline std::string cuda_prelude() {
+  return "typedef unsigned int uint;\n"
+         "typedef long long int64_t;\n"
+         "typedef unsigned char uint8_t;\n" +
+         detail::gpu_prelude_functions();
+}
+
+// The same for HIP (the ROCm backend's hiprtc and hipcc): HIP's runtime header brings the
+// thread indices, the bit casts and the fixed-width types. The kernels of kernels/cuda and the
+// generated ones compile unchanged after it.
+inline std::string hip_prelude() {
+  // hiprtc's header has no <stdint.h> types; hipcc's does (int64_t is long there).
+  return "#include <hip/hip_runtime.h>\n"
+         "typedef unsigned int uint;\n"
+         "#if defined(__HIPCC_RTC__)\n"
+         "typedef long long int64_t;\n"
+         "typedef unsigned char uint8_t;\n"
+         "#endif\n" +
+         detail::gpu_prelude_functions();
 }
 
 namespace detail {
@@ -188,11 +210,13 @@ inline std::string_view cuda_scalar_type(ScalarType t) {
 // The layout travels by value, as a __grid_constant__ argument: every thread reads it from
 // the constant bank, indexed at run time, with no copy and no buffer to upload per launch.
 // Its length covers the inputs' layouts and a strided output's (kernel.hpp).
-inline std::string cuda_entry(const ElementwiseKernel& k) {
+// HIP has no __grid_constant__: there the layout is a plain by-value argument, which AMD GPUs
+// read from the kernel-argument segment in memory, indexed at run time as well.
+inline std::string gpu_entry(const ElementwiseKernel& k, std::string_view layout_qualifier) {
   const int words = param_layout(k.inputs.size());
   // Defined once per source, which may hold several kernels.
   std::string s = fmt::format("#ifndef KILN_LAYOUT_{0}\n#define KILN_LAYOUT_{0}\nstruct kiln_layout_{0} {{ long long v[{0}]; }};\n#endif\n", words);
-  s += fmt::format("extern \"C\" __global__ void {}(const __grid_constant__ kiln_layout_{} layout", k.name, words);
+  s += fmt::format("extern \"C\" __global__ void {}({}kiln_layout_{} layout", k.name, layout_qualifier, words);
   for (std::size_t n = 0; n < k.inputs.size(); ++n)
     s += fmt::format(", const {}* __restrict__ in{}_data", cuda_storage_type(k.inputs[n]), n);
   for (std::size_t o = 0; o < k.outputs.size(); ++o)
@@ -200,6 +224,8 @@ inline std::string cuda_entry(const ElementwiseKernel& k) {
   for (int n = 0; n < k.params; ++n) s += fmt::format(", const {} p{}", cuda_scalar_type(k.param_type), n);
   return s + ") {\n";
 }
+inline std::string cuda_entry(const ElementwiseKernel& k) { return gpu_entry(k, "const __grid_constant__ "); }
+inline std::string hip_entry(const ElementwiseKernel& k) { return gpu_entry(k, "const "); }
 
 inline constexpr KernelDialect cuda_dialect{
     .name = "cuda",
@@ -221,12 +247,20 @@ inline constexpr KernelDialect cuda_dialect{
     .narrow_index_type = "unsigned int",
     .narrow_index_limit = "4294967295ll",
 };
+inline constexpr KernelDialect hip_dialect = [] {
+  KernelDialect d = cuda_dialect;
+  d.name = "hip";
+  d.entry = hip_entry;
+  return d;
+}();
 }  // namespace detail
 
 // The elementwise kernel function around a CUDA rendering (kernel.hpp); parameters are
 // kernel arguments. Several kernels share one source after cuda_prelude(), each helper
 // defined once (cuda_new_helpers).
 inline const KernelDialect& cuda_kernels() { return detail::cuda_dialect; }
+// The same kernels for HIP (after hip_prelude()): the CUDA table renders HIP too.
+inline const KernelDialect& hip_kernels() { return detail::hip_dialect; }
 
 // The helper definitions of `e` that `seen` does not hold yet (then added to it): what a
 // kernel must define before it, in a source where other kernels defined the rest.

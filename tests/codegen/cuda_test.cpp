@@ -14,6 +14,9 @@
 #ifdef KILN_HAVE_NVRTC
 #include <nvrtc.h>
 #endif
+#ifdef KILN_HAVE_HIPRTC
+#include <hip/hiprtc.h>
+#endif
 
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,7 @@ std::vector<DType> dtypes_of(ops::Domain d) {
 }
 
 struct Kernels {
+  const codegen::KernelDialect* dialect = &codegen::cuda_kernels();
   std::string source = codegen::cuda_prelude();
   std::vector<std::string> helpers;
   int count = 0;
@@ -56,13 +61,18 @@ struct Kernels {
     k.helpers = codegen::cuda_new_helpers(e, helpers);
     k.params = params;
     k.param_type = type;
-    source += codegen::elementwise_kernel(codegen::cuda_kernels(), k, layout);
+    source += codegen::elementwise_kernel(*dialect, k, layout);
   }
 };
 
-// Every forward op in every dtype of its domain; every gradient in every float dtype.
-Kernels every_kernel() {
+// Every forward op in every dtype of its domain; every gradient in every float dtype; in
+// CUDA's dialect, or HIP's.
+Kernels every_kernel(bool hip = false) {
   Kernels k;
+  if (hip) {
+    k.dialect = &codegen::hip_kernels();
+    k.source = codegen::hip_prelude();
+  }
 #define KILN_ADD(Op)                                                                              \
   for (DType d : dtypes_of(ops::Op::domain))                                                      \
     k.add(std::string(ops::Op::name), d, codegen::trace_unary<ops::Op>(codegen::scalar_type_of(d)), 1, \
@@ -106,7 +116,7 @@ Kernels every_kernel() {
     kernel.name = fmt::format("k{}_two_outputs", k.count++);
     kernel.inputs = {DType::f32, DType::f32};
     kernel.outputs = {{DType::bf16, sum.value}, {DType::f32, product.value}};
-    k.source += codegen::elementwise_kernel(codegen::cuda_kernels(), kernel, {.strided = true});
+    k.source += codegen::elementwise_kernel(*k.dialect, kernel, {.strided = true});
   }
   // A row kernel (one block per row, reductions through shared memory): softmax's shape, the
   // row's max and the sum of exponentials, then each element.
@@ -117,7 +127,7 @@ Kernels every_kernel() {
     row.kernel.outputs = {{DType::f32, "(expf(in0 - in1) / in2)"}};
     row.kernel.workgroup_size = 256;
     row.reductions = {{codegen::Kind::row_max, "in0"}, {codegen::Kind::row_sum, "expf(in0 - in1)"}};
-    k.source += codegen::row_kernel(codegen::cuda(), codegen::cuda_kernels(), row);
+    k.source += codegen::row_kernel(codegen::cuda(), *k.dialect, row);
   }
   return k;
 }
@@ -237,5 +247,59 @@ TEST(CodegenCuda, EveryOpAndGradientCompilesWithNvrtcAndPtxas) {
   std::printf("CUDA: %d elementwise kernels (every catalogue op and gradient formula in every dtype, every layout, "
               "parameters, several outputs, a row kernel) compiled for sm_80 and sm_90\n",
               kernels.count);
+#endif
+}
+
+#ifdef KILN_HAVE_HIPRTC
+namespace {
+// hiprtc's verdict on `source` for `arch`: empty when it compiled to a code object.
+std::string hiprtc_compile(const std::string& source, const char* arch) {
+  hiprtcProgram program = nullptr;
+  if (hiprtcCreateProgram(&program, source.c_str(), "kiln.hip", 0, nullptr, nullptr) != HIPRTC_SUCCESS)
+    return "hiprtcCreateProgram failed";
+  const std::string option = std::string("--offload-arch=") + arch;
+  const char* options[] = {option.c_str(), "-std=c++17", "-ffp-contract=off"};
+  const hiprtcResult result = hiprtcCompileProgram(program, 3, options);
+  std::string verdict;
+  if (result != HIPRTC_SUCCESS) {
+    std::size_t size = 0;
+    hiprtcGetProgramLogSize(program, &size);
+    std::string log(size, '\0');
+    hiprtcGetProgramLog(program, log.data());
+    verdict = std::string(hiprtcGetErrorString(result)) + "\n" + log.substr(0, 20000);
+  } else {
+    std::size_t size = 0;
+    hiprtcGetCodeSize(program, &size);
+    if (size == 0) verdict = "no code object";
+  }
+  hiprtcDestroyProgram(&program);
+  return verdict;
+}
+}  // namespace
+#endif
+
+// The same renderings in HIP's dialect, and the hand-written kernels, compile for AMD GPUs
+// (gfx90a: CDNA2, warps of 64; gfx1030: RDNA2, warps of 32) with Debian's hiprtc.
+TEST(CodegenHip, EveryOpGradientAndKernelFileCompilesWithHiprtc) {
+#ifndef KILN_HAVE_HIPRTC
+  GTEST_SKIP() << "hiprtc was not found when Kiln was configured (apt-get install libamdhip64-dev)";
+#else
+  const Kernels kernels = every_kernel(true);
+  EXPECT_EQ(kernels.source.find("__grid_constant__"), std::string::npos) << "HIP has no __grid_constant__";
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(KILN_CUDA_KERNELS_DIR))
+    if (entry.path().extension() == ".cu") files.push_back(entry.path());
+  ASSERT_FALSE(files.empty());
+  for (const char* arch : {"gfx90a", "gfx1030"}) {
+    EXPECT_EQ(hiprtc_compile(kernels.source, arch), "") << "the generated kernels for " << arch;
+    for (const auto& file : files) {
+      std::ifstream in(file);
+      std::stringstream text;
+      text << in.rdbuf();
+      EXPECT_EQ(hiprtc_compile(codegen::hip_prelude() + text.str(), arch), "") << file << " for " << arch;
+    }
+  }
+  std::printf("HIP: %d elementwise kernels and %zu kernels/cuda files compiled for gfx90a and gfx1030\n", kernels.count,
+              files.size());
 #endif
 }
