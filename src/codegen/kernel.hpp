@@ -8,14 +8,17 @@
 #pragma once
 
 #include "codegen/cstyle.hpp"
+#include "kiln/codegen/program.hpp"
 #include "kiln/core/dtype.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +79,26 @@ struct ElementwiseKernel {
   ScalarType param_type = ScalarType::f32;
   int workgroup_size = 256;  // invocations per workgroup, where the kernel declares it (GLSL)
 };
+
+// The kernel of a program's outputs [first, first + count), rendered in `language`: its
+// inputs, values, helpers and parameters (the entry's name and workgroup size are the
+// caller's). Every backend that generates kernels makes them from programs this way.
+inline ElementwiseKernel program_kernel(const Language& language, const Program& program, std::size_t first,
+                                        std::size_t count) {
+  const std::span<const ProgramOutput> outputs = program.outputs().subspan(first, count);
+  std::vector<NodePtr> roots;
+  for (const ProgramOutput& out : outputs) roots.push_back(out.root);
+  Expressions e = render(language, roots, program.type());
+  ElementwiseKernel k;
+  k.inputs.assign(program.inputs().begin(), program.inputs().end());
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    k.outputs.push_back({outputs[o].dtype, std::move(e.values[o]), outputs[o].root->mask});
+  k.helpers = std::move(e.helpers);
+  k.raw_bits = std::all_of(outputs.begin(), outputs.end(), [](const ProgramOutput& out) { return moves_only(out.root); });
+  k.params = program.param_count();
+  k.param_type = program.type();
+  return k;
+}
 
 // Where the kernel reads its inputs and writes its output.
 struct KernelLayout {

@@ -27,6 +27,30 @@ struct RowKernel {
   bool per_row = false;  // the output has one element per row
 };
 
+// The row kernel of a row program's output k, rendered in `language`, with workgroups of
+// `workgroup_size` (the entry's name is the caller's).
+inline RowKernel program_row_kernel(const Language& language, const Program& program, std::size_t k,
+                                    int workgroup_size) {
+  const ProgramOutput& out = program.outputs()[k];
+  const RowTree tree = row_tree(out.root, static_cast<int>(program.inputs().size()));
+  std::vector<NodePtr> roots;
+  for (const RowReduction& r : tree.reductions) roots.push_back(r.argument);
+  roots.push_back(tree.value);
+  Expressions e = render(language, roots, program.type());
+  RowKernel kernel;
+  kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
+  kernel.kernel.params = program.param_count();
+  kernel.kernel.param_type = program.type();
+  kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
+  kernel.kernel.helpers = std::move(e.helpers);
+  kernel.kernel.workgroup_size = workgroup_size;
+  kernel.type = program.type();
+  kernel.per_row = out.per_row;
+  for (std::size_t j = 0; j < tree.reductions.size(); ++j)
+    kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
+  return kernel;
+}
+
 // The layout integers a row kernel reads: [0] the number of rows, [1] the domain's rank,
 // [2, 2 + kMaxRank) its dims (the last one the row's length), then each input's offset and
 // strides (broadcast to the domain, 0 along dims it has 1 of) and the parameters, as in

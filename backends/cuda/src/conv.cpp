@@ -19,6 +19,8 @@
 // keep the first tap, NaN wins; the i64 index is ih * W + iw within the input plane.
 #include "runtime.hpp"
 
+#include "backend/conv_columns.hpp"
+
 #include "kiln/backend/strided.hpp"
 #include "kiln/cuda/backend.hpp"
 
@@ -31,35 +33,19 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr std::int64_t kColumnBytes = std::int64_t{256} << 20;
 
-// Both operands float, of one dtype (the CPU's check and message).
-void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
-  KILN_CHECK(a == b, "{}: dtypes differ: {} {} and {} {}", op, sa, a, sb, b);
-  KILN_CHECK(is_float(a), "{}: expected float tensors, got {} {}", op, sa, a);
-}
+using columns::check_float;
 
 void check_devices(std::string_view op, const CudaTensor& a, const CudaTensor& b) {
   KILN_CHECK(a.device == b.device, "{}: operands on CUDA devices {} and {}", op, a.device, b.device);
 }
 
-// The sizes of one convolution: x [N, C, H, W], weight [O, C/G, KH, KW], y [N, O, OH, OW];
-// a column matrix has K = C/G*KH*KW rows per group and P = OH*OW entries per sample and row.
-struct Geometry {
-  std::int64_t N, C, H, W, O, KH, KW, OH, OW, G, K, P;
-  ops::Conv2dOptions options;
+using columns::kColumnBytes;
 
-  Geometry(const Shape& x, const Shape& w, const Shape& y, const ops::Conv2dOptions& o)
-      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), KH(w[2]), KW(w[3]), OH(y[2]), OW(y[3]), G(o.groups),
-        K(w[1] * w[2] * w[3]), P(y[2] * y[3]), options(o) {}
-
-  // Samples per chunk: as many as keep one chunk's columns within the limit, at least one.
-  std::int64_t chunk(DType dtype) const {
-    std::int64_t limit = kColumnBytes;
-    if (const char* v = std::getenv("KILN_CUDA_CONV_COLUMN_BYTES")) limit = std::atoll(v);
-    const auto per_sample = static_cast<std::int64_t>(dtype_size(dtype)) * C * KH * KW * P;
-    return per_sample == 0 ? N : std::clamp<std::int64_t>(limit / per_sample, 1, std::max<std::int64_t>(N, 1));
-  }
+// The convolution's sizes (src/backend/conv_columns.hpp), chunked by this backend's limit.
+struct Geometry : columns::Geometry {
+  using columns::Geometry::Geometry;
+  std::int64_t chunk(DType dtype) const { return columns::Geometry::chunk(dtype, kColumnBytes, "KILN_CUDA_CONV_COLUMN_BYTES"); }
 };
 
 // The samples [first, first + count) of an NCHW tensor, a view.

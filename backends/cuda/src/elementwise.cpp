@@ -202,20 +202,8 @@ void run(SpecCache::Entry& entry, std::span<const CudaTensor* const> inputs, std
 
 // The spec of a program: one kernel writing all its outputs.
 Spec spec_of(const codegen::Program& program) {
-  const std::span<const codegen::ProgramOutput> outputs = program.outputs();
-  std::vector<codegen::NodePtr> roots;
-  for (const codegen::ProgramOutput& out : outputs) roots.push_back(out.root);
-  codegen::Expressions e = codegen::render(codegen::cuda(), roots, program.type());
-  Spec spec;
-  spec.inputs.assign(program.inputs().begin(), program.inputs().end());
-  for (std::size_t k = 0; k < outputs.size(); ++k)
-    spec.outputs.push_back({outputs[k].dtype, std::move(e.values[k]), outputs[k].root->mask});
-  spec.helpers = std::move(e.helpers);
-  spec.raw_bits = std::all_of(outputs.begin(), outputs.end(),
-                              [](const codegen::ProgramOutput& out) { return codegen::moves_only(out.root); });
-  spec.params = program.param_count();
-  spec.param_type = program.type();
-  return spec;
+  codegen::ElementwiseKernel k = codegen::program_kernel(codegen::cuda(), program, 0, program.outputs().size());
+  return Spec{std::move(k.inputs), std::move(k.outputs), std::move(k.helpers), k.raw_bits, k.params, k.param_type};
 }
 
 SpecCache::Entry& copy_entry(DType dtype) {
@@ -303,26 +291,9 @@ std::vector<Cuda::Primitive> Cuda::row_program(const codegen::Program& program, 
       std::lock_guard lock(mutex);
       if (auto it = kernels.find(slot); it != kernels.end()) return *it->second;
     }
-    const codegen::ProgramOutput& out = program.outputs()[k];
-    const int count = static_cast<int>(program.inputs().size());
-    const codegen::RowTree tree = codegen::row_tree(out.root, count);
-    std::vector<codegen::NodePtr> roots;
-    for (const codegen::RowReduction& r : tree.reductions) roots.push_back(r.argument);
-    roots.push_back(tree.value);
-    codegen::Expressions e = codegen::render(codegen::cuda(), roots, program.type());
-    codegen::RowKernel kernel;
+    codegen::RowKernel kernel = codegen::program_row_kernel(codegen::cuda(), program, k, cuda::kBlock);
     kernel.kernel.name = "kiln_elementwise";
-    kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
-    kernel.kernel.params = program.param_count();
-    kernel.kernel.param_type = program.type();
-    kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
-    kernel.kernel.helpers = std::move(e.helpers);
-    kernel.kernel.workgroup_size = cuda::kBlock;
-    kernel.type = program.type();
     kernel.wide_sums = true;
-    kernel.per_row = out.per_row;
-    for (std::size_t j = 0; j < tree.reductions.size(); ++j)
-      kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
     const std::string source =
         codegen::cuda_prelude() + codegen::row_kernel(codegen::cuda(), codegen::cuda_kernels(), kernel);
     const cuda::Kernel& compiled = cuda::Context::get(device).kernel(source, "kiln_elementwise");

@@ -9,18 +9,19 @@ namespace kiln {
 
 using cuda::CudaTensor;
 
+namespace {
+// New tensors on x's device, and copies between views, for the shared layout ops.
+auto empty_on(int device) {
+  return [device](const Shape& shape, DType dtype) { return cuda::empty(shape, dtype, device); };
+}
+void copy(const CudaTensor& src, const CudaTensor& dst) {
+  KILN_CHECK(src.device == dst.device, "cuda: copying from device {} to device {}", src.device, dst.device);
+  cuda::copy_into(src, dst);
+}
+}  // namespace
+
 Cuda::Primitive Cuda::reshape(const Primitive& x, const Shape& shape) {
-  KILN_CHECK(shape.numel() == x.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", x.shape,
-             x.numel(), shape, shape.numel());
-  CudaTensor v = x;
-  if (auto strides = strided::reshape_strides(x, shape)) {
-    v.strides = std::move(*strides);
-  } else {
-    v = cuda::contiguous(x);
-    v.strides = shape.contiguous_strides();
-  }
-  v.shape = shape;
-  return v;
+  return strided::reshape(x, shape, [](const CudaTensor& t) { return cuda::contiguous(t); });
 }
 
 Cuda::Primitive Cuda::permute(const Primitive& x, std::span<const std::int64_t> dims) {
@@ -39,39 +40,12 @@ Cuda::Primitive Cuda::flip(const Primitive& x, std::span<const std::int64_t> dim
 
 Cuda::Primitive Cuda::slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges,
                                    const Primitive& value) {
-  KILN_CHECK(value.dtype == x.dtype, "slice_assign: the value is {}, the tensor is {}", value.dtype, x.dtype);
-  const Shape region = ops::sliced_shape(ranges);
-  KILN_CHECK(ranges.size() != x.shape.rank() || value.shape == region,
-             "slice_assign: the value has shape {}, the region of shape {} has shape {}", value.shape, x.shape, region);
-  KILN_CHECK(value.device == x.device, "slice_assign: the tensor is on CUDA device {}, the value on {}", x.device,
-             value.device);
-  // The input is never modified: copy it, then overwrite the region of the copy.
-  CudaTensor out = cuda::empty(x.shape, x.dtype, x.device);
-  cuda::copy_into(x, out);
-  cuda::copy_into(value, strided::slice(out, ranges));
-  return out;
+  return strided::slice_assign(x, ranges, value, empty_on(x.device), copy);
 }
 
 Cuda::Primitive Cuda::cat(std::span<const Primitive> xs, std::int64_t dim) {
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  for (const auto& x : xs) {
-    shapes.push_back(x.shape);
-    dtypes.push_back(x.dtype);
-  }
-  const Shape shape = strided::cat_shape(shapes, dtypes, dim);
-  CudaTensor out = cuda::empty(shape, xs[0].dtype, xs[0].device);
-  std::vector<ops::SliceRange> ranges(shape.rank());
-  for (std::size_t i = 0; i < shape.rank(); ++i) ranges[i] = {0, shape[i], 1};
-  std::int64_t start = 0;
-  const auto d = static_cast<std::size_t>(dim);
-  for (const auto& x : xs) {
-    KILN_CHECK(x.device == out.device, "cat: tensors on CUDA devices {} and {}", out.device, x.device);
-    ranges[d] = {start, x.shape[d], 1};
-    start += x.shape[d];
-    cuda::copy_into(x, strided::slice(out, ranges));
-  }
-  return out;
+  KILN_CHECK(!xs.empty(), "cat: no tensors given");
+  return strided::cat(xs, dim, empty_on(xs[0].device), copy);
 }
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 // Indices are 32-bit.
 #include "kernels.hpp"
 
+#include "backend/conv_columns.hpp"
 #include "kiln/vulkan/backend.hpp"
 
 #include <fmt/format.h>
@@ -34,31 +35,20 @@ namespace {
 
 // The parameter buffer: kernels/glsl/columns.glsl.
 constexpr int kParams = 24;
-constexpr std::int64_t kColumnBytes = std::int64_t{256} << 20;
 
 // The CPU's check (both operands float, of one dtype), then the device's support for it.
 void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
-  KILN_CHECK(a == b, "{}: dtypes differ: {} {} and {} {}", op, sa, a, sb, b);
-  KILN_CHECK(is_float(a), "{}: expected float tensors, got {} {}", op, sa, a);
+  columns::check_float(op, a, b, sa, sb);
   check_dtype_supported(op, a);
 }
 
-// The sizes of one convolution: x [N, C, H, W], weight [O, C/G, KH, KW], y [N, O, OH, OW];
-// a column matrix has K = C/G*KH*KW rows per group and P = OH*OW entries per sample and row.
-struct Geometry {
-  std::int64_t N, C, H, W, O, KH, KW, OH, OW, G, K, P;
-  ops::Conv2dOptions options;
+using columns::kColumnBytes;
 
-  Geometry(const Shape& x, const Shape& w, const Shape& y, const ops::Conv2dOptions& o)
-      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), KH(w[2]), KW(w[3]), OH(y[2]), OW(y[3]), G(o.groups),
-        K(w[1] * w[2] * w[3]), P(y[2] * y[3]), options(o) {}
-
-  // Samples per chunk: as many as keep one chunk's columns within the limit, at least one.
+// The convolution's sizes (src/backend/conv_columns.hpp), chunked by this backend's limit.
+struct Geometry : columns::Geometry {
+  using columns::Geometry::Geometry;
   std::int64_t chunk(DType dtype) const {
-    std::int64_t limit = kColumnBytes;
-    if (const char* v = std::getenv("KILN_VULKAN_CONV_COLUMN_BYTES")) limit = std::atoll(v);
-    const auto per_sample = static_cast<std::int64_t>(dtype_size(dtype)) * C * KH * KW * P;
-    return per_sample == 0 ? N : std::clamp<std::int64_t>(limit / per_sample, 1, std::max<std::int64_t>(N, 1));
+    return columns::Geometry::chunk(dtype, kColumnBytes, "KILN_VULKAN_CONV_COLUMN_BYTES");
   }
 };
 

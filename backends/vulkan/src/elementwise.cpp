@@ -26,19 +26,14 @@ namespace {
 // The spec of outputs [first, first + count) of a program: one kernel computing them.
 vulkan::ElementwiseSpec spec_of(const codegen::Program& program, std::size_t first, std::size_t count) {
   vulkan::count_render();
-  const std::span<const codegen::ProgramOutput> outputs = program.outputs().subspan(first, count);
-  std::vector<codegen::NodePtr> roots;
-  for (const codegen::ProgramOutput& out : outputs) roots.push_back(out.root);
-  codegen::Expressions e = codegen::render(codegen::glsl(), roots, program.type());
+  codegen::ElementwiseKernel k = codegen::program_kernel(codegen::glsl(), program, first, count);
   vulkan::ElementwiseSpec spec;
-  spec.inputs.assign(program.inputs().begin(), program.inputs().end());
-  for (std::size_t k = 0; k < outputs.size(); ++k)
-    spec.outputs.push_back({outputs[k].dtype, std::move(e.values[k]), outputs[k].root->mask});
-  spec.helpers = std::move(e.helpers);
-  spec.raw_bits = std::all_of(outputs.begin(), outputs.end(),
-                              [](const codegen::ProgramOutput& out) { return codegen::moves_only(out.root); });
-  spec.params = program.param_count();
-  spec.param_type = program.type();
+  spec.inputs = std::move(k.inputs);
+  spec.outputs = std::move(k.outputs);
+  spec.helpers = std::move(k.helpers);
+  spec.raw_bits = k.raw_bits;
+  spec.params = k.params;
+  spec.param_type = k.param_type;
   return spec;
 }
 
@@ -73,24 +68,9 @@ const vulkan::Pipeline& row_pipeline(const codegen::Program& program, std::size_
     if (auto it = pipelines.find(slot); it != pipelines.end()) return *it->second;
   }
   vulkan::count_render();
-  const codegen::ProgramOutput& out = program.outputs()[k];
   const int inputs = static_cast<int>(program.inputs().size());
-  const codegen::RowTree tree = codegen::row_tree(out.root, inputs);
-  std::vector<codegen::NodePtr> roots;
-  for (const codegen::RowReduction& r : tree.reductions) roots.push_back(r.argument);
-  roots.push_back(tree.value);
-  codegen::Expressions e = codegen::render(codegen::glsl(), roots, program.type());
-  codegen::RowKernel kernel;
-  kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
-  kernel.kernel.params = program.param_count();
-  kernel.kernel.param_type = program.type();
-  kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
-  kernel.kernel.helpers = std::move(e.helpers);
-  kernel.kernel.workgroup_size = static_cast<int>(vulkan::kWorkgroupSize);
-  kernel.type = program.type();
-  kernel.per_row = out.per_row;
-  for (std::size_t j = 0; j < tree.reductions.size(); ++j)
-    kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
+  const codegen::RowKernel kernel =
+      codegen::program_row_kernel(codegen::glsl(), program, k, static_cast<int>(vulkan::kWorkgroupSize));
   const std::string source = codegen::row_kernel(codegen::glsl(), codegen::glsl_kernels(), kernel);
   const vulkan::Pipeline& pipeline =
       vulkan::Context::get().pipeline(source, static_cast<std::uint32_t>(2 + inputs));

@@ -10,17 +10,7 @@ namespace kiln {
 using vulkan::VulkanTensor;
 
 Vulkan::Primitive Vulkan::reshape(const Primitive& x, const Shape& shape) {
-  KILN_CHECK(shape.numel() == x.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", x.shape,
-             x.numel(), shape, shape.numel());
-  VulkanTensor v = x;
-  if (auto strides = strided::reshape_strides(x, shape)) {
-    v.strides = std::move(*strides);
-  } else {
-    v = vulkan::contiguous(x);
-    v.strides = shape.contiguous_strides();
-  }
-  v.shape = shape;
-  return v;
+  return strided::reshape(x, shape, [](const VulkanTensor& t) { return vulkan::contiguous(t); });
 }
 
 Vulkan::Primitive Vulkan::permute(const Primitive& x, std::span<const std::int64_t> dims) {
@@ -39,40 +29,22 @@ Vulkan::Primitive Vulkan::flip(const Primitive& x, std::span<const std::int64_t>
   return vulkan::run_elementwise(vulkan::copy_spec(x.dtype), inputs, x.shape);
 }
 
+namespace {
+// A copy of src (broadcast) into the view dst, through the generated copy kernel.
+void copy(const VulkanTensor& src, const VulkanTensor& dst) {
+  const std::array<const VulkanTensor*, 1> part{&src};
+  vulkan::run_elementwise_into(vulkan::copy_spec(src.dtype), part, dst);
+}
+}  // namespace
+
 Vulkan::Primitive Vulkan::slice_assign(const Primitive& x, std::span<const ops::SliceRange> ranges,
                                        const Primitive& value) {
-  KILN_CHECK(value.dtype == x.dtype, "slice_assign: the value is {}, the tensor is {}", value.dtype, x.dtype);
-  const Shape region = ops::sliced_shape(ranges);
-  KILN_CHECK(ranges.size() != x.shape.rank() || value.shape == region,
-             "slice_assign: the value has shape {}, the region of shape {} has shape {}", value.shape, x.shape, region);
-  // The input is never modified: copy it, then overwrite the region of the copy.
-  const std::array<const VulkanTensor*, 1> whole{&x};
-  const VulkanTensor out = vulkan::run_elementwise(vulkan::copy_spec(x.dtype), whole, x.shape);
-  const std::array<const VulkanTensor*, 1> part{&value};
-  vulkan::run_elementwise_into(vulkan::copy_spec(x.dtype), part, strided::slice(out, ranges));
-  return out;
+  return strided::slice_assign(x, ranges, value, vulkan::empty, copy);
 }
 
 Vulkan::Primitive Vulkan::cat(std::span<const Primitive> xs, std::int64_t dim) {
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  for (const auto& x : xs) {
-    shapes.push_back(x.shape);
-    dtypes.push_back(x.dtype);
-  }
-  const Shape shape = strided::cat_shape(shapes, dtypes, dim);
-  const VulkanTensor out = vulkan::empty(shape, xs[0].dtype);
-  std::vector<ops::SliceRange> ranges(shape.rank());
-  for (std::size_t i = 0; i < shape.rank(); ++i) ranges[i] = {0, shape[i], 1};
-  std::int64_t start = 0;
-  const auto d = static_cast<std::size_t>(dim);
-  for (const auto& x : xs) {
-    ranges[d] = {start, x.shape[d], 1};
-    start += x.shape[d];
-    const std::array<const VulkanTensor*, 1> part{&x};
-    vulkan::run_elementwise_into(vulkan::copy_spec(x.dtype), part, strided::slice(out, ranges));
-  }
-  return out;
+  KILN_CHECK(!xs.empty(), "cat: no tensors given");
+  return strided::cat(xs, dim, vulkan::empty, copy);
 }
 
 }  // namespace kiln

@@ -158,5 +158,61 @@ inline Shape cat_shape(std::span<const Shape> shapes, std::span<const DType> dty
   return Shape(std::move(out));
 }
 
+// The layout ops of a backend whose tensors are views and which copies through
+// `copy(src, dst)` (src broadcast into the view dst) into tensors from `empty(shape, dtype)`:
+// the GPU backends' reshape, slice_assign and cat are these.
+
+// x with `shape`: a view where x's strides allow, else a view of `contiguous(x)`.
+template <class View, class Contiguous> View reshape(const View& x, const Shape& shape, Contiguous&& contiguous) {
+  KILN_CHECK(shape.numel() == x.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", x.shape,
+             x.numel(), shape, shape.numel());
+  View v = x;
+  if (auto strides = reshape_strides(x, shape)) {
+    v.strides = std::move(*strides);
+  } else {
+    v = contiguous(x);
+    v.strides = shape.contiguous_strides();
+  }
+  v.shape = shape;
+  return v;
+}
+
+// A copy of x with the region `ranges` overwritten by value (x itself is never modified).
+template <class View, class Empty, class Copy>
+View slice_assign(const View& x, std::span<const ops::SliceRange> ranges, const View& value, Empty&& empty,
+                  Copy&& copy) {
+  KILN_CHECK(value.dtype == x.dtype, "slice_assign: the value is {}, the tensor is {}", value.dtype, x.dtype);
+  const Shape region = ops::sliced_shape(ranges);
+  KILN_CHECK(ranges.size() != x.shape.rank() || value.shape == region,
+             "slice_assign: the value has shape {}, the region of shape {} has shape {}", value.shape, x.shape, region);
+  View out = empty(x.shape, x.dtype);
+  copy(x, out);
+  copy(value, slice(out, ranges));
+  return out;
+}
+
+// xs joined along dim, each copied into its part of one new tensor.
+template <class View, class Empty, class Copy>
+View cat(std::span<const View> xs, std::int64_t dim, Empty&& empty, Copy&& copy) {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const auto& x : xs) {
+    shapes.push_back(x.shape);
+    dtypes.push_back(x.dtype);
+  }
+  const Shape shape = cat_shape(shapes, dtypes, dim);
+  View out = empty(shape, xs[0].dtype);
+  std::vector<ops::SliceRange> ranges(shape.rank());
+  for (std::size_t i = 0; i < shape.rank(); ++i) ranges[i] = {0, shape[i], 1};
+  std::int64_t start = 0;
+  const auto d = static_cast<std::size_t>(dim);
+  for (const auto& x : xs) {
+    ranges[d] = {start, x.shape[d], 1};
+    start += x.shape[d];
+    copy(x, slice(out, ranges));
+  }
+  return out;
+}
+
 }  // namespace strided
 }  // namespace kiln
