@@ -100,6 +100,12 @@ if(STEP STREQUAL "install")
                    spirv libvulkan vulkan::vulkan)
     check_exported(Vulkan kiln::vulkan_instances "kiln::vulkan")
   endif()
+  # The CUDA runtime (linked statically), cuBLAS and NVRTC stay inside libkiln_cuda.
+  if(CUDA_BUILT)
+    check_exported(Cuda kiln::cuda "kiln::core;kiln::store;kiln::data;kiln::train;kiln::cuda_instances" cudart cublas
+                   nvrtc)
+    check_exported(Cuda kiln::cuda_instances "kiln::cuda")
+  endif()
   # An installed library finds the other Kiln libraries it needs (libkiln_train needs
   # libkiln_store) beside itself, wherever the prefix is: its RUNPATH is $ORIGIN and nothing
   # else (a program's own RUNPATH does not serve its libraries' dependencies, and a linker
@@ -186,7 +192,13 @@ elseif(STEP STREQUAL "components")
     check(all ok "targets: kiln::core kiln::cpu" 0.1 REQUIRED)
     check(optional ok "targets: kiln::core kiln::cpu" 0.1 REQUIRED COMPONENTS cpu OPTIONAL_COMPONENTS vulkan)
   endif()
-  check(cuda fail "cuda: not part of this version yet" 0.1 REQUIRED COMPONENTS cpu cuda)
+  # The cuda component exists where this build found the CUDA toolkit; else it says so.
+  if(CUDA_BUILT)
+    check(cuda ok "targets: kiln::core kiln::cpu kiln::cuda" 0.1 REQUIRED COMPONENTS cpu cuda)
+  else()
+    check(cuda fail "cuda: needs the CUDA toolkit" 0.1 REQUIRED COMPONENTS cpu cuda)
+  endif()
+  check(rocm fail "rocm: not part of this version yet" 0.1 REQUIRED COMPONENTS cpu rocm)
   check(unknown fail "'tpu' is not a Kiln backend" 0.1 REQUIRED COMPONENTS tpu)
   check(version fail "KilnConfig.cmake, version: 0\\.1\\.0" 0.2 REQUIRED COMPONENTS cpu)
 
