@@ -3,7 +3,7 @@
 // (plain log lines otherwise) and a validation pass over the test set after each epoch, then
 // saved for examples/infer. The README's main job.
 //
-//   fashion_mnist [--backend cpu|vulkan|cuda|fusion_cpu|fusion_vulkan|fusion_cuda] [--fusion] [--epochs 3]
+//   fashion_mnist [--backend cpu|vulkan|cuda|rocm|fusion_cpu|fusion_vulkan|fusion_cuda|fusion_rocm] [--fusion] [--epochs 3]
 //                 [--batch-size 64] [--lr 1e-3] [--output runs/fashion_mnist] [--resume]
 //
 // The model and the training loop are compiled once, for Autodiff<kiln::Dispatch>: --backend
@@ -101,7 +101,7 @@ int train(const Options& options, const kiln::DispatchDevice& device) {
 int main(int argc, char** argv) try {
   Options options;
   examples::Flags flags("fashion_mnist", "Trains the Fashion-MNIST CNN with kiln::train's Learner and saves it.");
-  flags.add("--backend", options.backend, "cpu|vulkan|cuda|fusion_cpu|fusion_vulkan|fusion_cuda", "the backend to train on");
+  flags.add("--backend", options.backend, "cpu|vulkan|cuda|rocm|fusion_cpu|fusion_vulkan|fusion_cuda|fusion_rocm", "the backend to train on");
   flags.add("--fusion", options.fusion, "run elementwise chains as fused kernels (Fusion over --backend)");
   flags.add("--epochs", options.epochs, "N", "passes over the training set", examples::positive);
   flags.add("--batch-size", options.batch_size, "N", "training images per optimizer step", examples::positive);

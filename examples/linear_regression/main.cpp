@@ -3,7 +3,7 @@
 // is compiled once, for kiln::Dispatch, the backend chosen at run time: `--backend vulkan`
 // runs it on a Vulkan device, `--backend fusion_cpu` on Fusion<Cpu>.
 //
-//   linear_regression [--backend cpu|vulkan|cuda|fusion_cpu|fusion_vulkan|fusion_cuda]     (default: cpu)
+//   linear_regression [--backend cpu|vulkan|cuda|rocm|fusion_cpu|fusion_vulkan|fusion_cuda|fusion_rocm]     (default: cpu)
 //
 // `linear_regression --help` lists the flags. Exits with 1 if the fit does not land near
 // w = 3, b = 2 (or a backend fails), 2 on a bad command line, 77 when Vulkan was asked for but
@@ -58,7 +58,7 @@ int train() {
 int main(int argc, char** argv) {
   std::string backend = "cpu";
   examples::Flags flags("linear_regression", "Fits y = w x + b to noisy samples of y = 3x + 2 by gradient descent.");
-  flags.add("--backend", backend, "cpu|vulkan|cuda|fusion_cpu|fusion_vulkan|fusion_cuda", "the backend to train on");
+  flags.add("--backend", backend, "cpu|vulkan|cuda|rocm|fusion_cpu|fusion_vulkan|fusion_cuda|fusion_rocm", "the backend to train on");
   if (auto exit_code = flags.parse(argc, argv)) return *exit_code;
 
   kiln::DispatchDevice device;

@@ -17,6 +17,9 @@
 #if defined(KILN_TEST_DISPATCH_CUDA)
 #include <kiln/cuda/backend.hpp>
 #endif
+#if defined(KILN_TEST_DISPATCH_ROCM)
+#include <kiln/rocm/backend.hpp>
+#endif
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +71,11 @@ TEST_F(DispatchTest, DevicesAreNamedAndParsed) {
 #if defined(KILN_TEST_DISPATCH_CUDA)
   built += 2;
   EXPECT_EQ(dispatch::unavailable_reason(DispatchDevice{DispatchTarget::cuda}), cuda::unavailable_reason());
+#endif
+#if defined(KILN_TEST_DISPATCH_ROCM)
+  built += 2;
+  EXPECT_EQ(dispatch::unavailable_reason(DispatchDevice{DispatchTarget::fusion_rocm}), rocm::unavailable_reason());
+  EXPECT_EQ(DispatchDevice::parse("rocm:1").str(), "rocm:1");
 #endif
   EXPECT_EQ(dispatch::built_targets().size(), built);
 #if defined(KILN_TEST_VULKAN)

@@ -1,10 +1,10 @@
-// 2-d convolution and max pooling on the CUDA backend (NCHW, weight [out, in/groups, kh, kw]),
+// 2-d convolution and max pooling on the CUDA and ROCm backends (NCHW, weight [out, in/groups, kh, kw]),
 // f32 and f64; f16 and bf16 compute in f32 and round once at the end. The CPU backend's
 // checks, error messages and semantics.
 //
 // GEMM convolution: im2col (kernels/cuda/conv.cu) writes the column matrix of x, entry
 // (n, g, k, p) with k over the group's input channels and taps and p over the output
-// positions, and cuBLAS (Cuda::matmul) does the arithmetic, with the groups (and samples)
+// positions, and cuBLAS (Gpu::matmul) does the arithmetic, with the groups (and samples)
 // as batch dims:
 // - forward: columns [N, G, K, OH*OW]; y[n, g] = w[g] [O/G, K] @ columns[n, g], which is
 //   already NCHW; then add_bias adds the bias;
@@ -22,7 +22,6 @@
 #include "backend/conv_columns.hpp"
 
 #include "kiln/backend/strided.hpp"
-#include "kiln/cuda/backend.hpp"
 
 #include <algorithm>
 #include <array>
@@ -30,14 +29,14 @@
 #include <optional>
 #include <string>
 
-namespace kiln::cuda {
+namespace kiln::KILN_GPU_NAMESPACE {
 namespace {
 
 
 using columns::check_float;
 
-void check_devices(std::string_view op, const CudaTensor& a, const CudaTensor& b) {
-  KILN_CHECK(a.device == b.device, "{}: operands on CUDA devices {} and {}", op, a.device, b.device);
+void check_devices(std::string_view op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.device == b.device, "{}: operands on " KILN_GPU_NAME " devices {} and {}", op, a.device, b.device);
 }
 
 using columns::kColumnBytes;
@@ -49,31 +48,20 @@ struct Geometry : columns::Geometry {
 };
 
 // The samples [first, first + count) of an NCHW tensor, a view.
-CudaTensor samples(const CudaTensor& t, std::int64_t first, std::int64_t count) {
-  CudaTensor v = t;
+Tensor samples(const Tensor& t, std::int64_t first, std::int64_t count) {
+  Tensor v = t;
   v.shape[0] = count;
   if (count > 0) v.offset += first * t.strides[0];
   return v;
 }
 
 // The contiguous tensor t viewed with `shape` (as many elements).
-CudaTensor view(const CudaTensor& t, const Shape& shape) {
-  KILN_CHECK(t.is_contiguous() && t.numel() == shape.numel(), "cuda conv: cannot view {} as {}", t.shape, shape);
-  CudaTensor v = t;
+Tensor view(const Tensor& t, const Shape& shape) {
+  KILN_CHECK(t.is_contiguous() && t.numel() == shape.numel(), KILN_GPU_ID " conv: cannot view {} as {}", t.shape, shape);
+  Tensor v = t;
   v.shape = shape;
   v.strides = shape.contiguous_strides();
   return v;
-}
-
-CudaTensor zeros(const Shape& shape, DType dtype, int device) {
-  CudaTensor t = empty(shape, dtype, device);
-  if (t.numel() == 0) return t;
-  Context& context = Context::get(device);
-  context.activate();
-  // All-zero bits are 0.0 in every float dtype.
-  KILN_CUDA_CHECK(cudaMemsetAsync(address(t), 0, static_cast<std::size_t>(t.numel()) * dtype_size(dtype),
-                                  context.stream()));
-  return t;
 }
 
 // The conv.cu entry `name` for dtype (f32 or f64).
@@ -87,7 +75,7 @@ const Kernel& kernel_for(int device, std::string_view name, DType dtype) {
 // Runs im2col (`to_columns`) or col2im over `threads`: `x` is the NCHW tensor of the chunk
 // (read by im2col, written by col2im, through its strides), `cols` the column matrix, with
 // its strides per sample, group and row. conv.cu's KILN_COLUMN_PARAMS, in order.
-void run_columns(bool to_columns, const Geometry& g, std::int64_t threads, const CudaTensor& x, const CudaTensor& cols,
+void run_columns(bool to_columns, const Geometry& g, std::int64_t threads, const Tensor& x, const Tensor& cols,
                  std::int64_t sample_stride, std::int64_t group_stride, std::int64_t row_stride) {
   const Kernel& kernel = kernel_for(x.device, to_columns ? "im2col" : "col2im", cols.dtype);
   void* written = to_columns ? address(cols) : address(x);
@@ -100,34 +88,34 @@ void run_columns(bool to_columns, const Geometry& g, std::int64_t threads, const
 
 // The column matrix of `x` (a chunk of samples) as [G, K, samples * P] when `by_group`
 // (for the weight gradient), else [samples, G, K, P].
-CudaTensor im2col(const Geometry& g, const CudaTensor& x, bool by_group) {
+Tensor im2col(const Geometry& g, const Tensor& x, bool by_group) {
   const std::int64_t n = x.shape[0];
   if (by_group) {
-    CudaTensor cols = empty(Shape{g.G, g.K, n * g.P}, x.dtype, x.device);
+    Tensor cols = empty(Shape{g.G, g.K, n * g.P}, x.dtype, x.device);
     run_columns(true, g, cols.numel(), x, cols, g.P, g.K * n * g.P, n * g.P);
     return cols;
   }
-  CudaTensor cols = empty(Shape{n, g.G, g.K, g.P}, x.dtype, x.device);
+  Tensor cols = empty(Shape{n, g.G, g.K, g.P}, x.dtype, x.device);
   run_columns(true, g, cols.numel(), x, cols, g.G * g.K * g.P, g.K * g.P, g.P);
   return cols;
 }
 
 // The weight [O, C/G, KH, KW] as [1, G, O/G, K].
-CudaTensor grouped_weight(const Geometry& g, const CudaTensor& weight) {
+Tensor grouped_weight(const Geometry& g, const Tensor& weight) {
   return view(contiguous(weight), Shape{1, g.G, g.O / g.G, g.K});
 }
 
 }  // namespace
-}  // namespace kiln::cuda
+}  // namespace kiln::KILN_GPU_NAMESPACE
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
-Cuda::Primitive Cuda::conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+Gpu::Primitive Gpu::conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
                              const ops::Conv2dOptions& options) {
   constexpr std::string_view op = "conv2d";
-  cuda::check_float(op, x.dtype, weight.dtype, x.shape, weight.shape);
+  gpu::check_float(op, x.dtype, weight.dtype, x.shape, weight.shape);
   const Shape y_shape = ops::conv_output_shape(op, x.shape, weight.shape, options.stride, options.padding,
                                                options.dilation, options.groups);
   if (bias) {
@@ -135,126 +123,126 @@ Cuda::Primitive Cuda::conv2d(const Primitive& x, const Primitive& weight, const 
                weight.shape[0], weight.shape, bias->shape);
     KILN_CHECK(bias->dtype == x.dtype, "conv2d: bias dtype {} differs from input dtype {}", bias->dtype, x.dtype);
   }
-  if (cuda::is_half(x.dtype)) {
-    const std::optional<Primitive> bias32 = bias ? std::optional(cuda::cast(*bias, DType::f32)) : std::nullopt;
-    return cuda::cast(conv2d(cuda::cast(x, DType::f32), cuda::cast(weight, DType::f32), bias32, options), x.dtype);
+  if (gpu::is_half(x.dtype)) {
+    const std::optional<Primitive> bias32 = bias ? std::optional(gpu::cast(*bias, DType::f32)) : std::nullopt;
+    return gpu::cast(conv2d(gpu::cast(x, DType::f32), gpu::cast(weight, DType::f32), bias32, options), x.dtype);
   }
-  if (y_shape.numel() == 0) return cuda::empty(y_shape, x.dtype, x.device);
-  cuda::check_devices(op, x, weight);
-  if (bias) cuda::check_devices(op, x, *bias);
-  const cuda::Geometry g(x.shape, weight.shape, y_shape, options);
-  CudaTensor out;
+  if (y_shape.numel() == 0) return gpu::empty(y_shape, x.dtype, x.device);
+  gpu::check_devices(op, x, weight);
+  if (bias) gpu::check_devices(op, x, *bias);
+  const gpu::Geometry g(x.shape, weight.shape, y_shape, options);
+  Tensor out;
   if (g.K == 0) {
-    out = cuda::zeros(y_shape, x.dtype, x.device);  // no input channels: every sum is empty
+    out = gpu::zeros(y_shape, x.dtype, x.device);  // no input channels: every sum is empty
   } else {
-    const CudaTensor w = cuda::grouped_weight(g, weight);
+    const Tensor w = gpu::grouped_weight(g, weight);
     const std::int64_t chunk = g.chunk(x.dtype);
-    if (chunk < g.N) out = cuda::empty(y_shape, x.dtype, x.device);
+    if (chunk < g.N) out = gpu::empty(y_shape, x.dtype, x.device);
     for (std::int64_t first = 0; first < g.N; first += chunk) {
       const std::int64_t n = std::min(chunk, g.N - first);
       // [1, G, O/G, K] @ [n, G, K, P] = [n, G, O/G, P], the chunk of y in NCHW.
-      const CudaTensor y = matmul(w, cuda::im2col(g, cuda::samples(x, first, n), false));
-      const CudaTensor part = cuda::view(cuda::contiguous(y), Shape{n, g.O, g.OH, g.OW});
+      const Tensor y = matmul(w, gpu::im2col(g, gpu::samples(x, first, n), false));
+      const Tensor part = gpu::view(gpu::contiguous(y), Shape{n, g.O, g.OH, g.OW});
       if (chunk >= g.N) out = part;
-      else cuda::copy_into(part, cuda::samples(out, first, n));
+      else gpu::copy_into(part, gpu::samples(out, first, n));
     }
   }
   if (bias) {
     const std::int64_t n = out.numel();
-    cuda::launch_threads(x.device, cuda::kernel_for(x.device, "add_bias", x.dtype), n, cuda::address(out),
-                         cuda::address(*bias), n, g.O, g.P, bias->strides[0]);
+    gpu::launch_threads(x.device, gpu::kernel_for(x.device, "add_bias", x.dtype), n, gpu::address(out),
+                         gpu::address(*bias), n, g.O, g.P, bias->strides[0]);
   }
   return out;
 }
 
-Cuda::Primitive Cuda::conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
+Gpu::Primitive Gpu::conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
                                             const ops::Conv2dOptions& options) {
   constexpr std::string_view op = "conv2d_backward_input";
-  cuda::check_float(op, dy.dtype, weight.dtype, dy.shape, weight.shape);
+  gpu::check_float(op, dy.dtype, weight.dtype, dy.shape, weight.shape);
   const Shape y_shape = ops::conv_output_shape(op, x_shape, weight.shape, options.stride, options.padding,
                                                options.dilation, options.groups);
   KILN_CHECK(dy.shape == y_shape,
              "conv2d_backward_input: the output gradient has shape {}, but input {} and weight {} give output {}",
              dy.shape, x_shape, weight.shape, y_shape);
-  if (cuda::is_half(dy.dtype))
-    return cuda::cast(
-        conv2d_backward_input(cuda::cast(dy, DType::f32), cuda::cast(weight, DType::f32), x_shape, options),
+  if (gpu::is_half(dy.dtype))
+    return gpu::cast(
+        conv2d_backward_input(gpu::cast(dy, DType::f32), gpu::cast(weight, DType::f32), x_shape, options),
         dy.dtype);
-  if (x_shape.numel() == 0) return cuda::empty(x_shape, dy.dtype, dy.device);
-  if (y_shape.numel() == 0) return cuda::zeros(x_shape, dy.dtype, dy.device);
-  cuda::check_devices(op, dy, weight);
-  CudaTensor dx = cuda::empty(x_shape, dy.dtype, dy.device);
-  const cuda::Geometry g(x_shape, weight.shape, y_shape, options);
+  if (x_shape.numel() == 0) return gpu::empty(x_shape, dy.dtype, dy.device);
+  if (y_shape.numel() == 0) return gpu::zeros(x_shape, dy.dtype, dy.device);
+  gpu::check_devices(op, dy, weight);
+  Tensor dx = gpu::empty(x_shape, dy.dtype, dy.device);
+  const gpu::Geometry g(x_shape, weight.shape, y_shape, options);
   // [1, G, K, O/G]: the weight transposed per group, a view.
   const std::array<std::int64_t, 4> transpose{0, 1, 3, 2};
-  const CudaTensor wt = strided::permute(cuda::grouped_weight(g, weight), transpose);
+  const Tensor wt = strided::permute(gpu::grouped_weight(g, weight), transpose);
   const std::int64_t chunk = g.chunk(dy.dtype);
   for (std::int64_t first = 0; first < g.N; first += chunk) {
     const std::int64_t n = std::min(chunk, g.N - first);
-    const CudaTensor dys = cuda::view(cuda::contiguous(cuda::samples(dy, first, n)), Shape{n, g.G, g.O / g.G, g.P});
+    const Tensor dys = gpu::view(gpu::contiguous(gpu::samples(dy, first, n)), Shape{n, g.G, g.O / g.G, g.P});
     // [1, G, K, O/G] @ [n, G, O/G, P] = [n, G, K, P], summed into the chunk of dx.
-    const CudaTensor cols = cuda::contiguous(matmul(wt, dys));
-    cuda::run_columns(false, g, n * g.C * g.H * g.W, cuda::samples(dx, first, n), cols, g.G * g.K * g.P,
+    const Tensor cols = gpu::contiguous(matmul(wt, dys));
+    gpu::run_columns(false, g, n * g.C * g.H * g.W, gpu::samples(dx, first, n), cols, g.G * g.K * g.P,
                       g.K * g.P, g.P);
   }
   return dx;
 }
 
-Cuda::Primitive Cuda::conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
+Gpu::Primitive Gpu::conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
                                              const ops::Conv2dOptions& options) {
   constexpr std::string_view op = "conv2d_backward_weight";
-  cuda::check_float(op, x.dtype, dy.dtype, x.shape, dy.shape);
+  gpu::check_float(op, x.dtype, dy.dtype, x.shape, dy.shape);
   const Shape y_shape = ops::conv_output_shape(op, x.shape, weight_shape, options.stride, options.padding,
                                                options.dilation, options.groups);
   KILN_CHECK(dy.shape == y_shape,
              "conv2d_backward_weight: the output gradient has shape {}, but input {} and weight {} give output {}",
              dy.shape, x.shape, weight_shape, y_shape);
-  if (cuda::is_half(x.dtype))
-    return cuda::cast(
-        conv2d_backward_weight(cuda::cast(x, DType::f32), cuda::cast(dy, DType::f32), weight_shape, options),
+  if (gpu::is_half(x.dtype))
+    return gpu::cast(
+        conv2d_backward_weight(gpu::cast(x, DType::f32), gpu::cast(dy, DType::f32), weight_shape, options),
         x.dtype);
-  if (weight_shape.numel() == 0) return cuda::empty(weight_shape, x.dtype, x.device);
-  if (y_shape.numel() == 0) return cuda::zeros(weight_shape, x.dtype, x.device);
-  cuda::check_devices(op, x, dy);
-  const cuda::Geometry g(x.shape, weight_shape, y_shape, options);
+  if (weight_shape.numel() == 0) return gpu::empty(weight_shape, x.dtype, x.device);
+  if (y_shape.numel() == 0) return gpu::zeros(weight_shape, x.dtype, x.device);
+  gpu::check_devices(op, x, dy);
+  const gpu::Geometry g(x.shape, weight_shape, y_shape, options);
   const std::int64_t chunk = g.chunk(x.dtype);
   const std::array<std::int64_t, 4> channels_first{1, 0, 2, 3};
   const std::array<std::int64_t, 3> transpose{0, 2, 1};
-  std::optional<CudaTensor> dw;
+  std::optional<Tensor> dw;
   for (std::int64_t first = 0; first < g.N; first += chunk) {
     const std::int64_t n = std::min(chunk, g.N - first);
     // dy as [G, O/G, n * P] (a copy, channels first), columns as [G, n * P, K] (a view).
-    const CudaTensor dys = cuda::contiguous(strided::permute(cuda::samples(dy, first, n), channels_first));
-    const CudaTensor dyg = cuda::view(dys, Shape{g.G, g.O / g.G, n * g.P});
-    const CudaTensor cols = strided::permute(cuda::im2col(g, cuda::samples(x, first, n), true), transpose);
-    const CudaTensor part = cuda::contiguous(matmul(dyg, cols));
+    const Tensor dys = gpu::contiguous(strided::permute(gpu::samples(dy, first, n), channels_first));
+    const Tensor dyg = gpu::view(dys, Shape{g.G, g.O / g.G, n * g.P});
+    const Tensor cols = strided::permute(gpu::im2col(g, gpu::samples(x, first, n), true), transpose);
+    const Tensor part = gpu::contiguous(matmul(dyg, cols));
     if (!dw) {
       dw = part;
     } else {
       const std::int64_t count = part.numel();
-      cuda::launch_threads(x.device, cuda::kernel_for(x.device, "accumulate", x.dtype), count, cuda::address(*dw),
-                           cuda::address(part), count);
+      gpu::launch_threads(x.device, gpu::kernel_for(x.device, "accumulate", x.dtype), count, gpu::address(*dw),
+                           gpu::address(part), count);
     }
   }
-  return cuda::view(*dw, weight_shape);
+  return gpu::view(*dw, weight_shape);
 }
 
-std::pair<Cuda::Primitive, Cuda::Primitive> Cuda::max_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
+std::pair<Gpu::Primitive, Gpu::Primitive> Gpu::max_pool2d(const Primitive& x, const ops::Pool2dOptions& options) {
   constexpr std::string_view op = "max_pool2d";
   ops::check_pool_input_float(op, x.shape, x.dtype);
   const Shape out_shape = ops::pool2d_output_shape(op, x.shape, options);
-  if (cuda::is_half(x.dtype)) {
-    auto [out, indices] = max_pool2d(cuda::cast(x, DType::f32), options);
-    return {cuda::cast(out, x.dtype), indices};
+  if (gpu::is_half(x.dtype)) {
+    auto [out, indices] = max_pool2d(gpu::cast(x, DType::f32), options);
+    return {gpu::cast(out, x.dtype), indices};
   }
-  const CudaTensor in = cuda::contiguous(x);
-  CudaTensor out = cuda::empty(out_shape, x.dtype, x.device);
-  CudaTensor indices = cuda::empty(out_shape, DType::i64, x.device);
+  const Tensor in = gpu::contiguous(x);
+  Tensor out = gpu::empty(out_shape, x.dtype, x.device);
+  Tensor indices = gpu::empty(out_shape, DType::i64, x.device);
   const std::int64_t n = out.numel();
   if (n == 0) return {out, indices};
   const ops::Pool2dOptions& o = options;
-  cuda::launch_threads(x.device, cuda::kernel_for(x.device, "max_pool2d", x.dtype), n, cuda::address(out),
-                       cuda::address(indices), cuda::address(in), n, x.shape[2], x.shape[3], out_shape[2],
+  gpu::launch_threads(x.device, gpu::kernel_for(x.device, "max_pool2d", x.dtype), n, gpu::address(out),
+                       gpu::address(indices), gpu::address(in), n, x.shape[2], x.shape[3], out_shape[2],
                        out_shape[3], o.kernel[0], o.kernel[1], o.stride[0], o.stride[1], o.padding[0], o.padding[1],
                        o.dilation[0], o.dilation[1]);
   return {out, indices};

@@ -1,4 +1,4 @@
-// Elementwise and row programs on the CUDA backend: a program's outputs are rendered to
+// Elementwise and row programs on the CUDA and ROCm backends: a program's outputs are rendered to
 // CUDA C++ through the renderer table (src/codegen/cuda.hpp), wrapped by the shared kernel
 // generators (codegen/kernel.hpp, codegen/row_kernel.hpp) and compiled by NVRTC. A program's
 // spec is made once and kept by its id, and its kernels by the spec and the variant (flat or
@@ -10,7 +10,6 @@
 #include "codegen/cuda.hpp"
 #include "codegen/row_kernel.hpp"
 #include "kiln/codegen/program.hpp"
-#include "kiln/cuda/backend.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -19,9 +18,9 @@
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
-namespace cuda {
+namespace KILN_GPU_NAMESPACE {
 namespace {
 
 using codegen::kFirstLayout;
@@ -98,7 +97,7 @@ struct Arguments {
         break;
       }
       case codegen::ScalarType::u8: v[0] = static_cast<std::uint8_t>(value); break;
-      case codegen::ScalarType::boolean: KILN_FAIL("cuda: a bool program has no parameters");
+      case codegen::ScalarType::boolean: KILN_FAIL(KILN_GPU_ID ": a bool program has no parameters");
     }
     values.push_back(v);
   }
@@ -140,19 +139,19 @@ codegen::ElementwiseKernel kernel_of(const Spec& spec) {
 
 // Runs the spec's kernel: outs[o] receives output o (several outputs: fresh contiguous
 // tensors; one: any strided view).
-void run(SpecCache::Entry& entry, std::span<const CudaTensor* const> inputs, std::span<const CudaTensor> outs,
+void run(SpecCache::Entry& entry, std::span<const Tensor* const> inputs, std::span<const Tensor> outs,
          std::span<const double> params) {
   const Spec& spec = entry.spec;
-  KILN_CHECK(inputs.size() == spec.inputs.size(), "cuda: a kernel of {} inputs got {}", spec.inputs.size(),
+  KILN_CHECK(inputs.size() == spec.inputs.size(), KILN_GPU_ID ": a kernel of {} inputs got {}", spec.inputs.size(),
              inputs.size());
-  KILN_CHECK(params.size() == static_cast<std::size_t>(spec.params), "cuda: a kernel of {} parameters got {}",
+  KILN_CHECK(params.size() == static_cast<std::size_t>(spec.params), KILN_GPU_ID ": a kernel of {} parameters got {}",
              spec.params, params.size());
-  const CudaTensor& out = outs[0];
+  const Tensor& out = outs[0];
   const Shape& shape = out.shape;
-  KILN_CHECK(shape.rank() <= kMaxRank, "elementwise: the CUDA kernels take tensors of rank up to {}, got {}", kMaxRank,
+  KILN_CHECK(shape.rank() <= kMaxRank, "elementwise: the " KILN_GPU_NAME " kernels take tensors of rank up to {}, got {}", kMaxRank,
              shape);
-  for (const CudaTensor* t : inputs)
-    KILN_CHECK(t->device == out.device, "elementwise: an input on CUDA device {} and the output on device {}",
+  for (const Tensor* t : inputs)
+    KILN_CHECK(t->device == out.device, "elementwise: an input on " KILN_GPU_NAME " device {} and the output on device {}",
                t->device, out.device);
   const std::int64_t n = shape.numel();
   if (n == 0) return;
@@ -160,10 +159,10 @@ void run(SpecCache::Entry& entry, std::span<const CudaTensor* const> inputs, std
   // Flat when the output is the dense start of its buffer and every input is contiguous
   // with its shape or a single element; else every index goes through the strides.
   const bool out_strided = !out.is_contiguous() || out.offset != 0;
-  KILN_CHECK(!out_strided || outs.size() == 1, "cuda: a kernel of {} outputs writes fresh tensors, not views",
+  KILN_CHECK(!out_strided || outs.size() == 1, KILN_GPU_ID ": a kernel of {} outputs writes fresh tensors, not views",
              outs.size());
   bool strided = out_strided;
-  for (const CudaTensor* t : inputs) strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
+  for (const Tensor* t : inputs) strided = strided || !(t->numel() == 1 || (t->shape == shape && t->is_contiguous()));
   std::vector<bool> scalar(inputs.size(), false);
   for (std::size_t k = 0; k < inputs.size() && !strided; ++k) scalar[k] = inputs[k]->numel() == 1;
 
@@ -183,17 +182,17 @@ void run(SpecCache::Entry& entry, std::span<const CudaTensor* const> inputs, std
     for (std::size_t d = 0; d < t.shape.rank(); ++d) args.layout[base + 1 + lead + d] = t.shape[d] == 1 ? 0 : t.strides[d];
   }
   // Input and output pointers are the buffers' starts: offsets are in the layout.
-  for (const CudaTensor* t : inputs) args.add_pointer(t->buffer->data);
-  for (const CudaTensor& o : outs) args.add_pointer(o.buffer->data);
+  for (const Tensor* t : inputs) args.add_pointer(t->buffer->data);
+  for (const Tensor& o : outs) args.add_pointer(o.buffer->data);
   for (const double p : params) args.add_param(p, spec.param_type);
   KILN_CHECK(args.layout.size() * 8 + args.values.size() * 8 <= 32000,
-             "elementwise: a program of {} inputs and {} outputs exceeds the CUDA kernel argument space", inputs.size(),
+             "elementwise: a program of {} inputs and {} outputs exceeds the " KILN_GPU_NAME " kernel argument space", inputs.size(),
              outs.size());
 
   std::uint64_t variant = (strided ? 1u : 0u) | (out_strided ? 2u : 0u);
   for (std::size_t k = 0; k < scalar.size(); ++k) variant |= scalar[k] ? std::uint64_t{4} << k : 0;
   const Kernel& kernel = variant_kernel(entry, variant, out.device, [&] {
-    return codegen::cuda_prelude() + codegen::elementwise_kernel(codegen::cuda_kernels(), kernel_of(spec),
+    return gpu::prelude() + codegen::elementwise_kernel(gpu::dialect(), kernel_of(spec),
                                                                  {strided, out_strided, scalar});
   });
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -215,20 +214,20 @@ SpecCache::Entry& copy_entry(DType dtype) {
 
 }  // namespace
 
-CudaTensor contiguous(const CudaTensor& x) {
+Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
-  CudaTensor out = empty(x.shape, x.dtype, x.device);
+  Tensor out = empty(x.shape, x.dtype, x.device);
   copy_into(x, out);
   return out;
 }
 
-void copy_into(const CudaTensor& src, const CudaTensor& dst) {
-  KILN_CHECK(src.dtype == dst.dtype, "cuda: copying {} into {}", src.dtype, dst.dtype);
-  const std::array<const CudaTensor*, 1> inputs{&src};
+void copy_into(const Tensor& src, const Tensor& dst) {
+  KILN_CHECK(src.dtype == dst.dtype, KILN_GPU_ID ": copying {} into {}", src.dtype, dst.dtype);
+  const std::array<const Tensor*, 1> inputs{&src};
   run(copy_entry(src.dtype), inputs, std::span(&dst, 1), {});
 }
 
-CudaTensor cast(const CudaTensor& x, DType dtype) {
+Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype == dtype) return x;
   static SpecCache cache;
   auto& entry = cache.get(static_cast<std::uint64_t>(x.dtype) * dtype_count + static_cast<std::uint64_t>(dtype), [&] {
@@ -243,40 +242,40 @@ CudaTensor cast(const CudaTensor& x, DType dtype) {
     }
     return Spec{{x.dtype}, {{dtype, value, is_bool}}, "", false};
   });
-  CudaTensor out = empty(x.shape, dtype, x.device);
-  const std::array<const CudaTensor*, 1> inputs{&x};
+  Tensor out = empty(x.shape, dtype, x.device);
+  const std::array<const Tensor*, 1> inputs{&x};
   run(entry, inputs, std::span(&out, 1), {});
   return out;
 }
 
-}  // namespace cuda
+}  // namespace KILN_GPU_NAMESPACE
 
-std::vector<Cuda::Primitive> Cuda::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
+std::vector<Gpu::Primitive> Gpu::elementwise(const codegen::Program& program, std::span<const Primitive> inputs,
                                                std::span<const double> params) {
-  const Shape shape = codegen::check_elementwise_call<Cuda>(program, inputs, params);
+  const Shape shape = codegen::check_elementwise_call<Gpu>(program, inputs, params);
   KILN_CHECK(inputs.size() <= max_program_inputs,
-             "elementwise: the CUDA backend runs programs of up to {} inputs, got {} ({})", max_program_inputs,
+             "elementwise: the " KILN_GPU_NAME " backend runs programs of up to {} inputs, got {} ({})", max_program_inputs,
              inputs.size(), program.key());
-  static cuda::SpecCache specs;
-  auto& entry = specs.get(program.id(), [&] { return cuda::spec_of(program); });
-  const int device = inputs.empty() ? cuda::Context::get().index() : inputs[0].device;
-  std::vector<const CudaTensor*> all;
+  static gpu::SpecCache specs;
+  auto& entry = specs.get(program.id(), [&] { return gpu::spec_of(program); });
+  const int device = inputs.empty() ? gpu::Context::get().index() : inputs[0].device;
+  std::vector<const Tensor*> all;
   for (const Primitive& x : inputs) all.push_back(&x);
   std::vector<Primitive> outs;
-  for (const codegen::ProgramOutput& o : program.outputs()) outs.push_back(cuda::empty(shape, o.dtype, device));
-  cuda::run(entry, all, outs, params);
+  for (const codegen::ProgramOutput& o : program.outputs()) outs.push_back(gpu::empty(shape, o.dtype, device));
+  gpu::run(entry, all, outs, params);
   return outs;
 }
 
-std::vector<Cuda::Primitive> Cuda::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
+std::vector<Gpu::Primitive> Gpu::row_program(const codegen::Program& program, std::span<const Primitive> inputs,
                                                std::span<const double> params, const Shape& domain) {
-  codegen::check_row_program_call<Cuda>(program, inputs, params, domain);
+  codegen::check_row_program_call<Gpu>(program, inputs, params, domain);
   KILN_CHECK(inputs.size() <= max_row_program_inputs,
-             "row_program: the CUDA backend runs programs of up to {} inputs, got {} ({})", max_row_program_inputs,
+             "row_program: the " KILN_GPU_NAME " backend runs programs of up to {} inputs, got {} ({})", max_row_program_inputs,
              inputs.size(), program.key());
   KILN_CHECK(domain.rank() >= 1 && domain.rank() <= codegen::kMaxRank,
-             "row_program: the CUDA backend runs domains of rank 1 to {}, got {}", codegen::kMaxRank, domain);
-  const int device = inputs.empty() ? cuda::Context::get().index() : inputs[0].device;
+             "row_program: the " KILN_GPU_NAME " backend runs domains of rank 1 to {}, got {}", codegen::kMaxRank, domain);
+  const int device = inputs.empty() ? gpu::Context::get().index() : inputs[0].device;
   const std::int64_t cols = domain[domain.rank() - 1];
   const std::int64_t rows = cols == 0 ? 0 : domain.numel() / cols;
   Shape row_shape = domain;
@@ -284,49 +283,49 @@ std::vector<Cuda::Primitive> Cuda::row_program(const codegen::Program& program, 
 
   // Kernels by program and output (one row kernel per output), and device.
   static std::mutex mutex;
-  static std::unordered_map<std::uint64_t, const cuda::Kernel*> kernels;
-  auto kernel_for = [&](std::size_t k) -> const cuda::Kernel& {
+  static std::unordered_map<std::uint64_t, const gpu::Kernel*> kernels;
+  auto kernel_for = [&](std::size_t k) -> const gpu::Kernel& {
     const std::uint64_t slot = (program.id() << 8 | k) * 64 + static_cast<std::uint64_t>(device);
     {
       std::lock_guard lock(mutex);
       if (auto it = kernels.find(slot); it != kernels.end()) return *it->second;
     }
-    codegen::RowKernel kernel = codegen::program_row_kernel(codegen::cuda(), program, k, cuda::kBlock);
+    codegen::RowKernel kernel = codegen::program_row_kernel(codegen::cuda(), program, k, gpu::kBlock);
     kernel.kernel.name = "kiln_elementwise";
     kernel.wide_sums = true;
     const std::string source =
-        codegen::cuda_prelude() + codegen::row_kernel(codegen::cuda(), codegen::cuda_kernels(), kernel);
-    const cuda::Kernel& compiled = cuda::Context::get(device).kernel(source, "kiln_elementwise");
+        gpu::prelude() + codegen::row_kernel(codegen::cuda(), gpu::dialect(), kernel);
+    const gpu::Kernel& compiled = gpu::Context::get(device).kernel(source, "kiln_elementwise");
     std::lock_guard lock(mutex);
     return *kernels.emplace(slot, &compiled).first->second;
   };
 
   // The layout (codegen/row_kernel.hpp): rows, rank, dims, each input's offset and strides.
-  cuda::Arguments args;
+  gpu::Arguments args;
   args.layout.assign(static_cast<std::size_t>(codegen::param_layout(inputs.size())), 0);
   args.layout[0] = rows;
   args.layout[1] = static_cast<long long>(domain.rank());
   for (std::size_t d = 0; d < domain.rank(); ++d) args.layout[2 + d] = domain[d];
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    const CudaTensor& t = inputs[k];
-    KILN_CHECK(t.device == device, "row_program: inputs on CUDA devices {} and {}", device, t.device);
+    const Tensor& t = inputs[k];
+    KILN_CHECK(t.device == device, "row_program: inputs on " KILN_GPU_NAME " devices {} and {}", device, t.device);
     const std::size_t base = static_cast<std::size_t>(codegen::kFirstLayout) + k * codegen::kLayoutStride;
     args.layout[base] = t.offset;
     const std::size_t lead = domain.rank() - t.shape.rank();
     for (std::size_t d = 0; d < t.shape.rank(); ++d) args.layout[base + 1 + lead + d] = t.shape[d] == 1 ? 0 : t.strides[d];
   }
-  for (const CudaTensor& t : inputs) args.add_pointer(t.buffer->data);
-  KILN_CHECK(rows <= 0x7fffffff, "row_program: {} rows are too many for one CUDA launch", rows);
+  for (const Tensor& t : inputs) args.add_pointer(t.buffer->data);
+  KILN_CHECK(rows <= 0x7fffffff, "row_program: {} rows are too many for one " KILN_GPU_NAME " launch", rows);
 
   std::vector<Primitive> results;
   for (std::size_t k = 0; k < program.outputs().size(); ++k) {
     const codegen::ProgramOutput& out = program.outputs()[k];
-    CudaTensor result = cuda::empty(out.per_row ? row_shape : domain, out.dtype, device);
+    Tensor result = gpu::empty(out.per_row ? row_shape : domain, out.dtype, device);
     if (rows > 0) {
-      cuda::Arguments launch = args;
+      gpu::Arguments launch = args;
       launch.add_pointer(result.buffer->data);
       for (const double p : params) launch.add_param(p, program.type());
-      cuda::Context::get(device).launch(kernel_for(k), dim3(static_cast<unsigned>(rows)), dim3(cuda::kBlock),
+      gpu::Context::get(device).launch(kernel_for(k), dim3(static_cast<unsigned>(rows)), dim3(gpu::kBlock),
                                         launch.finish());
     }
     results.push_back(std::move(result));

@@ -1,4 +1,4 @@
-// Indexing on the CUDA backend: gather and scatter (per-element indices along one dim,
+// Indexing on the CUDA and ROCm backends: gather and scatter (per-element indices along one dim,
 // torch.gather / torch.scatter semantics, assign and add), with the CPU backend's checks,
 // results and error messages. The kernels are kernels/cuda/indexing.cu.
 //
@@ -14,13 +14,12 @@
 // in row-major order, raises the CPU's kiln::Error naming the op; the result is discarded.
 #include "runtime.hpp"
 
-#include "kiln/cuda/backend.hpp"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-namespace kiln::cuda {
+namespace kiln::KILN_GPU_NAMESPACE {
 namespace {
 
 // The entry name's part for an element size: moves need no dtype.
@@ -43,9 +42,9 @@ std::string entry(std::string_view name, std::string_view part, DType index) {
 }
 
 // The CPU's read_indices, for the error only: throws on the first index out of range.
-[[noreturn]] void fail_on_bad_index(std::string_view op, const CudaTensor& index, std::int64_t limit) {
+[[noreturn]] void fail_on_bad_index(std::string_view op, const Tensor& index, std::int64_t limit) {
   ops::check_index_dtype(op, index.dtype);
-  const TensorData data = Cuda::into_data(index);
+  const TensorData data = Gpu::into_data(index);
   const std::byte* bytes = data.bytes().data();
   for (std::int64_t i = 0; i < data.numel(); ++i) {
     std::int64_t v;
@@ -62,24 +61,18 @@ std::string entry(std::string_view name, std::string_view part, DType index) {
 }
 
 // A zeroed i32 flag on `device`, which the kernels set to 1 on an index out of range.
-CudaTensor zeroed_flag(int device) {
-  CudaTensor flag = empty(Shape{1}, DType::i32, device);
-  Context& context = Context::get(device);
-  context.activate();
-  KILN_CUDA_CHECK(cudaMemsetAsync(address(flag), 0, sizeof(std::int32_t), context.stream()));
-  return flag;
-}
+Tensor zeroed_flag(int device) { return zeros(Shape{1}, DType::i32, device); }
 
 // Waits for the kernels and raises the CPU's error when one met an index out of range.
-void check_flag(std::string_view op, const CudaTensor& flag, const CudaTensor& index, std::int64_t limit) {
+void check_flag(std::string_view op, const Tensor& flag, const Tensor& index, std::int64_t limit) {
   std::int32_t bad = 0;
   Context::get(flag.device).download(&bad, address(flag), sizeof bad);
   if (bad != 0) fail_on_bad_index(op, index, limit);
 }
 
 // x's view cut to `shape`'s extents on every dim but d (no larger than x's there).
-CudaTensor cut(const CudaTensor& x, const Shape& shape, std::size_t d) {
-  CudaTensor v = x;
+Tensor cut(const Tensor& x, const Shape& shape, std::size_t d) {
+  Tensor v = x;
   for (std::size_t i = 0; i < shape.rank(); ++i)
     if (i != d) v.shape[i] = shape[i];
   return v;
@@ -95,74 +88,74 @@ std::pair<std::int64_t, std::int64_t> outer_inner(const Shape& shape, std::size_
   return {outer, inner};
 }
 
-void check_devices(std::string_view op, const CudaTensor& x, const CudaTensor& other, std::string_view what) {
-  KILN_CHECK(x.device == other.device, "{}: the input is on CUDA device {} and the {} on device {}", op, x.device,
+void check_devices(std::string_view op, const Tensor& x, const Tensor& other, std::string_view what) {
+  KILN_CHECK(x.device == other.device, "{}: the input is on " KILN_GPU_NAME " device {} and the {} on device {}", op, x.device,
              what, other.device);
 }
 
 }  // namespace
-}  // namespace kiln::cuda
+}  // namespace kiln::KILN_GPU_NAMESPACE
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
-Cuda::Primitive Cuda::gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
+Gpu::Primitive Gpu::gather(const Primitive& x, std::int64_t dim, const Primitive& index) {
   constexpr std::string_view op = "gather";
   ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   ops::check_gather_index(x.shape, index.shape, d);
   ops::check_index_dtype(op, index.dtype);
-  CudaTensor out = cuda::empty(index.shape, x.dtype, x.device);
+  Tensor out = gpu::empty(index.shape, x.dtype, x.device);
   if (out.numel() == 0) return out;
-  cuda::check_devices(op, x, index, "index");
+  gpu::check_devices(op, x, index, "index");
   const std::int64_t size = x.shape[d];
-  if (size == 0) cuda::fail_on_bad_index(op, index, size);
-  const CudaTensor xc = cuda::contiguous(cuda::cut(x, index.shape, d));
-  const CudaTensor ic = cuda::contiguous(index);
-  const std::int64_t inner = cuda::outer_inner(index.shape, d).second;
-  const CudaTensor flag = cuda::zeroed_flag(x.device);
-  const cuda::Kernel& kernel =
-      cuda::file_kernel(x.device, "indexing", {}, cuda::entry("gather", cuda::element_bits(x.dtype), index.dtype));
+  if (size == 0) gpu::fail_on_bad_index(op, index, size);
+  const Tensor xc = gpu::contiguous(gpu::cut(x, index.shape, d));
+  const Tensor ic = gpu::contiguous(index);
+  const std::int64_t inner = gpu::outer_inner(index.shape, d).second;
+  const Tensor flag = gpu::zeroed_flag(x.device);
+  const gpu::Kernel& kernel =
+      gpu::file_kernel(x.device, "indexing", {}, gpu::entry("gather", gpu::element_bits(x.dtype), index.dtype));
   const std::int64_t n = out.numel(), index_dim = index.shape[d];
-  cuda::launch_threads(x.device, kernel, n, cuda::address(out), cuda::address(xc), cuda::address(ic), n, size,
-                       index_dim, inner, cuda::address(flag));
-  cuda::check_flag(op, flag, index, size);
+  gpu::launch_threads(x.device, kernel, n, gpu::address(out), gpu::address(xc), gpu::address(ic), n, size,
+                       index_dim, inner, gpu::address(flag));
+  gpu::check_flag(op, flag, index, size);
   return out;
 }
 
-Cuda::Primitive Cuda::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
+Gpu::Primitive Gpu::scatter(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& src,
                               ops::ScatterMode mode) {
   const std::string_view op = mode == ops::ScatterMode::add ? "scatter_add" : "scatter";
   ops::check_dim(op, dim, x.shape);
   const auto d = static_cast<std::size_t>(dim);
   ops::check_scatter_operands(op, x.shape, x.dtype, index.shape, index.dtype, src.shape, src.dtype, d);
-  CudaTensor out = cuda::empty(x.shape, x.dtype, x.device);
-  cuda::copy_into(x, out);
+  Tensor out = gpu::empty(x.shape, x.dtype, x.device);
+  gpu::copy_into(x, out);
   if (index.numel() == 0) return out;
-  cuda::check_devices(op, x, index, "index");
-  cuda::check_devices(op, x, src, "src");
+  gpu::check_devices(op, x, index, "index");
+  gpu::check_devices(op, x, src, "src");
   const std::int64_t size = x.shape[d];
-  if (size == 0) cuda::fail_on_bad_index(op, index, size);
+  if (size == 0) gpu::fail_on_bad_index(op, index, size);
   // src cut to the index's shape on every dim; the output cut outside dim.
-  CudaTensor src_view = src;
+  Tensor src_view = src;
   src_view.shape = index.shape;
-  const CudaTensor sc = cuda::contiguous(src_view);
-  const CudaTensor ic = cuda::contiguous(index);
-  const CudaTensor target = cuda::cut(out, index.shape, d);
+  const Tensor sc = gpu::contiguous(src_view);
+  const Tensor ic = gpu::contiguous(index);
+  const Tensor target = gpu::cut(out, index.shape, d);
   const bool in_place = target.is_contiguous();
-  const CudaTensor work = in_place ? target : cuda::contiguous(target);
-  const auto [outer, inner] = cuda::outer_inner(index.shape, d);
+  const Tensor work = in_place ? target : gpu::contiguous(target);
+  const auto [outer, inner] = gpu::outer_inner(index.shape, d);
   const std::int64_t positions = outer * inner, fiber = index.shape[d];
   const std::string variant = mode == ops::ScatterMode::assign
-                                  ? cuda::entry("scatter_assign", cuda::element_bits(x.dtype), index.dtype)
-                                  : cuda::entry("scatter_add", dtype_name(x.dtype), index.dtype);
-  const CudaTensor flag = cuda::zeroed_flag(x.device);
-  const cuda::Kernel& kernel = cuda::file_kernel(x.device, "indexing", {}, variant);
-  cuda::launch_threads(x.device, kernel, positions, cuda::address(work), cuda::address(sc), cuda::address(ic),
-                       positions, size, fiber, inner, cuda::address(flag));
-  cuda::check_flag(op, flag, index, size);
-  if (!in_place) cuda::copy_into(work, target);
+                                  ? gpu::entry("scatter_assign", gpu::element_bits(x.dtype), index.dtype)
+                                  : gpu::entry("scatter_add", dtype_name(x.dtype), index.dtype);
+  const Tensor flag = gpu::zeroed_flag(x.device);
+  const gpu::Kernel& kernel = gpu::file_kernel(x.device, "indexing", {}, variant);
+  gpu::launch_threads(x.device, kernel, positions, gpu::address(work), gpu::address(sc), gpu::address(ic),
+                       positions, size, fiber, inner, gpu::address(flag));
+  gpu::check_flag(op, flag, index, size);
+  if (!in_place) gpu::copy_into(work, target);
   return out;
 }
 

@@ -1,27 +1,27 @@
-// Matrix multiplication on the CUDA backend: cuBLAS, [..., m, k] @ [..., k, n] with NumPy-
-// broadcast batch dims. Row-major C = A B is column-major C^T = B^T A^T, so cuBLAS gets B
-// first. Each operand is read in place when its matrices are row- or column-major (a
-// transposed view is a transposed operand, no copy) and its batches lie at one stride (0 for
-// a broadcast operand); otherwise it is copied first. A contiguous batch times one shared
-// matrix is one GEMM of batch * m rows. f16 and bf16 multiply on tensor cores and
-// accumulate in f32; f32 and f64 compute in their own precision.
+// Matrix multiplication on the CUDA and ROCm backends, [..., m, k] @ [..., k, n] with
+// NumPy-broadcast batch dims: cuBLAS on CUDA, kernels/cuda/gemm.cu on ROCm. Each operand is
+// read in place when its matrices are row- or column-major (a transposed view is a
+// transposed operand, no copy) and its batches lie at one stride (0 for a broadcast
+// operand); otherwise it is copied first.
+// cuBLAS: row-major C = A B is column-major C^T = B^T A^T, so it gets B first; a contiguous
+// batch times one shared matrix is one GEMM of batch * m rows; f16 and bf16 multiply on
+// tensor cores and accumulate in f32; f32 and f64 compute in their own precision. The own
+// kernel computes f32 and f64, and f16 / bf16 through f32, rounding once.
 #include "runtime.hpp"
 
-#include "kiln/cuda/backend.hpp"
 #include "kiln/ops/matmul.hpp"
-
-#include <cublas_v2.h>
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
 namespace {
 
-// One operand as cuBLAS reads it: its matrices [rows, cols] at `data` + b * batch_stride.
+// One operand as a GEMM reads it: its matrices [rows, cols] at `data` + b * batch_stride,
+// element (i, j) at i * ld + j, or at i + j * ld where `transposed` (column-major).
 struct Operand {
-  CudaTensor tensor;  // keeps the memory (a copy, where one was made)
-  cublasOperation_t op = CUBLAS_OP_N;
+  Tensor tensor;  // keeps the memory (a copy, where one was made)
+  bool transposed = false;
   std::int64_t ld = 0;
   std::int64_t batch_stride = 0;
 };
@@ -29,11 +29,11 @@ struct Operand {
 // x's matrices [rows, cols] over the output's batch dims `batch`, read in place where their
 // layout allows. `row_major_op`: the cuBLAS operation when the matrix is row-major (in the
 // swapped column-major call, a row-major matrix is its own transpose's column-major form).
-Operand operand(const CudaTensor& x, const std::vector<std::int64_t>& batch, std::int64_t rows, std::int64_t cols) {
+Operand operand(const Tensor& x, const std::vector<std::int64_t>& batch, std::int64_t rows, std::int64_t cols) {
   const std::size_t r = x.shape.rank();
   const std::size_t nb = batch.size();
   // The operand's strides over the output's batch dims (0 where it broadcasts).
-  auto batch_strides = [&](const CudaTensor& t) {
+  auto batch_strides = [&](const Tensor& t) {
     std::vector<std::int64_t> s(nb, 0);
     const std::size_t own = t.shape.rank() - 2;
     for (std::size_t d = 0; d < own; ++d)
@@ -62,7 +62,7 @@ Operand operand(const CudaTensor& x, const std::vector<std::int64_t>& batch, std
   const bool col_major = !row_major && (rows == 1 || s_row == 1) && (cols == 1 || s_col >= std::max<std::int64_t>(1, rows));
   if (row_major || col_major) {
     if (auto stride = even_stride(batch_strides(x))) {
-      Operand o{x, row_major ? CUBLAS_OP_N : CUBLAS_OP_T, 0, *stride};
+      Operand o{x, !row_major, 0, *stride};
       if (row_major) o.ld = rows == 1 ? std::max<std::int64_t>(1, cols) : s_row;
       else o.ld = cols == 1 ? std::max<std::int64_t>(1, rows) : s_col;
       o.ld = std::max<std::int64_t>(o.ld, row_major ? cols : rows);
@@ -73,17 +73,18 @@ Operand operand(const CudaTensor& x, const std::vector<std::int64_t>& batch, std
   std::vector<std::int64_t> dims = batch;
   dims.push_back(rows);
   dims.push_back(cols);
-  const CudaTensor c = cuda::contiguous(strided::broadcast(x, Shape(dims)));
-  return {c, CUBLAS_OP_N, std::max<std::int64_t>(1, cols), rows * cols};
+  const Tensor c = gpu::contiguous(strided::broadcast(x, Shape(dims)));
+  return {c, false, std::max<std::int64_t>(1, cols), rows * cols};
 }
 
+#if !defined(KILN_GPU_HIP)
 cudaDataType_t data_type(DType d) {
   switch (d) {
     case DType::f32: return CUDA_R_32F;
     case DType::f64: return CUDA_R_64F;
     case DType::f16: return CUDA_R_16F;
     case DType::bf16: return CUDA_R_16BF;
-    default: KILN_FAIL("matmul: the CUDA backend multiplies float tensors, got {}", d);
+    default: KILN_FAIL("matmul: the " KILN_GPU_NAME " backend multiplies float tensors, got {}", d);
   }
 }
 
@@ -91,30 +92,42 @@ int as_int(std::int64_t v, std::string_view what) {
   KILN_CHECK(v <= 0x7fffffff, "matmul: {} {} exceeds cuBLAS's 32-bit sizes", what, v);
   return static_cast<int>(v);
 }
+#endif
 
 }  // namespace
 
-Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
+Gpu::Primitive Gpu::matmul(const Primitive& a, const Primitive& b) {
   const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
-  KILN_CHECK(a.device == b.device, "matmul: {} on CUDA device {} @ {} on device {}", a.shape, a.device, b.shape,
+  KILN_CHECK(a.device == b.device, "matmul: {} on " KILN_GPU_NAME " device {} @ {} on device {}", a.shape, a.device, b.shape,
              b.device);
   const std::int64_t m = shape.m, k = shape.k, n = shape.n;
   std::int64_t batches = 1;
   for (auto d : shape.batch) batches *= d;
-  CudaTensor out = cuda::empty(shape.out(), a.dtype, a.device);
+  Tensor out = gpu::empty(shape.out(), a.dtype, a.device);
   if (out.numel() == 0) return out;
-  cuda::Context& context = cuda::Context::get(a.device);
+  gpu::Context& context = gpu::Context::get(a.device);
   context.activate();
-  if (k == 0) {  // an empty sum
-    KILN_CUDA_CHECK(cudaMemsetAsync(out.buffer->data, 0, static_cast<std::size_t>(out.numel()) * dtype_size(out.dtype),
-                                    context.stream()));
-    return out;
-  }
+  if (k == 0) return gpu::zeros(shape.out(), a.dtype, a.device);  // an empty sum
+#if defined(KILN_GPU_HIP)
+  // The own kernel: f32 and f64; f16 and bf16 through f32, rounded once.
+  if (gpu::is_half(a.dtype)) return gpu::cast(matmul(gpu::cast(a, DType::f32), gpu::cast(b, DType::f32)), a.dtype);
+  const Operand A = operand(a, shape.batch, m, k);
+  const Operand B = operand(b, shape.batch, k, n);
+  const std::int64_t a_row = A.transposed ? 1 : A.ld, a_col = A.transposed ? A.ld : 1;
+  const std::int64_t b_row = B.transposed ? 1 : B.ld, b_col = B.transposed ? B.ld : 1;
+  const std::int64_t tiles = ((m + 15) / 16) * ((n + 15) / 16) * batches;
+  const gpu::Kernel& kernel = gpu::file_kernel(a.device, "gemm", {}, a.dtype == DType::f64 ? "gemm_f64" : "gemm_f32");
+  const double started = context.profile_begin();
+  gpu::launch_blocks(a.device, kernel, tiles, 256, 0, out.buffer->data, gpu::address(A.tensor),
+                     gpu::address(B.tensor), m, n, k, a_row, a_col, A.batch_stride, b_row, b_col, B.batch_stride);
+  context.profile_end("gemm", started);
+  return out;
+#else
   Operand A = operand(a, shape.batch, m, k);
   const Operand B = operand(b, shape.batch, k, n);
   // A contiguous batch of row-major A over one shared B: one GEMM of batches * m rows.
   std::int64_t rows = m, count = batches;
-  if (batches > 1 && B.batch_stride == 0 && A.op == CUBLAS_OP_N && A.batch_stride == m * A.ld) {
+  if (batches > 1 && B.batch_stride == 0 && !A.transposed && A.batch_stride == m * A.ld) {
     rows = m * batches;
     count = 1;
   }
@@ -125,15 +138,17 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  auto op = [](const Operand& o) { return o.transposed ? CUBLAS_OP_T : CUBLAS_OP_N; };
   // Column-major: C^T [n, rows] = op(B^T) [n, k] * op(A^T) [k, rows].
   const double started = context.profile_begin();
   KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      context.cublas(), B.op, A.op, as_int(n, "a size of"), as_int(rows, "a size of"), as_int(k, "a size of"), alpha,
-      cuda::address(B.tensor), type, as_int(B.ld, "a leading dimension of"), B.batch_stride, cuda::address(A.tensor),
-      type, as_int(A.ld, "a leading dimension of"), A.batch_stride, beta, out.buffer->data, type, as_int(n, "a size of"),
-      m * n, as_int(count, "a batch count of"), compute, CUBLAS_GEMM_DEFAULT));
+      context.cublas(), op(B), op(A), as_int(n, "a size of"), as_int(rows, "a size of"), as_int(k, "a size of"),
+      alpha, gpu::address(B.tensor), type, as_int(B.ld, "a leading dimension of"), B.batch_stride,
+      gpu::address(A.tensor), type, as_int(A.ld, "a leading dimension of"), A.batch_stride, beta, out.buffer->data,
+      type, as_int(n, "a size of"), m * n, as_int(count, "a batch count of"), compute, CUBLAS_GEMM_DEFAULT));
   context.profile_end("cublas gemm", started);
   return out;
+#endif
 }
 
 }  // namespace kiln

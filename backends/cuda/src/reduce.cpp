@@ -1,5 +1,5 @@
 // Reductions (sum, prod, max, min, mean over one dim), arg-reductions and cumulative scans on
-// the CUDA backend. Every kernel (kernels/cuda/reduce.cu) sees its contiguous input as
+// the CUDA and ROCm backends. Every kernel (kernels/cuda/reduce.cu) sees its contiguous input as
 // [outer, n, inner] around the dim, and the results match the CPU backend's: the same dtypes
 // (the input's; i64 indices), accumulators, NaN handling and errors.
 //
@@ -18,7 +18,6 @@
 // the element type. f16 and bf16 run as f32 and round once; bool runs as its 0/1 bytes.
 #include "runtime.hpp"
 
-#include "kiln/cuda/backend.hpp"
 
 #include <fmt/format.h>
 
@@ -26,7 +25,7 @@
 #include <limits>
 #include <string>
 
-namespace kiln::cuda {
+namespace kiln::KILN_GPU_NAMESPACE {
 namespace {
 
 using ops::ReduceOp;
@@ -61,13 +60,13 @@ bool use_tree(const Split& s) { return s.n >= kTreeRows && (s.inner == 1 || s.ou
 const Kernel& reduce_kernel(int device, std::string_view entry) { return file_kernel(device, "reduce", {}, entry); }
 
 // The reduction `op` of the contiguous `c` viewed as `s` (n > 0), into a new tensor of `shape`.
-CudaTensor run_reduce(const CudaTensor& c, const Split& s, ReduceOp op, const Shape& shape) {
+Tensor run_reduce(const Tensor& c, const Split& s, ReduceOp op, const Shape& shape) {
   const std::string_view kind = op == ReduceOp::mean ? "sum" : ops::reduce_name(op);
   const std::string_view type = kernel_type(c.dtype);
   const auto entry = [&](std::string_view stage) -> const Kernel& {
     return reduce_kernel(c.device, fmt::format("reduce_{}_{}_{}", stage, kind, type));
   };
-  CudaTensor out = empty(shape, c.dtype, c.device);
+  Tensor out = empty(shape, c.dtype, c.device);
   void* out_data = address(out);
   const void* in_data = address(c);
   const long long rows = s.outer * s.inner, n = s.n, inner = s.inner;
@@ -102,7 +101,7 @@ CudaTensor run_reduce(const CudaTensor& c, const Split& s, ReduceOp op, const Sh
 }
 
 // The result of reducing nothing: sum 0, prod 1, mean NaN (0/0), any false, all true.
-CudaTensor empty_reduction(const Shape& shape, ReduceOp op, DType dtype, int device) {
+Tensor empty_reduction(const Shape& shape, ReduceOp op, DType dtype, int device) {
   double value = 0.0;
   switch (op) {
     case ReduceOp::sum: value = 0.0; break;
@@ -111,15 +110,15 @@ CudaTensor empty_reduction(const Shape& shape, ReduceOp op, DType dtype, int dev
     case ReduceOp::max: value = 0.0; break;  // bool only: the others have no identity
     case ReduceOp::min: value = 1.0; break;
   }
-  return Cuda::full(shape, value, dtype, CudaDevice{device});
+  return Gpu::full(shape, value, dtype, Gpu::Device{device});
 }
 
 // ---- arg-reductions: the first index of the max (min); a NaN counts as the max (min).
-CudaTensor run_arg(const CudaTensor& c, const Split& s, ops::ArgReduceOp op, const Shape& shape) {
+Tensor run_arg(const Tensor& c, const Split& s, ops::ArgReduceOp op, const Shape& shape) {
   const bool tree = use_tree(s);
   const Kernel& kernel = reduce_kernel(
       c.device, fmt::format("{}_{}_{}", ops::arg_reduce_name(op), tree ? "tree" : "rows", kernel_type(c.dtype)));
-  CudaTensor out = empty(shape, DType::i64, c.device);
+  Tensor out = empty(shape, DType::i64, c.device);
   long long* out_data = pointer<long long>(out);
   const void* in_data = address(c);
   const long long rows = s.outer * s.inner, n = s.n, inner = s.inner;
@@ -129,10 +128,10 @@ CudaTensor run_arg(const CudaTensor& c, const Split& s, ops::ArgReduceOp op, con
 }
 
 // ---- scans: out[o, j, i] = x[o, 0, i] op ... op x[o, j, i], one thread per line.
-CudaTensor run_scan(const CudaTensor& c, const Split& s, ops::CumulativeOp op) {
+Tensor run_scan(const Tensor& c, const Split& s, ops::CumulativeOp op) {
   const Kernel& kernel =
       reduce_kernel(c.device, fmt::format("{}_{}", ops::cumulative_name(op), kernel_type(c.dtype)));
-  CudaTensor out = empty(c.shape, c.dtype, c.device);
+  Tensor out = empty(c.shape, c.dtype, c.device);
   void* out_data = address(out);
   const void* in_data = address(c);
   const long long rows = s.outer * s.inner, n = s.n, inner = s.inner;
@@ -141,44 +140,44 @@ CudaTensor run_scan(const CudaTensor& c, const Split& s, ops::CumulativeOp op) {
 }
 
 }  // namespace
-}  // namespace kiln::cuda
+}  // namespace kiln::KILN_GPU_NAMESPACE
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
-Cuda::Primitive Cuda::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
+Gpu::Primitive Gpu::reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim) {
   const auto name = ops::reduce_name(op);
   const std::size_t d = normalize_dim(name, dim, x.shape.rank());
   ops::check_reduce_dtype(op, x.dtype);
   ops::check_reduce_dim_extent(op, x.dtype, x.shape, d);
   // f16 / bf16 accumulate in f32 (itself in double) and round once, like the CPU backend.
-  if (cuda::is_half(x.dtype)) return cuda::cast(reduce(cuda::cast(x, DType::f32), op, dim), x.dtype);
+  if (gpu::is_half(x.dtype)) return gpu::cast(reduce(gpu::cast(x, DType::f32), op, dim), x.dtype);
   const Shape shape = ops::keep_dim(x.shape, d);
-  if (shape.numel() == 0) return cuda::empty(shape, x.dtype, x.device);
+  if (shape.numel() == 0) return gpu::empty(shape, x.dtype, x.device);
   const ops::DimSplit s = ops::split_at(x.shape, d);
-  if (s.n == 0) return cuda::empty_reduction(shape, op, x.dtype, x.device);
-  return cuda::run_reduce(cuda::contiguous(x), s, op, shape);
+  if (s.n == 0) return gpu::empty_reduction(shape, op, x.dtype, x.device);
+  return gpu::run_reduce(gpu::contiguous(x), s, op, shape);
 }
 
-Cuda::Primitive Cuda::arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
+Gpu::Primitive Gpu::arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim) {
   const auto name = ops::arg_reduce_name(op);
   const std::size_t d = normalize_dim(name, dim, x.shape.rank());
   const ops::DimSplit s = ops::split_at(x.shape, d);
   KILN_CHECK(s.n > 0, "{}: cannot reduce over dim {} of size 0 in shape {}", name, d, x.shape);
-  if (cuda::is_half(x.dtype)) return arg_reduce(cuda::cast(x, DType::f32), op, dim);  // f32 holds them exactly
+  if (gpu::is_half(x.dtype)) return arg_reduce(gpu::cast(x, DType::f32), op, dim);  // f32 holds them exactly
   const Shape shape = ops::keep_dim(x.shape, d);
-  if (shape.numel() == 0) return cuda::empty(shape, DType::i64, x.device);
-  return cuda::run_arg(cuda::contiguous(x), s, op, shape);
+  if (shape.numel() == 0) return gpu::empty(shape, DType::i64, x.device);
+  return gpu::run_arg(gpu::contiguous(x), s, op, shape);
 }
 
-Cuda::Primitive Cuda::cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) {
+Gpu::Primitive Gpu::cumulative(const Primitive& x, ops::CumulativeOp op, std::int64_t dim) {
   const auto name = ops::cumulative_name(op);
   const std::size_t d = normalize_dim(name, dim, x.shape.rank());
   KILN_CHECK(!is_bool(x.dtype), "{}: expected a float or int tensor, got {}", name, x.dtype);
-  if (x.numel() == 0) return cuda::empty(x.shape, x.dtype, x.device);
-  if (cuda::is_half(x.dtype)) return cuda::cast(cumulative(cuda::cast(x, DType::f32), op, dim), x.dtype);
-  return cuda::run_scan(cuda::contiguous(x), ops::split_at(x.shape, d), op);
+  if (x.numel() == 0) return gpu::empty(x.shape, x.dtype, x.device);
+  if (gpu::is_half(x.dtype)) return gpu::cast(cumulative(gpu::cast(x, DType::f32), op, dim), x.dtype);
+  return gpu::run_scan(gpu::contiguous(x), ops::split_at(x.shape, d), op);
 }
 
 }  // namespace kiln

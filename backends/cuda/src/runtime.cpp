@@ -1,12 +1,11 @@
-// The CUDA runtime behind kiln::Cuda (runtime.hpp): devices and their contexts, the caching
-// allocator, host transfers through pinned staging memory, NVRTC compilation with its memory
-// and disk caches, and launches.
+// The GPU runtime behind kiln::Cuda and kiln::Rocm (runtime.hpp): devices and their
+// contexts, the caching allocator, host transfers through pinned staging memory, run-time
+// compilation (NVRTC, hiprtc) with its memory and disk caches, and launches.
 #include "runtime.hpp"
 
 #include "codegen/cuda.hpp"
 
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include <unistd.h>
 
@@ -22,7 +21,16 @@
 #include <optional>
 #include <unordered_map>
 
-namespace kiln::cuda {
+// The environment variables of each backend.
+#if defined(KILN_GPU_HIP)
+#define KILN_DEVICE_VARIABLE "KILN_ROCM_DEVICE"
+#define KILN_PROFILE_VARIABLE "KILN_ROCM_PROFILE"
+#else
+#define KILN_DEVICE_VARIABLE "KILN_CUDA_DEVICE"
+#define KILN_PROFILE_VARIABLE "KILN_CUDA_PROFILE"
+#endif
+
+namespace kiln::KILN_GPU_NAMESPACE {
 namespace {
 
 std::atomic<std::uint64_t> compile_count{0}, disk_hit_count{0}, launch_count{0}, sync_count{0};
@@ -42,8 +50,8 @@ struct Profile {
     double total = 0;
     for (const auto& row : rows) total += row.second.first;
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fmt::print(stderr, "kiln cuda profile: {:.3f} s in {} kernels of {} launches; {:.3f} s since the first op; "
-                       "{} NVRTC compilations ({:.3f} s), {} disk cache hits, {} host waits\n",
+    fmt::print(stderr, "kiln " KILN_GPU_ID " profile: {:.3f} s in {} kernels of {} launches; {:.3f} s since the first op; "
+                       "{} compilations ({:.3f} s), {} disk cache hits, {} host waits\n",
                total, rows.size(), launch_count.load(), wall, compile_count.load(), compile_microseconds.load() * 1e-6,
                disk_hit_count.load(), sync_count.load());
     for (std::size_t i = 0; i < rows.size() && i < 25; ++i)
@@ -52,7 +60,7 @@ struct Profile {
 };
 Profile* profile() {
   static Profile* p = [] {
-    const char* env = std::getenv("KILN_CUDA_PROFILE");
+    const char* env = std::getenv(KILN_PROFILE_VARIABLE);
     return env != nullptr && std::string_view(env) == "1" ? new Profile : nullptr;
   }();
   return p;
@@ -61,12 +69,8 @@ struct ProfileAtExit {
   ~ProfileAtExit() { delete profile(); }
 } profile_at_exit;
 
-#define KILN_NVRTC_CHECK(call)                                                                            \
-  do {                                                                                                    \
-    const nvrtcResult kiln_nvrtc_result = (call);                                                         \
-    KILN_CHECK(kiln_nvrtc_result == NVRTC_SUCCESS, "cuda: {} failed: {}", #call,                          \
-               nvrtcGetErrorString(kiln_nvrtc_result));                                                   \
-  } while (0)
+
+std::string arch_for(const DeviceInfo& device);
 
 // What the runtime reports about the machine's devices, found once.
 struct Devices {
@@ -77,23 +81,37 @@ const Devices& probe() {
   static const Devices found = [] {
     Devices d;
     int count = 0;
-    const cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess) {
-      d.unavailable = fmt::format("no CUDA device: {} ({})", cudaGetErrorString(status), static_cast<int>(status));
-      cudaGetLastError();  // clear the sticky error of the failed probe
+    const gpu_api::Error status = gpu_api::device_count(&count);
+    if (status != gpu_api::success) {
+      d.unavailable = fmt::format("no " KILN_GPU_NAME " device: {} ({})", gpu_api::error_string(status),
+                                  static_cast<int>(status));
+      (void)gpu_api::last_error();  // clear the sticky error of the failed probe
       return d;
     }
     if (count == 0) {
-      d.unavailable = "no CUDA device: the driver reports none";
+      d.unavailable = "no " KILN_GPU_NAME " device: the driver reports none";
       return d;
     }
     for (int i = 0; i < count; ++i) {
-      cudaDeviceProp prop{};
-      if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-      d.list.push_back({i, prop.name, prop.major, prop.minor, static_cast<std::int64_t>(prop.totalGlobalMem),
-                        prop.multiProcessorCount});
+      gpu_api::DeviceProp prop{};
+      if (gpu_api::properties(&prop, i) != gpu_api::success) continue;
+      DeviceInfo info;
+      info.index = i;
+      info.name = prop.name;
+      info.major = prop.major;
+      info.minor = prop.minor;
+      info.memory = static_cast<std::int64_t>(prop.totalGlobalMem);
+      info.multiprocessors = prop.multiProcessorCount;
+      d.list.push_back(std::move(info));
+#if defined(KILN_GPU_HIP)
+      // "gfx90a:sramecc+:xnack-": the target's name before its features.
+      const std::string arch = prop.gcnArchName;
+      d.list.back().arch = arch.substr(0, arch.find(':'));
+#else
+      d.list.back().arch = arch_for(d.list.back());
+#endif
     }
-    if (d.list.empty()) d.unavailable = "no CUDA device: none of the driver's devices could be queried";
+    if (d.list.empty()) d.unavailable = "no " KILN_GPU_NAME " device: none of the driver's devices could be queried";
     return d;
   }();
   return found;
@@ -110,16 +128,25 @@ std::uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-int nvrtc_version() {
+#if defined(KILN_GPU_HIP)
+// hiprtc compiles for the device's own target (gfx90a, gfx1030...).
+std::string compiler_version() {
+  int version = 0;
+  (void)hipRuntimeGetVersion(&version);
+  return fmt::format("hiprtc {}", version);
+}
+std::string arch_for(const DeviceInfo& device) { return device.arch; }
+#else
+std::string compiler_version() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
-  return major * 100 + minor;
+  return fmt::format("nvrtc {}.{}", major, minor);
 }
 
 // The architecture NVRTC compiles for on a device of compute capability major.minor: its
 // own SASS (sm_XY) where this NVRTC knows it, else PTX for the newest it knows, which the
 // driver compiles at load.
-std::string arch_for(int major, int minor) {
+std::string arch_for(const DeviceInfo& device) {
   static const std::vector<int> supported = [] {
     int n = 0;
     std::vector<int> archs;
@@ -129,7 +156,7 @@ std::string arch_for(int major, int minor) {
     }
     return archs;
   }();
-  const int want = major * 10 + minor;
+  const int want = device.major * 10 + device.minor;
   if (std::find(supported.begin(), supported.end(), want) != supported.end() || supported.empty())
     return fmt::format("sm_{}", want);
   int best = 0;
@@ -137,11 +164,12 @@ std::string arch_for(int major, int minor) {
     if (a <= want) best = std::max(best, a);
   return fmt::format("compute_{}", best == 0 ? supported.front() : best);
 }
+#endif
 
 // The disk cache: one file per compiled program, named by the key's hash, holding the key
 // and the image; written whole to a temporary name and renamed, so a reader never sees a
 // torn file and concurrent writers of one program are harmless.
-constexpr std::string_view kCacheMagic = "KILNCUDA1\n";
+constexpr std::string_view kCacheMagic = "KILNGPU1\n";
 
 std::optional<std::string> cache_read(const std::filesystem::path& file, const std::string& key) {
   std::ifstream in(file, std::ios::binary);
@@ -189,8 +217,34 @@ std::string compile(const std::string& source, const std::string& arch) {
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count()));
     }
   } timer{started};
+#if defined(KILN_GPU_HIP)
+  hiprtcProgram program = nullptr;
+  KILN_CHECK(hiprtcCreateProgram(&program, source.c_str(), "kiln_kernel.hip", 0, nullptr, nullptr) == HIPRTC_SUCCESS,
+             "rocm: hiprtcCreateProgram failed");
+  const std::string arch_option = "--offload-arch=" + arch;
+  // No contraction of a * b + c into fma: results round as the CPU backend's do.
+  const char* options[] = {arch_option.c_str(), "-std=c++17", "-ffp-contract=off"};
+  const hiprtcResult compiled = hiprtcCompileProgram(program, 3, options);
+  if (compiled != HIPRTC_SUCCESS) {
+    std::size_t log_size = 0;
+    hiprtcGetProgramLogSize(program, &log_size);
+    std::string log(log_size, '\0');
+    hiprtcGetProgramLog(program, log.data());
+    hiprtcDestroyProgram(&program);
+    KILN_FAIL("rocm: hiprtc could not compile a kernel for {}: {}\n{}\n--- source ---\n{}", arch,
+              hiprtcGetErrorString(compiled), log.substr(0, 4000), source.substr(0, 6000));
+  }
+  std::size_t size = 0;
+  std::string image;
+  KILN_CHECK(hiprtcGetCodeSize(program, &size) == HIPRTC_SUCCESS, "rocm: hiprtcGetCodeSize failed");
+  image.resize(size);
+  KILN_CHECK(hiprtcGetCode(program, image.data()) == HIPRTC_SUCCESS, "rocm: hiprtcGetCode failed");
+  hiprtcDestroyProgram(&program);
+  return image;
+#else
   nvrtcProgram program = nullptr;
-  KILN_NVRTC_CHECK(nvrtcCreateProgram(&program, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr));
+  KILN_CHECK(nvrtcCreateProgram(&program, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS,
+             "cuda: nvrtcCreateProgram failed");
   const std::string arch_option = "--gpu-architecture=" + arch;
   // No contraction of a * b + c into fma: results round as the CPU backend's do.
   const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
@@ -204,26 +258,25 @@ std::string compile(const std::string& source, const std::string& arch) {
     KILN_FAIL("cuda: NVRTC could not compile a kernel for {}: {}\n{}\n--- source ---\n{}", arch,
               nvrtcGetErrorString(compiled), log.substr(0, 4000), source.substr(0, 6000));
   }
+  // Machine code for an sm_ architecture, PTX for a compute_ one.
+  const bool sass = arch.starts_with("sm_");
   std::size_t size = 0;
   std::string image;
-  if (arch.starts_with("sm_")) {
-    KILN_NVRTC_CHECK(nvrtcGetCUBINSize(program, &size));
-    image.resize(size);
-    KILN_NVRTC_CHECK(nvrtcGetCUBIN(program, image.data()));
-  } else {
-    KILN_NVRTC_CHECK(nvrtcGetPTXSize(program, &size));
-    image.resize(size);
-    KILN_NVRTC_CHECK(nvrtcGetPTX(program, image.data()));
-  }
+  KILN_CHECK((sass ? nvrtcGetCUBINSize(program, &size) : nvrtcGetPTXSize(program, &size)) == NVRTC_SUCCESS,
+             "cuda: reading NVRTC's output failed");
+  image.resize(size);
+  KILN_CHECK((sass ? nvrtcGetCUBIN(program, image.data()) : nvrtcGetPTX(program, image.data())) == NVRTC_SUCCESS,
+             "cuda: reading NVRTC's output failed");
   nvrtcDestroyProgram(&program);
   return image;
+#endif
 }
 
-// The loaded libraries of the process, by key (architecture and source). A cudaLibrary_t
-// belongs to no device: its kernels launch on whichever device is current.
+// The loaded libraries (CUDA) or modules (HIP) of the process, by device and key
+// (architecture and source).
 struct Libraries {
   std::mutex mutex;
-  std::unordered_map<std::string, cudaLibrary_t> by_key;
+  std::unordered_map<std::string, gpu_api::Library> by_key;
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by key and entry
 };
 Libraries& libraries() {
@@ -242,11 +295,12 @@ std::string unavailable_reason() { return probe().unavailable; }
 
 int Context::default_device() {
   static const int chosen = [] {
-    const char* env = std::getenv("KILN_CUDA_DEVICE");
+    const char* env = std::getenv(KILN_DEVICE_VARIABLE);
     if (env == nullptr || *env == '\0') return 0;
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
-    KILN_CHECK(end != env && *end == '\0' && v >= 0, "cuda: KILN_CUDA_DEVICE={} is not a device index", env);
+    KILN_CHECK(end != env && *end == '\0' && v >= 0, KILN_GPU_ID ": " KILN_DEVICE_VARIABLE "={} is not a device index",
+               env);
     return static_cast<int>(v);
   }();
   return chosen;
@@ -260,15 +314,15 @@ struct Context::State {
   MemoryStats stats;
   void* staging = nullptr;  // pinned host memory
   std::size_t staging_bytes = 0;
-  cudaEvent_t staging_done = nullptr;  // the last upload from staging
+  gpu_api::Event staging_done = nullptr;  // the last upload from staging
   std::mutex staging_mutex;
 };
 
 Context& Context::get(int index) {
   const Devices& d = probe();
-  KILN_CHECK(!d.list.empty(), "cuda: {}", d.unavailable);
+  KILN_CHECK(!d.list.empty(), KILN_GPU_ID ": {}", d.unavailable);
   if (index < 0) index = default_device();
-  KILN_CHECK(static_cast<std::size_t>(index) < d.list.size(), "cuda: device {} was asked for; this machine has {} ({})",
+  KILN_CHECK(static_cast<std::size_t>(index) < d.list.size(), KILN_GPU_ID ": device {} was asked for; this machine has {} ({})",
              index, d.list.size(), d.list.front().name);
   static std::mutex mutex;
   static std::vector<Context*> contexts(d.list.size(), nullptr);  // never destroyed (see Libraries)
@@ -280,18 +334,22 @@ Context& Context::get(int index) {
 
 Context::Context(int index) : state_(std::make_unique<State>()) {
   info_ = probe().list[static_cast<std::size_t>(index)];
+  arch_ = arch_for(info_);
   activate();
-  KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  KILN_GPU_CHECK(gpu_api::stream_create(&stream_));
+#if !defined(KILN_GPU_HIP)
   KILN_CUBLAS_CHECK(cublasCreate(&cublas_));
   KILN_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&state_->staging_done, cudaEventDisableTiming));
+#endif
+  KILN_GPU_CHECK(gpu_api::event_create(&state_->staging_done));
 }
 
-std::string Context::arch() const { return arch_for(info_.major, info_.minor); }
+std::string Context::arch() const { return arch_; }
+
 
 void Context::activate() const {
   if (current_device == info_.index) return;
-  KILN_CUDA_CHECK(cudaSetDevice(info_.index));
+  KILN_GPU_CHECK(gpu_api::set_device(info_.index));
   current_device = info_.index;
 }
 
@@ -326,17 +384,17 @@ std::shared_ptr<Buffer> Context::allocate(std::size_t bytes) {
     }
   }
   activate();
-  cudaError_t status = cudaMalloc(&block, size);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
+  gpu_api::Error status = gpu_api::malloc(&block, size);
+  if (gpu_api::out_of_memory(status)) {
+    (void)gpu_api::last_error();
     empty_cache(info_.index);  // give the cached blocks back and try once more
-    status = cudaMalloc(&block, size);
+    status = gpu_api::malloc(&block, size);
   }
-  if (status != cudaSuccess) {
-    cudaGetLastError();
+  if (status != gpu_api::success) {
+    (void)gpu_api::last_error();
     const MemoryStats s = memory_stats(info_.index);
-    KILN_FAIL("cuda: out of memory: {} bytes on device {} ({}) failed: {} ({} bytes allocated, {} reserved)", size,
-              info_.index, info_.name, cudaGetErrorString(status), s.allocated, s.reserved);
+    KILN_FAIL(KILN_GPU_ID ": out of memory: {} bytes on device {} ({}) failed: {} ({} bytes allocated, {} reserved)",
+              size, info_.index, info_.name, gpu_api::error_string(status), s.allocated, s.reserved);
   }
   std::lock_guard lock(state_->mutex);
   state_->stats.device_allocations++;
@@ -373,7 +431,7 @@ void empty_cache(int device) {
   std::lock_guard lock(s.mutex);
   c.activate();
   for (const auto& [bytes, block] : s.free_blocks) {
-    cudaFree(block);
+    (void)gpu_api::free(block);
     s.stats.reserved -= static_cast<std::int64_t>(bytes);
   }
   s.free_blocks.clear();
@@ -390,36 +448,36 @@ void Context::upload(void* device_dst, const void* host_src, std::size_t bytes) 
   activate();
   if (bytes > kMaxStaging) {
     // From pageable memory: returns once the source has been read.
-    KILN_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+    KILN_GPU_CHECK(gpu_api::to_device(device_dst, host_src, bytes, stream_));
     return;
   }
   std::lock_guard lock(state_->staging_mutex);
-  KILN_CUDA_CHECK(cudaEventSynchronize(state_->staging_done));  // the last upload has left staging
+  KILN_GPU_CHECK(gpu_api::event_synchronize(state_->staging_done));  // the last upload has left staging
   if (state_->staging_bytes < bytes) {
-    if (state_->staging != nullptr) KILN_CUDA_CHECK(cudaFreeHost(state_->staging));
+    if (state_->staging != nullptr) KILN_GPU_CHECK(gpu_api::host_free(state_->staging));
     state_->staging_bytes = std::max(bytes, std::size_t{1} << 20);
-    KILN_CUDA_CHECK(cudaHostAlloc(&state_->staging, state_->staging_bytes, cudaHostAllocDefault));
+    KILN_GPU_CHECK(gpu_api::host_alloc(&state_->staging, state_->staging_bytes));
   }
   std::memcpy(state_->staging, host_src, bytes);
-  KILN_CUDA_CHECK(cudaMemcpyAsync(device_dst, state_->staging, bytes, cudaMemcpyHostToDevice, stream_));
-  KILN_CUDA_CHECK(cudaEventRecord(state_->staging_done, stream_));
+  KILN_GPU_CHECK(gpu_api::to_device(device_dst, state_->staging, bytes, stream_));
+  KILN_GPU_CHECK(gpu_api::event_record(state_->staging_done, stream_));
 }
 
 void Context::download(void* host_dst, const void* device_src, std::size_t bytes) {
   activate();
   if (bytes == 0 || bytes > kMaxStaging) {
-    if (bytes > 0) KILN_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+    if (bytes > 0) KILN_GPU_CHECK(gpu_api::to_host(host_dst, device_src, bytes, stream_));
     synchronize();
     return;
   }
   std::lock_guard lock(state_->staging_mutex);
   if (state_->staging_bytes < bytes) {
-    KILN_CUDA_CHECK(cudaEventSynchronize(state_->staging_done));
-    if (state_->staging != nullptr) KILN_CUDA_CHECK(cudaFreeHost(state_->staging));
+    KILN_GPU_CHECK(gpu_api::event_synchronize(state_->staging_done));
+    if (state_->staging != nullptr) KILN_GPU_CHECK(gpu_api::host_free(state_->staging));
     state_->staging_bytes = std::max(bytes, std::size_t{1} << 20);
-    KILN_CUDA_CHECK(cudaHostAlloc(&state_->staging, state_->staging_bytes, cudaHostAllocDefault));
+    KILN_GPU_CHECK(gpu_api::host_alloc(&state_->staging, state_->staging_bytes));
   }
-  KILN_CUDA_CHECK(cudaMemcpyAsync(state_->staging, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  KILN_GPU_CHECK(gpu_api::to_host(state_->staging, device_src, bytes, stream_));
   synchronize();
   std::memcpy(host_dst, state_->staging, bytes);
 }
@@ -427,9 +485,9 @@ void Context::download(void* host_dst, const void* device_src, std::size_t bytes
 void Context::synchronize() {
   activate();
   sync_count.fetch_add(1, std::memory_order_relaxed);
-  const cudaError_t status = cudaStreamSynchronize(stream_);
-  KILN_CHECK(status == cudaSuccess, "cuda: a kernel on device {} failed: {} ({})", info_.index,
-             cudaGetErrorString(status), static_cast<int>(status));
+  const gpu_api::Error status = gpu_api::stream_synchronize(stream_);
+  KILN_CHECK(status == gpu_api::success, KILN_GPU_ID ": a kernel on device {} failed: {} ({})", info_.index,
+             gpu_api::error_string(status), static_cast<int>(status));
 }
 
 void synchronize(int device) { Context::get(device).synchronize(); }
@@ -447,23 +505,25 @@ std::string cache_dir() {
 
 const Kernel& Context::kernel(const std::string& source, std::string_view entry) {
   const std::string target = arch();
-  std::string key = fmt::format("nvrtc {} {} --fmad=false\n", nvrtc_version(), target);
+  std::string key = fmt::format("{} {} no-fma\n", compiler_version(), target);
   key += source;
-  const std::string kernel_key = key + '\0' + std::string(entry);
+  // In memory, by device too: a HIP module belongs to the device it was loaded on.
+  const std::string loaded_key = fmt::format("{}\n{}", info_.index, key);
+  const std::string kernel_key = loaded_key + '\0' + std::string(entry);
   Libraries& l = libraries();
   {
     std::lock_guard lock(l.mutex);
     if (auto it = l.kernels.find(kernel_key); it != l.kernels.end()) return *it->second;
   }
-  cudaLibrary_t library = nullptr;
+  gpu_api::Library library = nullptr;
   {
     std::lock_guard lock(l.mutex);
-    if (auto it = l.by_key.find(key); it != l.by_key.end()) library = it->second;
+    if (auto it = l.by_key.find(loaded_key); it != l.by_key.end()) library = it->second;
   }
   if (library == nullptr) {
     const std::string dir = cache_dir();
     const std::filesystem::path file =
-        dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / "cuda" / fmt::format("{:016x}.bin", fnv1a(key));
+        dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / KILN_GPU_ID / fmt::format("{:016x}.bin", fnv1a(key));
     std::optional<std::string> image;
     if (!dir.empty()) image = cache_read(file, key);
     if (image) {
@@ -473,18 +533,18 @@ const Kernel& Context::kernel(const std::string& source, std::string_view entry)
       if (!dir.empty()) cache_write(file, key, *image);
     }
     activate();
-    KILN_CUDA_CHECK(cudaLibraryLoadData(&library, image->data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    KILN_GPU_CHECK(gpu_api::load(&library, image->data()));
     std::lock_guard lock(l.mutex);
-    auto [it, added] = l.by_key.emplace(key, library);
+    auto [it, added] = l.by_key.emplace(loaded_key, library);
     if (!added) {
-      cudaLibraryUnload(library);  // another thread loaded it meanwhile
+      (void)gpu_api::unload(library);  // another thread loaded it meanwhile
       library = it->second;
     }
   }
   auto kernel = std::make_unique<Kernel>();
   kernel->name = std::string(entry);
   const std::string entry_name(entry);
-  KILN_CUDA_CHECK(cudaLibraryGetKernel(&kernel->function, library, entry_name.c_str()));
+  KILN_GPU_CHECK(gpu_api::function(&kernel->function, library, entry_name.c_str()));
   std::lock_guard lock(l.mutex);
   return *l.kernels.emplace(kernel_key, std::move(kernel)).first->second;
 }
@@ -493,23 +553,22 @@ void Context::launch(const Kernel& kernel, dim3 grid, dim3 block, void** args, s
   activate();
   launch_count.fetch_add(1, std::memory_order_relaxed);
   const auto started = profile_begin();
-  const cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(kernel.function), grid, block, args,
-                                              shared_bytes, stream_);
-  KILN_CHECK(status == cudaSuccess, "cuda: launching {} ({} x {} threads) failed: {}", kernel.name,
-             grid.x * std::uint64_t{grid.y}, block.x, cudaGetErrorString(status));
+  const gpu_api::Error status = gpu_api::launch(kernel.function, grid, block, args, shared_bytes, stream_);
+  KILN_CHECK(status == gpu_api::success, KILN_GPU_ID ": launching {} ({} x {} threads) failed: {}", kernel.name,
+             grid.x * std::uint64_t{grid.y}, block.x, gpu_api::error_string(status));
   profile_end(kernel.name == "kiln_elementwise" ? "elementwise / row program" : kernel.name, started);
 }
 
 double Context::profile_begin() {
   if (profile() == nullptr) return 0;
-  KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  KILN_GPU_CHECK(gpu_api::stream_synchronize(stream_));
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Context::profile_end(std::string_view name, double started) {
   Profile* p = profile();
   if (p == nullptr) return;
-  KILN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  KILN_GPU_CHECK(gpu_api::stream_synchronize(stream_));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() - started;
   std::lock_guard lock(p->mutex);
@@ -538,14 +597,14 @@ const Kernel& file_kernel(int device, std::string_view file, std::span<const std
     auto it = sources.find(name);
     if (it == sources.end()) {
       const std::string_view text = kernel_source(file);
-      KILN_CHECK(!text.empty(), "cuda: the library was built without kernels/cuda/{}.cu", file);
+      KILN_CHECK(!text.empty(), KILN_GPU_ID ": the library was built without kernels/cuda/{}.cu", file);
       std::string s;
       for (const std::string& d : defines) {
         const std::size_t eq = d.find('=');
         s += eq == std::string::npos ? fmt::format("#define {}\n", d)
                                      : fmt::format("#define {} {}\n", d.substr(0, eq), d.substr(eq + 1));
       }
-      s += codegen::cuda_prelude();
+      s += prelude();
       s += text;
       it = sources.emplace(name, std::move(s)).first;
     }
@@ -559,10 +618,10 @@ const Kernel& file_kernel(int device, std::string_view file, std::span<const std
 
 // ---- tensors
 
-CudaTensor empty(const Shape& shape, DType dtype, int device) {
-  for (auto d : shape) KILN_CHECK(d >= 0, "cuda: negative dimension in shape {}", shape);
+Tensor empty(const Shape& shape, DType dtype, int device) {
+  for (auto d : shape) KILN_CHECK(d >= 0, KILN_GPU_ID ": negative dimension in shape {}", shape);
   Context& c = Context::get(device);
-  CudaTensor t;
+  Tensor t;
   t.buffer = c.allocate(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
   t.device = c.index();
   t.shape = shape;
@@ -571,7 +630,17 @@ CudaTensor empty(const Shape& shape, DType dtype, int device) {
   return t;
 }
 
-void* address(const CudaTensor& t) {
+Tensor zeros(const Shape& shape, DType dtype, int device) {
+  Tensor t = empty(shape, dtype, device);
+  if (t.numel() == 0) return t;
+  Context& context = Context::get(t.device);
+  context.activate();
+  KILN_GPU_CHECK(gpu_api::zero(t.buffer->data, static_cast<std::size_t>(t.numel()) * dtype_size(dtype),
+                               context.stream()));
+  return t;
+}
+
+void* address(const Tensor& t) {
   return static_cast<char*>(t.buffer->data) + t.offset * static_cast<std::int64_t>(dtype_size(t.dtype));
 }
 
@@ -579,4 +648,12 @@ std::string_view storage_type(DType dtype) { return codegen::detail::cuda_storag
 
 bool is_half(DType dtype) { return codegen::is_half(dtype); }
 
-}  // namespace kiln::cuda
+#if defined(KILN_GPU_HIP)
+std::string prelude() { return codegen::hip_prelude(); }
+const codegen::KernelDialect& dialect() { return codegen::hip_kernels(); }
+#else
+std::string prelude() { return codegen::cuda_prelude(); }
+const codegen::KernelDialect& dialect() { return codegen::cuda_kernels(); }
+#endif
+
+}  // namespace kiln::KILN_GPU_NAMESPACE

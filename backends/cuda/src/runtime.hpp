@@ -1,16 +1,26 @@
-// The CUDA runtime behind kiln::Cuda: per device a context with one stream, a cuBLAS
-// handle and a caching allocator; run-time compiled kernels (NVRTC, cached in memory and on
-// disk); launches. Kernels run in stream order and the host waits only when it reads data
-// back. Only the CUDA runtime (linked statically) and NVRTC and cuBLAS (shared) are used:
-// the runtime loads the driver itself at first use, so a binary starts on a machine without
-// one, and the first op there throws "no CUDA device". Private to backends/cuda/src.
+// The GPU runtime behind kiln::Cuda (and kiln::Rocm, the same sources built with
+// KILN_GPU_HIP: gpu_api.hpp): per device a context with one stream, a caching allocator and,
+// on CUDA, a cuBLAS handle; run-time compiled kernels (NVRTC or hiprtc, cached in memory and
+// on disk); launches. Kernels run in stream order and the host waits only when it reads data
+// back. CUDA's runtime is linked statically, NVRTC and cuBLAS as shared libraries: the
+// runtime loads the driver itself at first use, so a binary starts on a machine without one,
+// and the first op there throws "no CUDA device". Private to the GPU backends' sources.
 #pragma once
 
-#include "kiln/core/error.hpp"
-#include "kiln/cuda/tensor.hpp"
+#include "gpu_api.hpp"
 
+#include "codegen/kernel.hpp"
+#include "kiln/core/error.hpp"
+
+#if defined(KILN_GPU_HIP)
+#include "kiln/rocm/backend.hpp"
+#define KILN_GPU_NAMESPACE rocm
+#else
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
+
+#include "kiln/cuda/backend.hpp"
+#define KILN_GPU_NAMESPACE cuda
+#endif
 
 #include <array>
 #include <cstddef>
@@ -21,20 +31,34 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln::cuda {
+namespace kiln {
+// The backend these sources build, and its namespace, by one name in both builds.
+#if defined(KILN_GPU_HIP)
+using Gpu = Rocm;
+#else
+using Gpu = Cuda;
+#endif
+namespace gpu = KILN_GPU_NAMESPACE;
+}  // namespace kiln
 
-#define KILN_CUDA_CHECK(call)                                                                                  \
-  do {                                                                                                         \
-    const cudaError_t kiln_cuda_error = (call);                                                                \
-    KILN_CHECK(kiln_cuda_error == cudaSuccess, "cuda: {} failed: {} ({})", #call,                              \
-               cudaGetErrorString(kiln_cuda_error), static_cast<int>(kiln_cuda_error));                        \
-  } while (0)
+namespace kiln::KILN_GPU_NAMESPACE {
+
+#if defined(KILN_GPU_HIP)
+using Tensor = RocmTensor;
+#else
+using Tensor = CudaTensor;
 #define KILN_CUBLAS_CHECK(call)                                                                                \
   do {                                                                                                         \
     const cublasStatus_t kiln_cublas_status = (call);                                                          \
     KILN_CHECK(kiln_cublas_status == CUBLAS_STATUS_SUCCESS, "cuda: {} failed: {} ({})", #call,                 \
                cublasGetStatusString(kiln_cublas_status), static_cast<int>(kiln_cublas_status));               \
   } while (0)
+#endif
+
+// What the run-time compiled kernels start with, and the dialect of the generated ones
+// (src/codegen/cuda.hpp: the CUDA table renders both languages).
+std::string prelude();
+const codegen::KernelDialect& dialect();
 
 // Device memory of `bytes` (its size class) on `device`; back to the allocator's cache when
 // the last reference goes. Blocks are reused in stream order (one stream per device), so a
@@ -48,7 +72,7 @@ struct Buffer {
 
 // A compiled kernel, loaded on one device.
 struct Kernel {
-  cudaKernel_t function = nullptr;
+  gpu_api::Function function = nullptr;
   std::string name;
 };
 
@@ -56,16 +80,18 @@ struct Kernel {
 class Context {
  public:
   // The context of device `index` (-1: the default device), created on first use; throws
-  // kiln::Error "no CUDA device" when there is none.
+  // kiln::Error "no CUDA device" (ROCm: "no ROCm device") when there is none.
   static Context& get(int index = -1);
   // The default device's index.
   static int default_device();
 
   int index() const { return info_.index; }
   const DeviceInfo& info() const { return info_; }
-  cudaStream_t stream() const { return stream_; }
+  gpu_api::Stream stream() const { return stream_; }
+#if !defined(KILN_GPU_HIP)
   cublasHandle_t cublas() const { return cublas_; }
-  // The architecture NVRTC compiles for, e.g. "sm_90".
+#endif
+  // The architecture kernels compile for: "sm_90" (NVRTC), "gfx90a" (hiprtc).
   std::string arch() const;
 
   // Makes this device current for the calling thread (cheap when it already is).
@@ -78,8 +104,8 @@ class Context {
   void download(void* host_dst, const void* device_src, std::size_t bytes);
   void synchronize();
 
-  // The kernel `entry` of `source` (CUDA C++; the prelude of codegen/cuda.hpp is put before
-  // it), compiled by NVRTC for this device, cached by its text in memory and on disk.
+  // The kernel `entry` of `source` (a whole source, prelude() included), compiled for this
+  // device, cached by its text in memory and on disk.
   const Kernel& kernel(const std::string& source, std::string_view entry);
 
   // Launches `kernel` with `args` (pointers to each argument's value).
@@ -96,8 +122,11 @@ class Context {
  private:
   explicit Context(int index);
   DeviceInfo info_;
-  cudaStream_t stream_ = nullptr;
+  gpu_api::Stream stream_ = nullptr;
+#if !defined(KILN_GPU_HIP)
   cublasHandle_t cublas_ = nullptr;
+#endif
+  std::string arch_;
   std::unique_ptr<State> state_;
 };
 
@@ -105,13 +134,15 @@ class Context {
 inline constexpr int kBlock = 256;
 
 // A fresh contiguous tensor (uninitialized) on `device`.
-CudaTensor empty(const Shape& shape, DType dtype, int device);
+Tensor empty(const Shape& shape, DType dtype, int device);
+// A fresh contiguous tensor of zero bytes (0.0 in every float dtype) on `device`.
+Tensor zeros(const Shape& shape, DType dtype, int device);
 // The address of element 0 of t's view (its buffer plus its offset).
-void* address(const CudaTensor& t);
-template <class T> T* pointer(const CudaTensor& t) { return static_cast<T*>(address(t)); }
+void* address(const Tensor& t);
+template <class T> T* pointer(const Tensor& t) { return static_cast<T*>(address(t)); }
 
 // The source of kernels/cuda/<name>.cu as built into the library (every hand-written
-// kernel), empty when there is none of that name.
+// kernel, the same for CUDA and HIP), empty when there is none of that name.
 std::string_view kernel_source(std::string_view name);
 // The names of every kernels/cuda file, for the compile tests.
 std::vector<std::string_view> kernel_sources();
@@ -128,7 +159,7 @@ void launch_threads(int device, const Kernel& kernel, std::int64_t threads, cons
   if (threads <= 0) return;
   std::array<void*, sizeof...(Args) == 0 ? 1 : sizeof...(Args)> pointers{const_cast<void*>(static_cast<const void*>(&args))...};
   const std::int64_t blocks = (threads + kBlock - 1) / kBlock;
-  KILN_CHECK(blocks <= 0x7fffffff, "cuda: {} threads are too many for one launch", threads);
+  KILN_CHECK(blocks <= 0x7fffffff, KILN_GPU_ID ": {} threads are too many for one launch", threads);
   Context::get(device).launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlock), pointers.data());
 }
 // Launches `kernel` on `device` with `blocks` blocks of `block` threads.
@@ -137,7 +168,7 @@ void launch_blocks(int device, const Kernel& kernel, std::int64_t blocks, int bl
                    const Args&... args) {
   if (blocks <= 0) return;
   std::array<void*, sizeof...(Args) == 0 ? 1 : sizeof...(Args)> pointers{const_cast<void*>(static_cast<const void*>(&args))...};
-  KILN_CHECK(blocks <= 0x7fffffff, "cuda: {} blocks are too many for one launch", blocks);
+  KILN_CHECK(blocks <= 0x7fffffff, KILN_GPU_ID ": {} blocks are too many for one launch", blocks);
   Context::get(device).launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(static_cast<unsigned>(block)),
                               pointers.data(), shared_bytes);
 }
@@ -149,14 +180,10 @@ std::string_view storage_type(DType dtype);
 bool is_half(DType dtype);
 
 // The contiguous copy of x (x itself when it already is).
-CudaTensor contiguous(const CudaTensor& x);
+Tensor contiguous(const Tensor& x);
 // Copies `src` (broadcast to dst's shape, any strides) into the view `dst`.
-void copy_into(const CudaTensor& src, const CudaTensor& dst);
+void copy_into(const Tensor& src, const Tensor& dst);
 // x converted to dtype (x itself when it already is).
-CudaTensor cast(const CudaTensor& x, DType dtype);
+Tensor cast(const Tensor& x, DType dtype);
 
-// How many elementwise programs have been rendered and compiled (a repeated program, at
-// any shape or with any scalar, compiles nothing).
-void count_render();
-
-}  // namespace kiln::cuda
+}  // namespace kiln::KILN_GPU_NAMESPACE

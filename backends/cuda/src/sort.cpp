@@ -1,4 +1,4 @@
-// Stable sort along one dim on the CUDA backend: values and i64 indices, exactly the CPU
+// Stable sort along one dim on the CUDA and ROCm backends: values and i64 indices, exactly the CPU
 // backend's: NaN sorts last ascending and first descending, equal values (and NaNs among
 // themselves) keep their input order in both directions, -0.0 and 0.0 compare equal. Every
 // dtype: f32, f64, i32, i64, u8 and bool (as its 0/1 bytes); f16 and bf16 sort as f32, which
@@ -11,7 +11,6 @@
 // side that makes the last pass land in the outputs.
 #include "runtime.hpp"
 
-#include "kiln/cuda/backend.hpp"
 
 #include <fmt/format.h>
 
@@ -20,19 +19,19 @@
 
 namespace kiln {
 
-using cuda::CudaTensor;
+using gpu::Tensor;
 
-std::pair<Cuda::Primitive, Cuda::Primitive> Cuda::sort(const Primitive& x, std::int64_t dim, bool descending) {
+std::pair<Gpu::Primitive, Gpu::Primitive> Gpu::sort(const Primitive& x, std::int64_t dim, bool descending) {
   const std::size_t d = normalize_dim("sort", dim, x.shape.rank());
-  if (cuda::is_half(x.dtype)) {
+  if (gpu::is_half(x.dtype)) {
     // f16 / bf16 → f32 is exact, so sorting in f32 and casting back returns the input's values.
-    auto [values, indices] = sort(cuda::cast(x, DType::f32), dim, descending);
-    return {cuda::cast(values, x.dtype), std::move(indices)};
+    auto [values, indices] = sort(gpu::cast(x, DType::f32), dim, descending);
+    return {gpu::cast(values, x.dtype), std::move(indices)};
   }
-  CudaTensor values = cuda::empty(x.shape, x.dtype, x.device);
-  CudaTensor indices = cuda::empty(x.shape, DType::i64, x.device);
+  Tensor values = gpu::empty(x.shape, x.dtype, x.device);
+  Tensor indices = gpu::empty(x.shape, DType::i64, x.device);
   if (x.numel() == 0) return {values, indices};
-  const CudaTensor c = cuda::contiguous(x);
+  const Tensor c = gpu::contiguous(x);
   const ops::DimSplit s = ops::split_at(x.shape, d);
   const long long total = x.numel(), n = s.n, inner = s.inner;
   const std::string_view type = x.dtype == DType::boolean ? "u8" : dtype_name(x.dtype);
@@ -40,29 +39,29 @@ std::pair<Cuda::Primitive, Cuda::Primitive> Cuda::sort(const Primitive& x, std::
   int passes = 0;
   for (long long width = 1; width < n; width *= 2) ++passes;
   // Ping-pong between the outputs and scratch: an even count of passes starts on the outputs.
-  CudaTensor scratch_values, scratch_indices;
+  Tensor scratch_values, scratch_indices;
   if (passes > 0) {
-    scratch_values = cuda::empty(x.shape, x.dtype, x.device);
-    scratch_indices = cuda::empty(x.shape, DType::i64, x.device);
+    scratch_values = gpu::empty(x.shape, x.dtype, x.device);
+    scratch_indices = gpu::empty(x.shape, DType::i64, x.device);
   }
-  void* value_buffers[2] = {cuda::address(values), passes > 0 ? cuda::address(scratch_values) : nullptr};
-  long long* index_buffers[2] = {cuda::pointer<long long>(indices),
-                                 passes > 0 ? cuda::pointer<long long>(scratch_indices) : nullptr};
+  void* value_buffers[2] = {gpu::address(values), passes > 0 ? gpu::address(scratch_values) : nullptr};
+  long long* index_buffers[2] = {gpu::pointer<long long>(indices),
+                                 passes > 0 ? gpu::pointer<long long>(scratch_indices) : nullptr};
   int side = passes % 2;  // where the current runs are
 
-  const auto kernel = [&](const std::string& entry) -> const cuda::Kernel& {
-    return cuda::file_kernel(x.device, "sort", {}, entry);
+  const auto kernel = [&](const std::string& entry) -> const gpu::Kernel& {
+    return gpu::file_kernel(x.device, "sort", {}, entry);
   };
-  const void* in_data = cuda::address(c);
-  cuda::launch_threads(x.device, kernel(fmt::format("sort_init_{}", type)), total, value_buffers[side],
+  const void* in_data = gpu::address(c);
+  gpu::launch_threads(x.device, kernel(fmt::format("sort_init_{}", type)), total, value_buffers[side],
                        index_buffers[side], in_data, total, n, inner);
-  const cuda::Kernel& merge =
+  const gpu::Kernel& merge =
       kernel(fmt::format("sort_merge_{}_{}", descending ? "descending" : "ascending", type));
   for (long long width = 1; width < n; width *= 2) {
     const void* src_values = value_buffers[side];
     const long long* src_indices = index_buffers[side];
     side = 1 - side;
-    cuda::launch_threads(x.device, merge, total, value_buffers[side], index_buffers[side], src_values, src_indices,
+    gpu::launch_threads(x.device, merge, total, value_buffers[side], index_buffers[side], src_values, src_indices,
                          total, n, inner, width);
   }
   // side == 0 here: the last pass wrote the outputs. The scratch goes back to the allocator

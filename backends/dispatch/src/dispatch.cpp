@@ -111,6 +111,9 @@ std::vector<DispatchTarget> built_targets() {
 #if defined(KILN_DISPATCH_CUDA)
   built.insert(built.end(), {Target::cuda, Target::fusion_cuda});
 #endif
+#if defined(KILN_DISPATCH_ROCM)
+  built.insert(built.end(), {Target::rocm, Target::fusion_rocm});
+#endif
   return built;
 }
 
@@ -127,6 +130,9 @@ std::string unavailable_reason(const DispatchDevice& device) {
 #endif
 #if defined(KILN_DISPATCH_CUDA)
   if (*d.target == Target::cuda || *d.target == Target::fusion_cuda) return cuda::unavailable_reason();
+#endif
+#if defined(KILN_DISPATCH_ROCM)
+  if (*d.target == Target::rocm || *d.target == Target::fusion_rocm) return rocm::unavailable_reason();
 #endif
   return {};
 }

@@ -13,6 +13,9 @@
 #if defined(KILN_DISPATCH_CUDA)
 #include "kiln/cuda/backend.hpp"
 #endif
+#if defined(KILN_DISPATCH_ROCM)
+#include "kiln/rocm/backend.hpp"
+#endif
 
 #include <fmt/format.h>
 
@@ -39,9 +42,13 @@ template <> constexpr Target target_of<Fusion<Vulkan>>() { return Target::fusion
 template <> constexpr Target target_of<Cuda>() { return Target::cuda; }
 template <> constexpr Target target_of<Fusion<Cuda>>() { return Target::fusion_cuda; }
 #endif
+#if defined(KILN_DISPATCH_ROCM)
+template <> constexpr Target target_of<Rocm>() { return Target::rocm; }
+template <> constexpr Target target_of<Fusion<Rocm>>() { return Target::fusion_rocm; }
+#endif
 
-inline constexpr std::array<std::string_view, 6> kNames = {"cpu",  "vulkan",     "fusion_cpu",
-                                                           "fusion_vulkan", "cuda", "fusion_cuda"};
+inline constexpr std::array<std::string_view, 8> kNames = {"cpu",  "vulkan",      "fusion_cpu", "fusion_vulkan",
+                                                           "cuda", "fusion_cuda", "rocm",       "fusion_rocm"};
 
 inline std::string built_names() {
   std::string names;
@@ -67,6 +74,13 @@ template <class F> decltype(auto) on(Target t, F&& f) {
 #else
     case Target::cuda:
     case Target::fusion_cuda: break;
+#endif
+#if defined(KILN_DISPATCH_ROCM)
+    case Target::rocm: return f.template operator()<Rocm>();
+    case Target::fusion_rocm: return f.template operator()<Fusion<Rocm>>();
+#else
+    case Target::rocm:
+    case Target::fusion_rocm: break;
 #endif
   }
   KILN_FAIL("dispatch: {} is not built into this Kiln (built: {})", target_name(t), built_names());

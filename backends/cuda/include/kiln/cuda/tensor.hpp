@@ -25,6 +25,7 @@ struct DeviceInfo {
   int index = 0;
   std::string name;
   int major = 0, minor = 0;  // compute capability
+  std::string arch;          // what kernels compile for: "sm_90"
   std::int64_t memory = 0;   // bytes
   int multiprocessors = 0;
 };

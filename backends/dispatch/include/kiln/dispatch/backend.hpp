@@ -1,6 +1,6 @@
 // kiln::Dispatch: the backend chosen at run time. A program compiled once over Dispatch (its
 // model, its Autodiff<Dispatch> training loop) runs on whichever built backend a device
-// names: "cpu", "vulkan", "fusion_cpu" (Fusion<Cpu>) or "fusion_vulkan" (Fusion<Vulkan>).
+// names: "cpu", "vulkan", "cuda", "rocm", or Fusion over one of them ("fusion_cpu"...).
 // A default-constructed device is the process default: set_default_device, else the
 // KILN_BACKEND environment variable, else "cpu".
 //
@@ -26,12 +26,12 @@
 namespace kiln {
 
 // The backends a Dispatch device can name.
-enum class DispatchTarget : std::uint8_t { cpu, vulkan, fusion_cpu, fusion_vulkan, cuda, fusion_cuda };
+enum class DispatchTarget : std::uint8_t { cpu, vulkan, fusion_cpu, fusion_vulkan, cuda, fusion_cuda, rocm, fusion_rocm };
 
 // Which backend (and, where it has several, which of its devices) a tensor lives on.
 struct DispatchDevice {
   std::optional<DispatchTarget> target;  // none: the process default
-  int index = -1;                        // the backend's device index (Vulkan, CUDA); -1: its default
+  int index = -1;                        // the backend's device index (Vulkan, CUDA, ROCm); -1: its default
   friend bool operator==(const DispatchDevice&, const DispatchDevice&) = default;
   // "cpu", "vulkan", "vulkan:1", "fusion_cpu", "fusion_vulkan:0", "cuda:1", "fusion_cuda";
   // "default" for the process default.
