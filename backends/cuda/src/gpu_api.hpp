@@ -27,9 +27,13 @@
 #define KILN_GPU_NAME "CUDA"
 #endif
 
+// One inline namespace per runtime: both backends' libraries hold these functions (where
+// they are not inlined), and a process that loads both must not resolve one library's calls
+// to the other's.
 namespace kiln::gpu_api {
 
 #if defined(KILN_GPU_HIP)
+inline namespace hip_runtime {
 using Error = hipError_t;
 using Stream = hipStream_t;
 using Event = hipEvent_t;
@@ -69,7 +73,9 @@ inline Error launch(Function f, dim3 grid, dim3 block, void** args, std::size_t 
   return hipModuleLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, static_cast<unsigned>(shared), s,
                                args, nullptr);
 }
+}  // namespace hip_runtime
 #else
+inline namespace cuda_runtime {
 using Error = cudaError_t;
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
@@ -111,6 +117,7 @@ inline Error function(Function* f, Library library, const char* name) { return c
 inline Error launch(Function f, dim3 grid, dim3 block, void** args, std::size_t shared, Stream s) {
   return cudaLaunchKernel(reinterpret_cast<const void*>(f), grid, block, args, shared, s);
 }
+}  // namespace cuda_runtime
 #endif
 
 }  // namespace kiln::gpu_api
