@@ -54,13 +54,7 @@ CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape) { return stride
 std::vector<std::int64_t> read_indices(std::string_view op, const CpuTensor& index, std::int64_t limit) {
   ops::check_index_dtype(op, index.dtype);
   const CpuTensor c = contiguous(index);
-  std::vector<std::int64_t> out(static_cast<std::size_t>(c.numel()));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    std::int64_t v = c.dtype == DType::i64 ? c.data<std::int64_t>()[i] : c.data<std::int32_t>()[i];
-    KILN_CHECK(v >= -limit && v < limit, "{}: index {} is out of range for a dim of size {}", op, v, limit);
-    out[i] = v < 0 ? v + limit : v;
-  }
-  return out;
+  return ops::read_indices(op, c.dtype, {c.bytes(), static_cast<std::size_t>(c.numel()) * dtype_size(c.dtype)}, limit);
 }
 
 }  // namespace kiln::cpu

@@ -45,18 +45,7 @@ std::string entry(std::string_view name, std::string_view part, DType index) {
 [[noreturn]] void fail_on_bad_index(std::string_view op, const Tensor& index, std::int64_t limit) {
   ops::check_index_dtype(op, index.dtype);
   const TensorData data = Gpu::into_data(index);
-  const std::byte* bytes = data.bytes().data();
-  for (std::int64_t i = 0; i < data.numel(); ++i) {
-    std::int64_t v;
-    if (data.dtype() == DType::i64) {
-      std::memcpy(&v, bytes + i * 8, 8);
-    } else {
-      std::int32_t w;
-      std::memcpy(&w, bytes + i * 4, 4);
-      v = w;
-    }
-    KILN_CHECK(v >= -limit && v < limit, "{}: index {} is out of range for a dim of size {}", op, v, limit);
-  }
+  ops::read_indices(op, data.dtype(), data.bytes(), limit);
   KILN_FAIL("{}: an index is out of range for a dim of size {}", op, limit);
 }
 

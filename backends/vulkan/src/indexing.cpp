@@ -34,21 +34,8 @@ constexpr int kR = static_cast<int>(kMaxRank);
 std::vector<std::int32_t> read_indices(std::string_view op, const VulkanTensor& index, std::int64_t limit) {
   ops::check_index_dtype(op, index.dtype);
   const TensorData data = Vulkan::into_data(index);
-  std::vector<std::int32_t> out(static_cast<std::size_t>(data.numel()));
-  const std::byte* bytes = data.bytes().data();
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    std::int64_t v;
-    if (data.dtype() == DType::i64) {
-      std::memcpy(&v, bytes + i * 8, 8);
-    } else {
-      std::int32_t w;
-      std::memcpy(&w, bytes + i * 4, 4);
-      v = w;
-    }
-    KILN_CHECK(v >= -limit && v < limit, "{}: index {} is out of range for a dim of size {}", op, v, limit);
-    out[i] = static_cast<std::int32_t>(v < 0 ? v + limit : v);
-  }
-  return out;
+  const std::vector<std::int64_t> wide = ops::read_indices(op, data.dtype(), data.bytes(), limit);
+  return {wide.begin(), wide.end()};  // within a dim of a Vulkan tensor: 32-bit
 }
 
 // Gather params (kernels/glsl/gather.comp): [0] n, [1] rank, [2] dim, [3] x offset, then out

@@ -5,7 +5,9 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <span>
@@ -79,6 +81,30 @@ inline void check_gather_index(const Shape& x, const Shape& index, std::size_t d
 
 inline void check_index_dtype(std::string_view op, DType index) {
   KILN_CHECK(index == DType::i64 || index == DType::i32, "{}: indices must be i64 or i32, got {}", op, index);
+}
+
+// Indices (i64 or i32, `bytes` holding them densely) into a dim of size `limit`: each in
+// [-limit, limit), negative ones counted from the end, or the error naming the first one
+// that is not. Every backend reads host-side indices, or finds the index a kernel flagged,
+// with it.
+inline std::vector<std::int64_t> read_indices(std::string_view op, DType dtype, std::span<const std::byte> bytes,
+                                              std::int64_t limit) {
+  check_index_dtype(op, dtype);
+  const std::size_t size = dtype == DType::i64 ? 8 : 4;
+  std::vector<std::int64_t> out(bytes.size() / size);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::int64_t v;
+    if (dtype == DType::i64) {
+      std::memcpy(&v, bytes.data() + i * 8, 8);
+    } else {
+      std::int32_t w;
+      std::memcpy(&w, bytes.data() + i * 4, 4);
+      v = w;
+    }
+    KILN_CHECK(v >= -limit && v < limit, "{}: index {} is out of range for a dim of size {}", op, v, limit);
+    out[i] = v < 0 ? v + limit : v;
+  }
+  return out;
 }
 
 // scatter's operands: src of the input's dtype; index of their rank, no larger than src,
