@@ -14,7 +14,8 @@
 // Reads Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). Writes logs,
 // checkpoints and learning_curves.svg under --output and the trained weights to
 // <output>/model.safetensors. Exits with 1 if the test accuracy is below 85 % (or something
-// fails), 2 on a bad command line, 77 when Vulkan was asked for but no device exists.
+// fails), 2 on a bad command line, 77 when a GPU backend (Vulkan, CUDA, ROCm) was asked for but
+// no device exists.
 // `fashion_mnist --help` lists the flags with their defaults.
 #include "../common/flags.hpp"
 #include "model.hpp"

@@ -6,8 +6,8 @@
 //   linear_regression [--backend cpu|vulkan|cuda|rocm|fusion_cpu|fusion_vulkan|fusion_cuda|fusion_rocm]     (default: cpu)
 //
 // `linear_regression --help` lists the flags. Exits with 1 if the fit does not land near
-// w = 3, b = 2 (or a backend fails), 2 on a bad command line, 77 when Vulkan was asked for but
-// no device can be created.
+// w = 3, b = 2 (or a backend fails), 2 on a bad command line, 77 when a GPU backend (Vulkan, CUDA,
+// ROCm) was asked for but no device can be created.
 #include "../common/flags.hpp"
 
 #include <kiln/dispatch/backend.hpp>
