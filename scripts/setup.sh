@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev                            # kiln::data: gzip-compressed IDX, CIFAR and CSV files
   libstb-dev                            # kiln::data: stb_image decodes PNG/JPEG image folders (libstb)
   dataset-fashion-mnist                 # Fashion-MNIST in /usr/share/datasets (data tests, examples)
+  libonnx-testdata                      # ONNX's node tests (tests/onnx runs them through kiln::onnx)
   hipcc libamdhip64-dev                 # HIP 5.2: kernels/cuda and the CUDA renderings compiled for AMD GPUs (tests/codegen)
 )
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each one for a while, with
 # ASan and UBSan and a 2 GB memory limit, on a corpus seeded from tests/golden/store/ (and
-# the pickles inside its .pt files), tests/fuzz/seeds/ and small files written here.
+# the pickles inside its .pt files), tests/fuzz/seeds/, small files written here and, for
+# fuzz_onnx, the models and small tensors of ONNX's node tests (Debian's libonnx-testdata).
 # Usage: tests/fuzz/run.sh [seconds per fuzzer, default 180] [fuzz_safetensors|fuzz_torch|fuzz_idx|
-#        fuzz_cifar|fuzz_csv|fuzz_image|fuzz_checkpoint ...]
+#        fuzz_cifar|fuzz_csv|fuzz_image|fuzz_checkpoint|fuzz_onnx ...]
 # Environment: KILN_FUZZ_BUILD_DIR (default build-fuzz), KILN_JOBS (default 2).
 # Findings are written to <build>/artifacts/; the corpus grows in <build>/corpus/.
 set -euo pipefail
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-180}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_safetensors fuzz_torch fuzz_idx fuzz_cifar fuzz_csv fuzz_image fuzz_checkpoint)
+((${#targets[@]})) || targets=(fuzz_safetensors fuzz_torch fuzz_idx fuzz_cifar fuzz_csv fuzz_image fuzz_checkpoint fuzz_onnx)
 build=${KILN_FUZZ_BUILD_DIR:-build-fuzz}
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
@@ -43,6 +44,22 @@ for path in golden.glob("*.pt"):
 PY
       ;;
     fuzz_checkpoint) cp tests/fuzz/seeds/learner.json "$seeds"/ && printf 'epoch-0003-step-000017\n' >"$seeds/latest" ;;
+    fuzz_onnx)
+      # Every node test's model (all under 8 KB) and its first input when small; without the
+      # package, one hand-written minimal model: a graph with one Identity node.
+      node_tests=${KILN_ONNX_NODE_TESTS:-/usr/share/libonnx-testdata/data/node}
+      if [[ -d $node_tests ]]; then
+        for test in "$node_tests"/*/; do
+          name=$(basename "$test")
+          if [[ -f $test/model.onnx ]]; then cp "$test/model.onnx" "$seeds/$name.onnx"; fi
+          input=$test/test_data_set_0/input_0.pb
+          if [[ -f $input && $(stat -c %s "$input") -le 4096 ]]; then cp "$input" "$seeds/$name.input_0.pb"; fi
+        done
+      else
+        echo "fuzz_onnx: $node_tests is missing (apt-get install libonnx-testdata); seeding one minimal model"
+        printf '\x42\x02\x10\x11\x3a\x12\x0a\x10\x0a\x01x\x12\x01y\x22\x08Identity' >"$seeds/identity.onnx"
+      fi
+      ;;
     *)
       # Small valid files of each format, written here: IDX (plain, gzip), CIFAR-10 and -100
       # records, CSV texts, and PGM, PPM, BMP and PNG images.

@@ -1,0 +1,150 @@
+// An ONNX model as Kiln reads it: the graph's nodes, attributes, initializers and declared
+// inputs and outputs, parsed from a `.onnx` file (protobuf bytes) by a small reader of
+// Kiln's own (src/onnx/proto.cpp), compiled into kiln::onnx (libkiln_onnx). The reader
+// knows the wire format and the fields of onnx.proto that inference needs; fields it does
+// not use are skipped, malformed bytes are a kiln::Error naming the message and field.
+// See docs/onnx.md.
+#pragma once
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/tensor_data.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::onnx {
+
+// TensorProto.DataType, with ONNX's numbers.
+enum class ElementType : std::int32_t {
+  undefined = 0, float32 = 1, uint8 = 2, int8 = 3, uint16 = 4, int16 = 5, int32 = 6, int64 = 7,
+  string = 8, boolean = 9, float16 = 10, float64 = 11, uint32 = 12, uint64 = 13, complex64 = 14,
+  complex128 = 15, bfloat16 = 16,
+};
+
+// ONNX's name of an element type ("FLOAT", "INT8"; "TYPE 42" for an unknown number).
+std::string element_type_name(ElementType type);
+// The Kiln dtype that holds an element type, if one does (float, double, float16, bfloat16,
+// int32, int64, uint8, bool).
+std::optional<DType> dtype_of(ElementType type);
+ElementType element_type_of(DType dtype);
+
+// A tensor of the file (an initializer, a Constant's value, a test's input): its values as
+// TensorData when Kiln holds its element type, else only its type and dims (`data` empty),
+// so that a model using, say, int8 weights parses and fails only where they are used.
+struct TensorValue {
+  std::string name;
+  ElementType type = ElementType::undefined;
+  std::vector<std::int64_t> dims;
+  std::optional<TensorData> data;
+
+  // The data, or a kiln::Error naming the tensor and its element type.
+  const TensorData& values(std::string_view where) const;
+};
+
+struct Graph;
+
+struct Attribute {
+  // AttributeProto.AttributeType, with ONNX's numbers.
+  enum class Kind : std::int32_t {
+    undefined = 0, f = 1, i = 2, s = 3, tensor = 4, graph = 5, floats = 6, ints = 7, strings = 8,
+    tensors = 9, graphs = 10, sparse_tensor = 11, sparse_tensors = 12, type_proto = 13, type_protos = 14,
+  };
+  std::string name;
+  Kind kind = Kind::undefined;
+  double f = 0;
+  std::int64_t i = 0;
+  std::string s;
+  std::optional<TensorValue> tensor;
+  std::shared_ptr<const Graph> graph;
+  std::vector<double> floats;
+  std::vector<std::int64_t> ints;
+  std::vector<std::string> strings;
+  std::vector<TensorValue> tensors;
+  std::vector<std::shared_ptr<const Graph>> graphs;
+};
+
+std::string_view attribute_kind_name(Attribute::Kind kind);
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" and "ai.onnx" are the default domain
+  // Input and output value names; "" marks an omitted optional input or output.
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<Attribute> attributes;
+
+  const Attribute* find(std::string_view attribute) const;
+  // Typed attribute reads: the value, `fallback` when the attribute is absent, or a
+  // kiln::Error naming the node, the attribute and the kind it has when it is of another kind.
+  std::int64_t attr_int(std::string_view attribute, std::int64_t fallback) const;
+  double attr_float(std::string_view attribute, double fallback) const;
+  std::string attr_string(std::string_view attribute, std::string_view fallback) const;
+  std::vector<std::int64_t> attr_ints(std::string_view attribute, std::vector<std::int64_t> fallback = {}) const;
+  std::vector<double> attr_floats(std::string_view attribute, std::vector<double> fallback = {}) const;
+  std::vector<std::string> attr_strings(std::string_view attribute) const;
+  const TensorValue* attr_tensor(std::string_view attribute) const;  // nullptr when absent
+
+  // "Conv node 'conv1'" (or "Conv node (unnamed, outputs 'y')" when the node has no name: a
+  // Node does not know its index), for messages.
+  std::string describe() const;
+};
+
+// A dimension of a declared shape: a number, or a symbolic name ("batch"), or unknown.
+struct Dim {
+  std::int64_t value = -1;  // -1 when not a number
+  std::string param;
+};
+
+// A graph input, output or value_info entry.
+struct ValueInfo {
+  std::string name;
+  ElementType type = ElementType::undefined;
+  bool is_tensor = true;              // false for sequence, map, optional and sparse types
+  std::optional<std::vector<Dim>> shape;  // nullopt when the shape is not declared
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<TensorValue> initializers;
+  std::vector<ValueInfo> inputs;  // may also list initializers (IR version < 4)
+  std::vector<ValueInfo> outputs;
+  std::vector<ValueInfo> value_info;
+};
+
+struct ModelFile {
+  std::int64_t ir_version = 0;
+  std::map<std::string, std::int64_t> opsets;  // domain ("" for ai.onnx) → version
+  std::string producer_name;
+  std::string producer_version;
+  Graph graph;
+
+  // The opset version of the default domain (ai.onnx); a kiln::Error when none is imported.
+  std::int64_t opset() const;
+};
+
+struct ParseOptions {
+  // Where external-data tensors' files are looked up (their `location` is relative to it);
+  // load_model sets it to the model file's folder. Empty: external data is a kiln::Error.
+  std::filesystem::path external_data_dir;
+};
+
+// Parses a serialized ModelProto. `what` names the bytes in messages (a path, "memory").
+ModelFile parse_model(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options = {});
+// Reads and parses a `.onnx` file; external-data tensors are read from beside it.
+ModelFile load_model(const std::filesystem::path& path);
+// Parses a serialized TensorProto (the `.pb` files of ONNX's node tests).
+TensorValue parse_tensor(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options = {});
+TensorValue load_tensor(const std::filesystem::path& path);
+
+}  // namespace kiln::onnx

@@ -1,0 +1,258 @@
+// What onnx::Model<B> (kiln/onnx/model.hpp) runs nodes with: the values that flow through a
+// graph, the arguments a node's kernel receives, the table of kernels by op type, and the
+// helpers the kernels share (axes, integer inputs read on the host, elementwise programs of
+// ONNX's own). Kernels are written once over any backend B, with B's primitives and the
+// provided ones (kiln/backend/provided.hpp); the files kiln/onnx/ops_*.hpp each add a group.
+#pragma once
+
+#include "kiln/backend/backend.hpp"
+#include "kiln/codegen/expr.hpp"
+#include "kiln/codegen/program.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/onnx/graph.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::onnx {
+
+// An op, or a form of an op, that Kiln does not run (an op type missing from the table, an
+// attribute value it does not implement, an element type it does not hold). A kiln::Error,
+// told apart so that the node-test runner can count "unsupported" apart from "failed".
+class Unsupported : public Error {
+ public:
+  explicit Unsupported(const std::string& message) : Error(message) {}
+};
+
+template <class... Args>
+[[noreturn]] void unsupported(::kiln::detail::Message<sizeof...(Args)> message, const Args&... args) {
+  try {
+    ::kiln::detail::fail(message, args...);
+  } catch (const Error& e) {
+    throw Unsupported(e.what());
+  }
+}
+
+// A value of the graph: a tensor on the backend, or on the host, or both. Initializers,
+// constants and shapes start on the host, where kernels that need their numbers (Reshape's
+// shape, Slice's starts) read them without a transfer; a kernel that computes with a value
+// takes it on the backend, uploaded once. A kernel's results are on the backend.
+template <class B> class Value {
+ public:
+  using Primitive = typename B::Primitive;
+  using Device = typename B::Device;
+
+  Value() = default;
+  Value(Primitive tensor) : tensor_(std::make_shared<std::optional<Primitive>>(std::move(tensor))) {}
+  static Value host(TensorData data, const Device& device) {
+    Value v;
+    v.host_ = std::make_shared<TensorData>(std::move(data));
+    v.tensor_ = std::make_shared<std::optional<Primitive>>();
+    v.device_ = device;
+    return v;
+  }
+
+  Shape shape() const { return host_ ? host_->shape() : B::shape(**tensor_); }
+  DType dtype() const { return host_ ? host_->dtype() : B::dtype(**tensor_); }
+  std::size_t rank() const { return shape().rank(); }
+
+  // The tensor on the backend (uploaded on first use; the copies of a Value share it).
+  const Primitive& tensor() const {
+    if (!*tensor_) *tensor_ = B::from_data(*host_, device_);
+    return **tensor_;
+  }
+  // The tensor's values on the host (read back on first use).
+  const TensorData& data() const {
+    if (!host_) host_ = std::make_shared<TensorData>(B::into_data(**tensor_));
+    return *host_;
+  }
+  bool on_host() const { return host_ != nullptr; }
+
+ private:
+  std::shared_ptr<std::optional<Primitive>> tensor_;
+  mutable std::shared_ptr<TensorData> host_;
+  Device device_{};
+};
+
+// What a kernel receives: its node, its inputs (nullopt where the node omits an optional
+// one), the model's opset and the device.
+template <class B> struct Args {
+  using Primitive = typename B::Primitive;
+  const Node& node;
+  std::span<const std::optional<Value<B>>> inputs;
+  std::int64_t opset;
+  typename B::Device device;
+
+  std::size_t size() const { return inputs.size(); }
+  bool has(std::size_t i) const { return i < inputs.size() && inputs[i].has_value(); }
+  const Value<B>& value(std::size_t i) const {
+    KILN_CHECK(has(i), "input {} is required and missing", i);
+    return *inputs[i];
+  }
+  const Primitive& operator[](std::size_t i) const { return value(i).tensor(); }
+  Shape shape(std::size_t i) const { return value(i).shape(); }
+  DType dtype(std::size_t i) const { return value(i).dtype(); }
+
+  // An integer input's values (shapes, axes, starts), read on the host.
+  std::vector<std::int64_t> ints(std::size_t i) const {
+    const TensorData& d = value(i).data();
+    KILN_CHECK(is_int(d.dtype()), "input {} must be an integer tensor, got {} {}", i, d.shape(), d.dtype());
+    return d.to_vec<std::int64_t>();
+  }
+  // A one-element input's value (Clip's min, ConstantOfShape's value...).
+  double scalar(std::size_t i) const {
+    const TensorData& d = value(i).data();
+    KILN_CHECK(d.numel() == 1, "input {} must hold one value, got shape {}", i, d.shape());
+    return d.to_vec<double>()[0];
+  }
+};
+
+template <class B> using Kernel = std::function<std::vector<Value<B>>(const Args<B>&)>;
+
+// One op type's kernel and the opset versions it implements.
+template <class B> struct OpEntry {
+  Kernel<B> kernel;
+  std::int64_t first_opset = 7;  // older opsets broadcast by attribute, which Kiln does not read
+  std::int64_t last_opset = 21;
+};
+
+template <class B> using OpTable = std::map<std::string, OpEntry<B>, std::less<>>;
+
+// ---------------------------------------------------------------- shared helpers
+namespace detail {
+
+// An ONNX axis attribute or input (negative counts from the end) as an index, checked.
+inline std::size_t axis(std::int64_t axis, std::size_t rank, std::string_view what = "axis") {
+  const auto r = static_cast<std::int64_t>(rank);
+  KILN_CHECK(axis >= -r && axis < r, "{} {} is out of range for rank {}", what, axis, rank);
+  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+
+inline std::vector<std::size_t> axes(std::span<const std::int64_t> values, std::size_t rank) {
+  std::vector<std::size_t> out;
+  for (const std::int64_t a : values) {
+    const std::size_t i = axis(a, rank, "axes entry");
+    KILN_CHECK(std::find(out.begin(), out.end(), i) == out.end(), "axes name dim {} twice", i);
+    out.push_back(i);
+  }
+  return out;
+}
+
+// The dtype that holds an element type named by an attribute (Cast's `to`, EyeLike's
+// `dtype`), or Unsupported for the types Kiln has no dtype for.
+inline DType held_dtype(std::int64_t onnx_type) {
+  const auto type = static_cast<ElementType>(onnx_type);
+  const auto dtype = dtype_of(type);
+  if (!dtype) unsupported("Kiln holds no {} tensors", element_type_name(type));
+  return *dtype;
+}
+
+inline Shape with_dim(Shape shape, std::size_t dim, std::int64_t size) {
+  shape[dim] = size;
+  return shape;
+}
+
+// An elementwise program of ONNX's own, traced once per (name, input dtype) and kept for
+// the process: `formula(inputs, params)` builds the output's tree from the inputs' and
+// parameters' symbols (codegen::Expr; a codegen::Mask result makes a bool output).
+// `inputs` is the number of tensor inputs, all of `dtype`.
+template <class Formula>
+const codegen::Program& program(std::string_view name, DType dtype, int inputs, int params, Formula&& formula) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<codegen::Program>, std::less<>> programs;
+  std::string key = std::string(name) + "|" + std::string(dtype_name(dtype));
+  const std::lock_guard lock(mutex);
+  auto it = programs.find(key);
+  if (it != programs.end()) return *it->second;
+  KILN_CHECK(dtype != DType::boolean, "{}: expected a numeric tensor, got bool", name);
+  std::vector<codegen::Expr> in, p;
+  for (int i = 0; i < inputs; ++i) in.push_back(codegen::Expr::input(i));
+  for (int i = 0; i < params; ++i) p.push_back(codegen::Expr::param(i));
+  const auto result = formula(std::span<const codegen::Expr>(in), std::span<const codegen::Expr>(p));
+  const bool mask = std::is_same_v<std::decay_t<decltype(result)>, codegen::Mask>;
+  auto made = std::make_unique<codegen::Program>(codegen::scalar_type_of(dtype), std::vector<DType>(inputs, dtype),
+                                                 params, std::vector<codegen::ProgramOutput>{
+                                                     {result.node(), mask ? DType::boolean : dtype}});
+  return *programs.emplace(std::move(key), std::move(made)).first->second;
+}
+
+// Runs a one-output program on `inputs` (broadcast together) with scalar `params`.
+template <class B>
+typename B::Primitive run(const codegen::Program& program, std::vector<typename B::Primitive> inputs,
+                          std::vector<double> params = {}) {
+  std::vector<typename B::Primitive> out = B::elementwise(program, inputs, params);
+  return std::move(out.front());
+}
+
+template <class B> typename B::Primitive reshape(const typename B::Primitive& x, Shape shape) {
+  KILN_CHECK(shape.numel() == B::shape(x).numel(), "cannot reshape {} to {}", B::shape(x), shape);
+  return B::reshape(x, shape);
+}
+
+// x with its dims permuted (perm[i] is the input dim of output dim i), checked.
+template <class B>
+typename B::Primitive permute(const typename B::Primitive& x, std::span<const std::int64_t> perm) {
+  const std::size_t rank = B::shape(x).rank();
+  KILN_CHECK(perm.size() == rank, "perm has {} entries for rank {}", perm.size(), rank);
+  std::vector<bool> seen(rank, false);
+  for (const std::int64_t p : perm) {
+    KILN_CHECK(p >= 0 && p < static_cast<std::int64_t>(rank) && !seen[p], "perm {} is not a permutation of 0..{}",
+               perm, rank - 1);
+    seen[p] = true;
+  }
+  return B::permute(x, perm);
+}
+
+// x broadcast to `shape` (NumPy rules, x's dims aligned to the right).
+template <class B> typename B::Primitive broadcast_to(const typename B::Primitive& x, const Shape& shape) {
+  Shape s = B::shape(x);
+  if (s == shape) return x;
+  KILN_CHECK(s.rank() <= shape.rank(), "cannot broadcast {} to {}", s, shape);
+  std::vector<std::int64_t> dims(shape.rank() - s.rank(), 1);
+  dims.insert(dims.end(), s.begin(), s.end());
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    KILN_CHECK(dims[i] == shape[i] || dims[i] == 1, "cannot broadcast {} to {}", s, shape);
+  const typename B::Primitive r = dims.size() == s.rank() ? x : B::reshape(x, Shape(dims));
+  return B::expand(r, shape);
+}
+
+// A float scalar tensor of `dtype`, shaped [1, ..., 1] with `rank` dims (for broadcasting).
+template <class B>
+typename B::Primitive full(const Shape& shape, double value, DType dtype, const typename B::Device& device) {
+  return provided::full<B>(shape, value, dtype, device);
+}
+
+// Sums / means / maxima over several dims (kept, size 1), by one reduction per dim.
+template <class B>
+typename B::Primitive reduce(typename B::Primitive x, ops::ReduceOp op, std::span<const std::size_t> dims) {
+  if (op == ops::ReduceOp::mean) {
+    std::int64_t count = 1;
+    for (const std::size_t d : dims) count *= B::shape(x)[d];
+    typename B::Primitive s = reduce<B>(std::move(x), ops::ReduceOp::sum, dims);
+    return provided::binary_scalar<B, ops::Div>(s, static_cast<double>(count));
+  }
+  for (const std::size_t d : dims) x = B::reduce(x, op, static_cast<std::int64_t>(d));
+  return x;
+}
+
+// Removes the size-1 dims `dims` (which reduce kept).
+template <class B> typename B::Primitive drop_dims(const typename B::Primitive& x, std::span<const std::size_t> dims) {
+  const Shape s = B::shape(x);
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < s.rank(); ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) out.push_back(s[i]);
+  return B::reshape(x, Shape(out));
+}
+
+}  // namespace detail
+}  // namespace kiln::onnx

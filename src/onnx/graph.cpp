@@ -1,0 +1,214 @@
+// kiln/onnx/graph.hpp above the wire format: element types, typed attribute reads, and the
+// entry points, which map a file and hand its bytes to the message parsers of proto.cpp.
+#include "kiln/onnx/graph.hpp"
+
+#include "../common/regular_file.hpp"
+#include "proto.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace kiln::onnx {
+
+// ---- element types
+
+std::string element_type_name(ElementType type) {
+  if (const detail::ElementInfo* info = detail::element_info(type)) return std::string(info->name);
+  if (type == ElementType::undefined) return "UNDEFINED";
+  return "TYPE " + std::to_string(static_cast<std::int32_t>(type));
+}
+
+std::optional<DType> dtype_of(ElementType type) {
+  const detail::ElementInfo* info = detail::element_info(type);
+  return info != nullptr ? info->dtype : std::nullopt;
+}
+
+ElementType element_type_of(DType dtype) {
+  for (const detail::ElementInfo& info : detail::kElementTypes)
+    if (info.dtype == dtype) return info.type;
+  return ElementType::undefined;  // unreachable: the table names every dtype
+}
+
+const TensorData& TensorValue::values(std::string_view where) const {
+  if (!data) {
+    std::string held;
+    for (const detail::ElementInfo& info : detail::kElementTypes)
+      if (info.dtype) held += (held.empty() ? "" : ", ") + std::string(info.name);
+    KILN_FAIL("{}: tensor '{}' holds {} values, which Kiln has no dtype for (it reads {})", where, name,
+              element_type_name(type), held);
+  }
+  return *data;
+}
+
+// ---- attributes
+
+std::string_view attribute_kind_name(Attribute::Kind kind) {
+  static constexpr std::array<std::string_view, 15> names{
+      "UNDEFINED", "FLOAT",   "INT",    "STRING",        "TENSOR",         "GRAPH",      "FLOATS",     "INTS",
+      "STRINGS",   "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+  const auto index = static_cast<std::size_t>(kind);
+  return index < names.size() ? names[index] : "?";
+}
+
+const Attribute* Node::find(std::string_view attribute) const {
+  for (const Attribute& a : attributes)
+    if (a.name == attribute) return &a;
+  return nullptr;
+}
+
+namespace {
+
+bool is_list(Attribute::Kind kind) {
+  using Kind = Attribute::Kind;
+  return kind == Kind::floats || kind == Kind::ints || kind == Kind::strings || kind == Kind::tensors ||
+         kind == Kind::graphs || kind == Kind::sparse_tensors || kind == Kind::type_protos;
+}
+
+// The node's attribute `name` when it is of `kind`, nullptr when the node has none, and an
+// error naming the node when it is of another kind. An attribute of an old file with neither
+// `type` nor a value field was an empty list, so it reads as an empty list of any kind.
+const Attribute* find_typed(const Node& node, std::string_view name, Attribute::Kind kind) {
+  const Attribute* found = node.find(name);
+  if (found == nullptr || found->kind == kind || (found->kind == Attribute::Kind::undefined && is_list(kind)))
+    return found;
+  KILN_FAIL("onnx: {}: attribute '{}' is {}, not {}", node.describe(), name, attribute_kind_name(found->kind),
+            attribute_kind_name(kind));
+}
+
+}  // namespace
+
+std::int64_t Node::attr_int(std::string_view attribute, std::int64_t fallback) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::i);
+  return a != nullptr ? a->i : fallback;
+}
+
+double Node::attr_float(std::string_view attribute, double fallback) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::f);
+  return a != nullptr ? a->f : fallback;
+}
+
+std::string Node::attr_string(std::string_view attribute, std::string_view fallback) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::s);
+  return a != nullptr ? a->s : std::string(fallback);
+}
+
+std::vector<std::int64_t> Node::attr_ints(std::string_view attribute, std::vector<std::int64_t> fallback) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::ints);
+  return a != nullptr ? a->ints : fallback;
+}
+
+std::vector<double> Node::attr_floats(std::string_view attribute, std::vector<double> fallback) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::floats);
+  return a != nullptr ? a->floats : fallback;
+}
+
+std::vector<std::string> Node::attr_strings(std::string_view attribute) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::strings);
+  return a != nullptr ? a->strings : std::vector<std::string>{};
+}
+
+const TensorValue* Node::attr_tensor(std::string_view attribute) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::tensor);
+  if (a == nullptr) return nullptr;
+  // `type` says TENSOR, but the file may still lack the `t` field.
+  KILN_CHECK(a->tensor.has_value(), "onnx: {}: attribute '{}' is a TENSOR but holds no tensor (no field t)", describe(),
+             attribute);
+  return &*a->tensor;
+}
+
+std::string Node::describe() const {
+  const std::string op = domain.empty() || domain == "ai.onnx" ? op_type : domain + "." + op_type;
+  if (!name.empty()) return op + " node '" + name + "'";
+  // Unnamed nodes are common (exporters often leave names out); the outputs, which are unique
+  // in a graph, say which node it is.
+  std::string out = op + " node (unnamed, ";
+  if (outputs.empty()) return out + "no outputs)";
+  out += "outputs ";
+  for (std::size_t i = 0; i < outputs.size(); ++i) out += (i ? ", '" : "'") + outputs[i] + "'";
+  return out + ")";
+}
+
+std::int64_t ModelFile::opset() const {
+  const auto found = opsets.find("");
+  if (found != opsets.end()) return found->second;
+  std::string domains;
+  for (const auto& [domain, version] : opsets) domains += (domains.empty() ? "" : ", ") + domain;
+  KILN_FAIL(
+      "onnx: the model's opset_import names no version of the default domain (ai.onnx), which every model "
+      "needs; it imports {}",
+      domains.empty() ? std::string("nothing") : "only " + domains);
+}
+
+// ---- entry points
+
+namespace {
+
+// A file mapped read-only, so that a large model is not copied before its tensors are.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path) {
+    // O_NONBLOCK: a FIFO is refused at once by regular_file_size, never waited on.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    KILN_CHECK(fd >= 0, "onnx: {}: cannot open: {}", path.string(), std::strerror(errno));
+    struct Descriptor {  // closed on every way out; the mapping keeps the file open by itself
+      int fd;
+      ~Descriptor() { ::close(fd); }
+    } file{fd};
+    size_ =
+        kiln::detail::regular_file_size(fd, "onnx: " + path.string(), "ONNX files are read from regular files only");
+    if (size_ == 0) return;
+    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    KILN_CHECK(mapped != MAP_FAILED, "onnx: {}: cannot map {} bytes into memory: {}", path.string(), size_,
+               std::strerror(errno));
+    data_ = static_cast<const std::byte*>(mapped);
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+
+ private:
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// External data lies beside the file; "model.onnx" has the folder ".", not "".
+ParseOptions options_beside(const std::filesystem::path& path) {
+  const std::filesystem::path folder = path.parent_path();
+  return ParseOptions{.external_data_dir = folder.empty() ? std::filesystem::path(".") : folder};
+}
+
+detail::Scope outermost(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options,
+                        std::string label) {
+  return detail::Scope{what, bytes.data(), &options, nullptr, 0, std::move(label)};
+}
+
+}  // namespace
+
+ModelFile parse_model(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options) {
+  return detail::read_model(bytes, outermost(bytes, what, options, "ModelProto"));
+}
+
+ModelFile load_model(const std::filesystem::path& path) {
+  const MappedFile file(path);
+  return parse_model(file.bytes(), path.string(), options_beside(path));
+}
+
+TensorValue parse_tensor(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options) {
+  return detail::read_tensor(bytes, outermost(bytes, what, options, "TensorProto"));
+}
+
+TensorValue load_tensor(const std::filesystem::path& path) {
+  const MappedFile file(path);
+  return parse_tensor(file.bytes(), path.string(), options_beside(path));
+}
+
+}  // namespace kiln::onnx
