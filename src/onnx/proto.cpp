@@ -26,12 +26,6 @@ namespace kiln::onnx::detail {
 // is in host order, so the bytes are copied as they are.
 static_assert(std::endian::native == std::endian::little, "the ONNX reader assumes a little-endian host");
 
-const ElementInfo* element_info(ElementType type) {
-  for (const ElementInfo& info : kElementTypes)
-    if (info.type == type) return &info;
-  return nullptr;
-}
-
 Scope Scope::nested(std::string inner_label) const {
   KILN_CHECK(depth + 1 < kMaxDepth,
              "{}: messages nest more than {} deep (graphs in the attributes of graphs); the file is malformed or "

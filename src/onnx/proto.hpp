@@ -53,7 +53,11 @@ inline constexpr ElementInfo kElementTypes[] = {
 
 // The table's entry for `type`; nullptr for UNDEFINED and for numbers it does not list
 // (the 8-bit floats and 4-bit integers of later ONNX versions).
-const ElementInfo* element_info(ElementType type);
+inline const ElementInfo* element_info(ElementType type) {
+  for (const ElementInfo& info : kElementTypes)
+    if (info.type == type) return &info;
+  return nullptr;
+}
 
 // ---- where a message is
 

@@ -8,6 +8,7 @@
 //   kiln-onnx2cpp MODEL.onnx OUT_DIR NAME [--namespace NS] [--embed]
 //     → OUT_DIR/NAME.hpp, OUT_DIR/NAME.safetensors [, OUT_DIR/NAME_weights.cpp]
 #include <kiln/onnx/graph.hpp>
+#include <kiln/onnx/model.hpp>  // the op groups' lists (no kernel is instantiated here)
 #include <kiln/store/safetensors.hpp>
 
 #include <cctype>
@@ -296,8 +297,25 @@ int generate(const fs::path& model_path, const fs::path& out, const std::string&
     << "    return g;\n  }\n";
   std::vector<std::string> constant_names;
   for (const Field& f : fields) constant_names.push_back(quoted(f.init->name));
-  h << "  static const kiln::onnx::GraphRunner<B>& runner() {\n    static const kiln::onnx::GraphRunner<B> r(graph(), "
-    << opset << ", " << list(constant_names) << ");\n    return r;\n  }\n};\n";
+  // The op groups the graph uses: the program then links only their kernels.
+  std::set<std::string> groups;
+  for (const Node& n : g.nodes) {
+    std::string found;
+    for (const OpGroup& group : kOpGroups)
+      if (std::find(group.ops.begin(), group.ops.end(), n.op_type) != group.ops.end()) found = group.name;
+    KILN_CHECK(!found.empty(), "kiln-onnx2cpp: {}: Kiln has no kernel for the op type {}", n.describe(), n.op_type);
+    groups.insert(found);
+  }
+  std::vector<std::string> group_entries;
+  for (const std::string& group : groups) {
+    std::string upper = group;
+    upper[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(upper[0])));
+    group_entries.push_back("{kiln::onnx::k" + upper + "Group, &kiln::onnx::add_" + group + "_ops<B>}");
+  }
+  h << "  static const kiln::onnx::GraphRunner<B>& runner() {\n"
+    << "    static const kiln::onnx::OpTable<B> ops = kiln::onnx::op_table_of<B>(" << list(group_entries) << ");\n"
+    << "    static const kiln::onnx::GraphRunner<B> r(graph(), " << opset << ", " << list(constant_names)
+    << ", {}, ops);\n    return r;\n  }\n};\n";
   if (embed) {
     h << "\n// The weights file's bytes, compiled into the program (" << name << "_weights.cpp).\n"
       << "std::span<const std::byte> " << name << "_weights();\n";

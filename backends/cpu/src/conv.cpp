@@ -2,10 +2,13 @@
 // gradient and weight gradient. f32 runs through oneDNN primitives, cached per geometry;
 // f64 (and degenerate shapes) through direct reference loops; f16/bf16 compute in f32.
 #include "internal.hpp"
+#include "gemm.hpp"
+#if KILN_CPU_ONEDNN
 #include "onednn.hpp"
 #include "post_ops.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 #include <map>
 #include <memory>
@@ -138,6 +141,7 @@ template <class T> void conv_backward_weight_ref(const ConvGeometry& g, const T*
   });
 }
 
+#if KILN_CPU_ONEDNN
 // ---------------------------------------------------------------- oneDNN path
 
 using dnnl::memory;
@@ -319,6 +323,62 @@ void execute(std::string_view op, const ConvPlan& plan, const std::array<CpuTens
 }
 
 // Shared by the three entry points: both operands float, of one dtype.
+#else
+// ---------------------------------------------------------------- columns (embedded build)
+// The embedded build has no oneDNN. Its forward convolution runs as GEMMs: per sample and
+// group, the input's windows as columns [C/G·KH·KW, OH·OW] (im2col), multiplied by the
+// group's weights [O/G, C/G·KH·KW]. The backward passes keep the reference loops.
+inline void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 const float* pa, const float* pb, float* pc, std::int64_t ldc) {
+  gemm_f32(a, b, m, n, k, pa, pb, pc, ldc);
+}
+inline void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 const double* pa, const double* pb, double* pc, std::int64_t ldc) {
+  gemm_f64(a, b, m, n, k, pa, pb, pc, ldc);
+}
+
+template <class T> void conv_forward_columns(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const std::int64_t cg = g.cg(), og = g.og(), k = cg * g.kh * g.kw, p = g.oh * g.ow;
+  // The columns' buffer stays with the thread: a small network runs a convolution in
+  // microseconds, and a fresh zeroed buffer per call costs a good part of that.
+  thread_local std::vector<T> cols;
+  if (cols.size() < static_cast<std::size_t>(k * p)) cols.resize(static_cast<std::size_t>(k * p));
+  for (std::int64_t ni = 0; ni < g.n; ++ni) {
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      T* col = cols.data();
+      for (std::int64_t ic = 0; ic < cg; ++ic) {
+        const T* xp = x + ((ni * g.c + group * cg + ic) * g.h) * g.w;
+        for (std::int64_t ky = 0; ky < g.kh; ++ky)
+          for (std::int64_t kx = 0; kx < g.kw; ++kx) {
+            // The output columns whose tap lands inside the row: [lo, hi); zeros around them.
+            const std::int64_t shift = kx * g.dilation[1] - g.padding[1], sx = g.stride[1];
+            const std::int64_t lo = std::clamp<std::int64_t>(shift >= 0 ? 0 : (-shift + sx - 1) / sx, 0, g.ow);
+            const std::int64_t hi = std::clamp<std::int64_t>(g.w - shift > 0 ? (g.w - shift + sx - 1) / sx : 0, lo, g.ow);
+            for (std::int64_t oy = 0; oy < g.oh; ++oy, col += g.ow) {
+              const std::int64_t iy = oy * g.stride[0] - g.padding[0] + ky * g.dilation[0];
+              if (iy < 0 || iy >= g.h) {
+                std::fill(col, col + g.ow, T(0));
+                continue;
+              }
+              std::fill(col, col + lo, T(0));
+              const T* row = xp + iy * g.w + shift;
+              if (sx == 1) std::copy(row + lo, row + hi, col + lo);
+              else
+                for (std::int64_t ox = lo; ox < hi; ++ox) col[ox] = row[ox * sx];
+              std::fill(col + hi, col + g.ow, T(0));
+            }
+          }
+      }
+      T* yp = y + (ni * g.o + group * og) * p;
+      gemm(GemmLayout{false, k}, GemmLayout{false, p}, og, p, k, w + group * og * k, cols.data(), yp, p);
+      if (bias)
+        for (std::int64_t oc = 0; oc < og; ++oc)
+          for (std::int64_t i = 0; i < p; ++i) yp[oc * p + i] += bias[group * og + oc];
+    }
+  }
+}
+#endif
+
 void check_float(std::string_view op, DType a, DType b, const Shape& sa, const Shape& sb) {
   KILN_CHECK(a == b, "{}: dtypes differ: {} {} and {} {}", op, sa, a, sb, b);
   KILN_CHECK(is_float(a), "{}: expected float tensors, got {} {}", op, sa, a);
@@ -362,6 +422,7 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
   const CpuTensor xc = cpu::contiguous(x), wc = cpu::contiguous(weight);
   std::optional<CpuTensor> bc;
   if (bias) bc = cpu::contiguous(*bias);
+#if KILN_CPU_ONEDNN
   if (cpu::use_onednn(g, x.dtype)) {
     const auto plan = cpu::plan_for("conv2d", g, bias ? cpu::ConvKind::forward_bias : cpu::ConvKind::forward);
     cpu::execute("conv2d", *plan, {xc, wc}, bc, out);
@@ -370,6 +431,11 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
   cpu::dispatch_float("conv2d", x.dtype, [&]<class T>() {
     cpu::conv_forward_ref<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
   });
+#else
+  cpu::dispatch_float("conv2d", x.dtype, [&]<class T>() {
+    cpu::conv_forward_columns<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
+  });
+#endif
   return out;
 }
 
@@ -381,6 +447,10 @@ std::vector<Cpu::Primitive> Cpu::conv2d_program(const Primitive& x, const Primit
   KILN_CHECK(program.inputs().size() == inputs.size() + 1 && static_cast<int>(params.size()) == program.param_count(),
              "conv2d_program: the program reads {} inputs and {} parameters, given the output and {} inputs and {} "
              "parameters", program.inputs().size(), program.param_count(), inputs.size(), params.size());
+#if !KILN_CPU_ONEDNN
+  (void)g;
+  return {};  // the embedded build: no post-ops; the caller runs the program apart
+#else
   // oneDNN's convolution writes its own blocked layout, in which a binary step's tensor would
   // need a reorder first: eltwise steps only (no inputs beside the output).
   if (!inputs.empty() || !cpu::use_onednn(g, x.dtype)) return {};
@@ -394,6 +464,7 @@ std::vector<Cpu::Primitive> Cpu::conv2d_program(const Primitive& x, const Primit
       cpu::plan_for("conv2d_program", g, bias ? cpu::ConvKind::forward_bias : cpu::ConvKind::forward, *post_ops);
   cpu::execute("conv2d_program", *plan, {xc, wc}, bc, out);
   return {out};
+#endif
 }
 
 Cpu::Primitive Cpu::conv2d_backward_input(const Primitive& dy, const Primitive& weight, const Shape& x_shape,
@@ -408,11 +479,13 @@ Cpu::Primitive Cpu::conv2d_backward_input(const Primitive& dy, const Primitive& 
   CpuTensor out = cpu::empty(x_shape, dy.dtype);
   if (out.numel() == 0) return out;
   const CpuTensor dyc = cpu::contiguous(dy), wc = cpu::contiguous(weight);
+#if KILN_CPU_ONEDNN
   if (cpu::use_onednn(g, dy.dtype)) {
     const auto plan = cpu::plan_for("conv2d_backward_input", g, cpu::ConvKind::backward_input);
     cpu::execute("conv2d_backward_input", *plan, {dyc, wc}, std::nullopt, out);
     return out;
   }
+#endif
   cpu::dispatch_float("conv2d_backward_input", dy.dtype, [&]<class T>() {
     cpu::conv_backward_input_ref<T>(g, dyc.data<T>(), wc.data<T>(), out.data<T>());
   });
@@ -431,11 +504,13 @@ Cpu::Primitive Cpu::conv2d_backward_weight(const Primitive& x, const Primitive& 
   CpuTensor out = cpu::empty(weight_shape, x.dtype);
   if (out.numel() == 0) return out;
   const CpuTensor xc = cpu::contiguous(x), dyc = cpu::contiguous(dy);
+#if KILN_CPU_ONEDNN
   if (cpu::use_onednn(g, x.dtype)) {
     const auto plan = cpu::plan_for("conv2d_backward_weight", g, cpu::ConvKind::backward_weight);
     cpu::execute("conv2d_backward_weight", *plan, {xc, dyc}, std::nullopt, out);
     return out;
   }
+#endif
   cpu::dispatch_float("conv2d_backward_weight", x.dtype, [&]<class T>() {
     cpu::conv_backward_weight_ref<T>(g, xc.data<T>(), dyc.data<T>(), out.data<T>());
   });

@@ -33,4 +33,11 @@ GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch);
 // times one shared b (or a batch of one), (count·m × k) @ (k × n).
 bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t m);
 
+// C [m, n] (rows ldc apart) = A @ B, A and B in the layouts given: oneDNN's sgemm for f32
+// (Eigen's in the embedded build), Eigen's for f64. On the calling thread's team.
+void gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+              const float* pa, const float* pb, float* pc, std::int64_t ldc);
+void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+              const double* pa, const double* pb, double* pc, std::int64_t ldc);
+
 }  // namespace kiln::cpu

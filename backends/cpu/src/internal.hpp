@@ -5,7 +5,18 @@
 #include "kiln/core/error.hpp"
 #include "kiln/cpu/backend.hpp"
 
+#ifdef _OPENMP
 #include <omp.h>
+#else
+// The embedded build (kiln_cpu_embedded: no OpenMP, no oneDNN) runs on the calling thread:
+// the few OpenMP queries the kernels make answer as a team of one, and their pragmas are
+// ignored.
+inline int omp_get_max_threads() { return 1; }
+inline int omp_get_num_procs() { return 1; }
+inline int omp_get_thread_num() { return 0; }
+inline int omp_in_parallel() { return 0; }
+inline void omp_set_num_threads(int) {}
+#endif
 
 #include <algorithm>
 #include <array>

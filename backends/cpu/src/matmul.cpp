@@ -1,12 +1,15 @@
 // Matrix multiplication on the CPU: [..., m, k] @ [..., k, n] with broadcast batch dims.
-// f32 runs through oneDNN's sgemm, which reads transposed operands in place; f64 through
-// Eigen's GEMM on strided maps; f16/bf16 compute in f32.
+// f32 runs through oneDNN's sgemm, which reads transposed operands in place; f64 (and f32 in
+// the embedded build, which has no oneDNN) through Eigen's GEMM on strided maps; f16/bf16
+// compute in f32.
 #include "gemm.hpp"
 
 #include "kiln/ops/matmul.hpp"
 
 #include <Eigen/Core>
+#if KILN_CPU_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <cstring>
 #include <optional>
@@ -68,6 +71,25 @@ bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t 
 
 namespace {
 
+// C = A @ B through Eigen's GEMM, A and B read in place: a transposed row-major operand is a
+// column-major matrix with the same leading dimension. Both map with a unit inner stride,
+// which Eigen's kernels (and its matrix-vector path, for one row) read without copying.
+template <class T>
+void eigen_gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa,
+                const T* pb, T* pc, std::int64_t ldc) {
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  using Outer = Eigen::OuterStride<>;
+  Eigen::Map<RowMajor, Eigen::Unaligned, Outer> mc(pc, m, n, Outer(ldc));
+  const auto with_b = [&](const auto& ma) {
+    if (b.transposed) mc.noalias() = ma * Eigen::Map<const ColMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld));
+    else mc.noalias() = ma * Eigen::Map<const RowMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld));
+  };
+  if (a.transposed) with_b(Eigen::Map<const ColMajor, Eigen::Unaligned, Outer>(pa, m, k, Outer(a.ld)));
+  else with_b(Eigen::Map<const RowMajor, Eigen::Unaligned, Outer>(pa, m, k, Outer(a.ld)));
+}
+
+#if KILN_CPU_ONEDNN
 // oneDNN's sgemm (AVX2 kernels) takes a no-copy path when a non-transposed B is 32-byte
 // aligned, and for m of a few hundred that path runs at about 2/3 the speed of its packing
 // path (one core, 256x784 @ 784x1024: 13.7 ms aligned, 9.2 ms with B 16 bytes off). Such a
@@ -99,18 +121,16 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
   KILN_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status {}) for m={}, n={}, k={}",
              static_cast<int>(status), m, n, k);
 }
+#else
+void sgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
+           const float* pb, float* pc, std::int64_t ldc) {
+  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc);
+}
+#endif
 
 void dgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const double* pa,
            const double* pb, double* pc, std::int64_t ldc) {
-  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using Strides = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
-  // A transposed operand is the same memory read with the strides swapped.
-  const Eigen::Map<const RowMajor, Eigen::Unaligned, Strides> ma(pa, m, k, a.transposed ? Strides(1, a.ld)
-                                                                                         : Strides(a.ld, 1));
-  const Eigen::Map<const RowMajor, Eigen::Unaligned, Strides> mb(pb, k, n, b.transposed ? Strides(1, b.ld)
-                                                                                         : Strides(b.ld, 1));
-  Eigen::Map<RowMajor, Eigen::Unaligned, Eigen::OuterStride<>> mc(pc, m, n, Eigen::OuterStride<>(ldc));
-  mc.noalias() = ma * mb;
+  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc);
 }
 
 template <class T>
@@ -153,6 +173,16 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
 }
 
 }  // namespace
+
+void gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+              const float* pa, const float* pb, float* pc, std::int64_t ldc) {
+  gemm<float>(a, b, m, n, k, pa, pb, pc, ldc);
+}
+void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+              const double* pa, const double* pb, double* pc, std::int64_t ldc) {
+  gemm<double>(a, b, m, n, k, pa, pb, pc, ldc);
+}
+
 }  // namespace kiln::cpu
 
 namespace kiln {

@@ -4,6 +4,7 @@
 // never written and read back. A binary step's tensor is the product's shape, one row [1, n]
 // or one value. For any other program, operand layout or dtype it returns nothing, and the
 // caller (Fusion<Cpu>) runs the product and the program apart.
+#if KILN_CPU_ONEDNN
 #include "gemm.hpp"
 #include "onednn.hpp"
 #include "post_ops.hpp"
@@ -132,3 +133,17 @@ std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive& a, const Primit
 }
 
 }  // namespace kiln
+#else
+// The embedded build has no oneDNN: no program runs inside the GEMM, and the caller
+// (Fusion<Cpu>) runs the product and the program apart.
+#include "internal.hpp"
+
+namespace kiln {
+
+std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive&, const Primitive&, const codegen::Program&,
+                                                std::span<const Primitive>, std::span<const double>) {
+  return {};
+}
+
+}  // namespace kiln
+#endif

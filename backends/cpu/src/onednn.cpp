@@ -1,8 +1,11 @@
 // The process-wide oneDNN engine and the per-thread streams on it (see onednn.hpp).
+#if KILN_CPU_ONEDNN
 #include "onednn.hpp"
+#endif
 
 #include "internal.hpp"
 
+#if KILN_CPU_ONEDNN
 namespace kiln::cpu {
 
 // Never destroyed: cached primitives and thread-local streams may outlive static destruction.
@@ -18,3 +21,4 @@ dnnl::stream& onednn_stream() {
 }
 
 }  // namespace kiln::cpu
+#endif

@@ -6,7 +6,9 @@
 // 2x2 windows at stride 2 take a vector kernel where AVX-512 is there.
 // f16/bf16 compute through f32.
 #include "internal.hpp"
+#if KILN_CPU_ONEDNN
 #include "onednn.hpp"
+#endif
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -271,6 +273,7 @@ void avg_pool_backward(const CpuTensor& dy, CpuTensor& dx, const Geometry& g, co
   });
 }
 
+#if KILN_CPU_ONEDNN
 // ---- oneDNN average pooling (f32)
 
 // oneDNN has no ceil_mode: the extra windows come from right padding large enough to give
@@ -398,6 +401,8 @@ bool onednn_avg_pool_run(const CpuTensor& source, CpuTensor& result, const Geome
 
 // ---- adaptive average pooling: output i covers [floor(i * in / out), ceil((i + 1) * in / out)).
 
+#endif
+
 std::int64_t adaptive_start(std::int64_t i, std::int64_t out, std::int64_t in) {
   return (i / out) * in + ((i % out) * in) / out;
 }
@@ -497,7 +502,9 @@ Cpu::Primitive Cpu::avg_pool2d(const Primitive& x, const ops::Pool2dOptions& opt
   CpuTensor out = cpu::empty(out_shape, x.dtype);
   if (out.numel() == 0) return out;
   const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+#if KILN_CPU_ONEDNN
   if (x.dtype == DType::f32 && cpu::onednn_avg_pool_run(in, out, g, options, false)) return out;
+#endif
   cpu::dispatch_float("avg_pool2d", x.dtype, [&]<class T>() { cpu::avg_pool_forward<T>(in, out, g, options); });
   return out;
 }
@@ -513,7 +520,9 @@ Cpu::Primitive Cpu::avg_pool2d_backward(const Primitive& x, const Primitive& dy,
   CpuTensor dx = cpu::empty(x.shape, x.dtype);
   if (dx.numel() == 0) return dx;
   const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+#if KILN_CPU_ONEDNN
   if (x.dtype == DType::f32 && cpu::onednn_avg_pool_run(grad, dx, g, options, true)) return dx;
+#endif
   cpu::dispatch_float("avg_pool2d_backward", x.dtype,
                       [&]<class T>() { cpu::avg_pool_backward<T>(grad, dx, g, options); });
   return dx;

@@ -1,4 +1,5 @@
 // The program chains that the CPU's oneDNN kernels run as post-ops (post_ops.hpp).
+#if KILN_CPU_ONEDNN  // the embedded build has no oneDNN, and no post-ops
 #include "post_ops.hpp"
 
 #include "program_eval.hpp"
@@ -178,3 +179,4 @@ void append_key(std::span<const PostOp> ops, std::span<const dnnl::memory::desc>
 }
 
 }  // namespace kiln::cpu
+#endif

@@ -85,6 +85,17 @@ inline Expr relu_part(const Expr& x) { return (x > Expr(0.0)).select(x, Expr(0.0
 
 }  // namespace elementwise_detail
 
+// The op types add_elementwise_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kElementwiseOps[] = {
+    "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Tan", "Tanh", "Erf", "Floor", "Ceil",
+    "Round", "Sigmoid", "Relu", "Sign", "IsNaN", "Not", "Add", "Sub", "Mul", "Div", "And", "Or", "Xor",
+    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Sum", "Mean", "Max", "Min", "Softplus",
+    "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softsign", "LeakyRelu", "Elu", "Selu",
+    "Celu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Mish", "Gelu", "Shrink", "IsInf", "PRelu", "Pow",
+    "Mod", "Clip", "Where", "Cast", "CastLike"};
+inline constexpr OpGroup kElementwiseGroup{"elementwise", kElementwiseOps};
+
 template <class B> void add_elementwise_ops(OpTable<B>& t) {
   using namespace elementwise_detail;
   using P = typename B::Primitive;

@@ -82,6 +82,13 @@ inline std::vector<std::int64_t> pad_indices(std::int64_t n, std::int64_t before
 
 }  // namespace layout_detail
 
+// The op types add_layout_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kLayoutOps[] = {
+    "Identity", "Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice", "Squeeze", "Unsqueeze",
+    "Shape", "Size", "Constant", "ConstantOfShape", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth"};
+inline constexpr OpGroup kLayoutGroup{"layout", kLayoutOps};
+
 template <class B> void add_layout_ops(OpTable<B>& t) {
   using namespace layout_detail;
   using P = typename B::Primitive;

@@ -592,6 +592,15 @@ template <class B> Outs<B> dropout(const Args<B>& a) {
 
 }  // namespace nn_detail
 
+// The op types add_nn_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kNnOps[] = {
+    "MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+    "GlobalMaxPool", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+    "GroupNormalization", "MeanVarianceNormalization", "LpNormalization", "Softmax", "LogSoftmax", "Hardmax",
+    "Dropout"};
+inline constexpr OpGroup kNnGroup{"nn", kNnOps};
+
 template <class B> void add_nn_ops(OpTable<B>& t) {
   using namespace nn_detail;
   // The first opset of each: where an op's older versions differ only by attributes Kiln

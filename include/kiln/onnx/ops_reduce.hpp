@@ -710,6 +710,15 @@ template <class B> Outs<B> einsum(const Args<B>& a) {
 
 // The reductions, ArgMax / ArgMin, TopK and Gather mean the same since opset 1 (their
 // attribute forms are read), so they run from there.
+// The op types add_reduce_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kReduceOps[] = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "TopK", "Gather", "GatherElements", "GatherND",
+    "Scatter", "ScatterElements", "ScatterND", "NonZero", "OneHot", "Trilu", "EyeLike", "Range", "Det",
+    "Einsum"};
+inline constexpr OpGroup kReduceGroup{"reduce", kReduceOps};
+
 template <class B> void add_reduce_ops(OpTable<B>& t) {
   using namespace reduce_detail;
   t["ReduceSum"] = {reduce_kernel<B>(Reduction::sum), 1};

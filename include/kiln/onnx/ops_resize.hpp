@@ -252,6 +252,12 @@ template <class B> Outs<B> resize(const Args<B>& a, bool upsample) {
 
 }  // namespace nn_detail
 
+// The op types add_resize_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kResizeOps[] = {
+    "Resize", "Upsample"};
+inline constexpr OpGroup kResizeGroup{"resize", kResizeOps};
+
 template <class B> void add_resize_ops(OpTable<B>& t) {
   using namespace nn_detail;
   t["Resize"] = {[](const Args<B>& a) { return resize(a, false); }, 10};

@@ -175,6 +175,12 @@ template <class B> Outs<B> recurrent(const Args<B>& a, Cell cell) {
 
 }  // namespace nn_detail
 
+// The op types add_rnn_ops registers (checked when a table is built): a module that
+// kiln-onnx2cpp generates takes only the groups its graph uses.
+inline constexpr std::string_view kRnnOps[] = {
+    "RNN", "GRU", "LSTM"};
+inline constexpr OpGroup kRnnGroup{"rnn", kRnnOps};
+
 template <class B> void add_rnn_ops(OpTable<B>& t) {
   using namespace nn_detail;
   t["RNN"] = {[](const Args<B>& a) { return recurrent(a, Cell::rnn); }};

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Single-image latency and peak memory of the embedded classifier beside PyTorch and
+onnxruntime, on the same model (tests/golden/onnx/fashion_cnn/model.onnx) and machine.
+
+  python3 bench/embedded_compare.py --build build --python /opt/kiln-bench-venv/bin/python
+
+Kiln: build/examples/embedded_classifier (static, one thread, weights compiled in), its
+median over --repeat classifications of one image, and the peak RSS of a process that
+classifies 20 images. The peers run in a Python of their own (--python: a virtual
+environment with torch, onnxruntime and onnx from PyPI), each at its best of one thread and
+all threads, their peak RSS read from the same kind of process. PyTorch runs the model's
+module, rebuilt from the ONNX file's weights (eager, no_grad). Prints a Markdown table.
+"""
+import argparse
+import gzip
+import pathlib
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests/golden/onnx/fashion_cnn/model.onnx"
+IMAGES = pathlib.Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+
+PEER = r'''
+import resource, statistics, sys, time
+import numpy
+kind, model_path, images_path, repeat, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+raw = numpy.fromfile(images_path, dtype=numpy.uint8).reshape(-1, 1, 28, 28)
+x = ((raw.astype(numpy.float32) / 255 - 0.2860) / 0.3530)
+if kind == "onnxruntime":
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    run = lambda batch: session.run(None, {"input": batch})[0]
+else:
+    import onnx, onnx.numpy_helper, torch
+    if threads:
+        torch.set_num_threads(threads)
+    weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in onnx.load(model_path).graph.initializer}
+    class Cnn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(1, 8, 3, padding=1)
+            self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+            self.pool = torch.nn.MaxPool2d(2)
+            self.fc1 = torch.nn.Linear(16 * 7 * 7, 32)
+            self.fc2 = torch.nn.Linear(32, 10)
+        def forward(self, x):
+            x = self.pool(torch.relu(self.conv1(x)))
+            x = self.pool(torch.relu(self.conv2(x)))
+            return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+    model = Cnn().eval()
+    model.load_state_dict(weights)
+    def run(batch):
+        with torch.no_grad():
+            return model(torch.from_numpy(batch)).numpy()
+labels = run(x).argmax(1)
+one = x[:1].copy()
+for _ in range(50):
+    run(one)
+times = []
+for _ in range(repeat):
+    start = time.perf_counter()
+    run(one)
+    times.append((time.perf_counter() - start) * 1e6)
+print("labels", " ".join(map(str, labels)))
+print("latency_us", statistics.median(times))
+print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+'''
+
+
+def kiln(build, images, repeat):
+    binary = build / "examples/embedded_classifier"
+    out = subprocess.run([str(binary), str(images), "--repeat", str(repeat)], capture_output=True, text=True, check=True)
+    labels = [line.split()[0] for line in out.stdout.splitlines()]
+    latency = float(re.search(r": ([0-9.]+) us", out.stderr).group(1))
+    timed = subprocess.run(["/usr/bin/time", "-f", "%M", str(binary), str(images)], capture_output=True, text=True,
+                           check=True)
+    return labels, latency, int(timed.stderr.strip().splitlines()[-1]), binary.stat().st_size
+
+
+def peer(python, kind, images, repeat, threads):
+    out = subprocess.run([python, "-c", PEER, kind, str(MODEL), str(images), str(repeat), str(threads)],
+                         capture_output=True, text=True, check=True).stdout
+    values = dict(line.split(" ", 1) for line in out.splitlines())
+    return values["labels"].split(), float(values["latency_us"]), int(values["maxrss_kb"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build", type=pathlib.Path)
+    parser.add_argument("--python", default="/opt/kiln-bench-venv/bin/python")
+    parser.add_argument("--repeat", type=int, default=2000)
+    args = parser.parse_args()
+    raw = gzip.open(IMAGES, "rb").read()[16:16 + 20 * 784]
+    with tempfile.TemporaryDirectory() as folder:
+        images = pathlib.Path(folder) / "images.raw"
+        images.write_bytes(raw)
+        labels, latency, rss, size = kiln(args.build, images, args.repeat)
+        rows = [("Kiln embedded_classifier (static, 1 thread)", latency, rss)]
+        for kind in ("onnxruntime", "pytorch"):
+            best = None
+            for threads in (1, 0):
+                peer_labels, peer_latency, peer_rss = peer(args.python, kind, images, args.repeat, threads)
+                if peer_labels != labels:
+                    sys.exit(f"{kind} predicts {peer_labels}, Kiln {labels}")
+                name = f"{kind} ({'1 thread' if threads else 'all threads'})"
+                if best is None or peer_latency < best[1]:
+                    best = (name, peer_latency, peer_rss)
+            rows.append(best)
+    flags = open("/proc/cpuinfo").read()
+    print(f"CPU: {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}; "
+          f"Kiln binary {size / 1e6:.2f} MB; the same 20 predictions from all three\n")
+    print("| runtime | one image (µs, median) | peak RSS (MB) |\n|---|---:|---:|")
+    for name, latency, rss in rows:
+        print(f"| {name} | {latency:.1f} | {rss / 1024:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
