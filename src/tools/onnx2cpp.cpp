@@ -258,9 +258,9 @@ int generate(const fs::path& model_path, const fs::path& out, const std::string&
     h << (i ? ", " : "") << "const " << tensor_type(inputs[i]->type, inputs[i]->shape->size()) << "& in" << i;
     args.push_back("in" + std::to_string(i) + ".primitive()");
   }
-  h << ") const {\n    kiln::onnx::ModuleConstants<B> constants;\n";
+  h << ") const {\n    kiln::onnx::ModuleConstants<B> constants(" << fields.size() << ");\n";
   for (const Field& f : fields) {
-    h << "    constants.add(" << quoted(f.init->name) << ", *" << f.path;
+    h << "    constants.add(*" << f.path;
     if (f.init->dims.empty()) h << ", kiln::Shape{}";
     h << ");\n";
   }

@@ -24,6 +24,7 @@
 #include "kiln/onnx/ops_vision.hpp"
 #include "kiln/onnx/runtime.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -77,11 +78,12 @@ template <class B> class GraphRunner {
   using Device = typename B::Device;
 
   GraphRunner() = default;
-  // `constants` names the values the caller will hand to run() as constants (initializers);
+  // `constants` names the values the caller will hand to run() as constants (initializers),
+  // in the order it will hand them;
   // `unheld` the initializers of element types Kiln does not hold (an error where read);
   // `table` the kernels (op_table<B>(), or a generated module's op_table_of), which must
   // outlive the runner.
-  GraphRunner(const Graph& graph, std::int64_t opset, const std::set<std::string>& constants,
+  GraphRunner(const Graph& graph, std::int64_t opset, const std::vector<std::string>& constants,
               const std::set<std::string>& unheld, const OpTable<B>& table)
       : graph_(&graph), opset_(opset) {
     const Graph& g = graph;
@@ -93,10 +95,14 @@ template <class B> class GraphRunner {
       const auto [it, fresh] = slots.try_emplace(name, slots.size());
       return it->second;
     };
-    for (const std::string& name : constants) constant_slots_.emplace_back(name, define(name));
+    for (const std::string& name : constants) {
+      KILN_CHECK(!slots.count(name), "onnx: the constant '{}' is named twice", name);
+      constant_slots_.emplace_back(name, define(name));
+    }
+    const std::set<std::string> constant_names(constants.begin(), constants.end());
     for (const std::string& name : unheld) unheld_slots_.insert(define(name));
     for (const ValueInfo& in : g.inputs) {
-      if (constants.count(in.name) || unheld.count(in.name)) continue;  // IR < 4 lists initializers as inputs
+      if (constant_names.count(in.name) || unheld.count(in.name)) continue;  // IR < 4 lists initializers as inputs
       inputs_.push_back(in);
       input_slots_.push_back(define(in.name));
     }
@@ -149,18 +155,16 @@ template <class B> class GraphRunner {
   // The graph inputs to feed, in order (initializers excluded).
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
 
-  // Runs the graph: `inputs` in the order of inputs(), `constants` by name. Returns one
-  // primitive per graph output.
-  std::vector<Primitive> run(const std::map<std::string, Value<B>, std::less<>>& constants,
-                             std::vector<Value<B>> inputs, const Device& device) const {
+  // Runs the graph: `inputs` in the order of inputs(), `constants` in the order of the names
+  // the runner was made with. Returns one primitive per graph output.
+  std::vector<Primitive> run(std::span<const Value<B>> constants, std::vector<Value<B>> inputs,
+                             const Device& device) const {
+    KILN_CHECK(constants.size() == constant_slots_.size(), "onnx: the graph takes {} constants, got {}",
+               constant_slots_.size(), constants.size());
     KILN_CHECK(inputs.size() == inputs_.size(), "onnx: the model takes {} inputs, got {}", inputs_.size(),
                inputs.size());
     std::vector<std::optional<Value<B>>> values(slot_count_);
-    for (const auto& [name, slot] : constant_slots_) {
-      const auto it = constants.find(name);
-      KILN_CHECK(it != constants.end(), "onnx: the constant '{}' was not given", name);
-      values[slot] = it->second;
-    }
+    for (std::size_t i = 0; i < constants.size(); ++i) values[constant_slots_[i].second] = constants[i];
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       check_input(inputs_[i], inputs[i]);
       values[input_slots_[i]] = std::move(inputs[i]);
@@ -266,7 +270,8 @@ template <class B> class Model {
 
   explicit Model(ModelFile file, const Device& device = {})
       : file_(std::make_shared<const ModelFile>(std::move(file))), device_(device) {
-    std::set<std::string> names, unheld;
+    std::vector<std::string> names;
+    std::set<std::string> unheld;
     for (const TensorValue& init : file_->graph.initializers) {
       KILN_CHECK(!init.name.empty(), "onnx: an initializer has no name");
       if (!init.data) {
@@ -279,8 +284,9 @@ template <class B> class Model {
       Value<B> v = is_float(data.dtype()) && data.numel() > 64 ? Value<B>(B::from_data(data, device_))
                                                               : Value<B>::host(data, device_);
       (void)v.tensor();
-      constants_.insert_or_assign(init.name, std::move(v));
-      names.insert(init.name);
+      if (std::find(names.begin(), names.end(), init.name) != names.end()) continue;  // the first of a name counts
+      constants_.push_back(std::move(v));
+      names.push_back(init.name);
     }
     runner_ = GraphRunner<B>(file_->graph, default_opset(*file_), names, unheld, op_table<B>());
   }
@@ -310,7 +316,7 @@ template <class B> class Model {
  private:
   std::shared_ptr<const ModelFile> file_;  // shared, so that the runner's pointer into it survives moves
   Device device_;
-  std::map<std::string, Value<B>, std::less<>> constants_;
+  std::vector<Value<B>> constants_;  // in the order of the runner's constant names
   GraphRunner<B> runner_;
 };
 

@@ -114,19 +114,21 @@ template <class T> T zeros_like_initializer(const Shape& shape, DType dtype, con
                       device);
 }
 
-// The constants of a run: each parameter's primitive under its initializer's name,
-// reshaped to the initializer's own shape where the module holds it with another rank.
+// The constants of a run, in the order of the runner's constant names: each parameter's
+// primitive, reshaped to the initializer's own shape where the module holds it with another
+// rank (a rank-0 initializer is held as [1]).
 template <class B> class ModuleConstants {
  public:
-  template <class T> void add(std::string name, const T& tensor, std::optional<Shape> shape = std::nullopt) {
+  explicit ModuleConstants(std::size_t count) { values_.reserve(count); }
+  template <class T> void add(const T& tensor, std::optional<Shape> shape = std::nullopt) {
     typename B::Primitive p = tensor.primitive();
     if (shape) p = B::reshape(p, *shape);
-    values_.insert_or_assign(std::move(name), Value<B>(std::move(p)));
+    values_.emplace_back(std::move(p));
   }
-  const std::map<std::string, Value<B>, std::less<>>& values() const { return values_; }
+  std::span<const Value<B>> values() const { return values_; }
 
  private:
-  std::map<std::string, Value<B>, std::less<>> values_;
+  std::vector<Value<B>> values_;
 };
 
 }  // namespace kiln::onnx

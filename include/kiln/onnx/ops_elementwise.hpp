@@ -100,26 +100,28 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
   using namespace elementwise_detail;
   using P = typename B::Primitive;
 
-  // ---- the catalogue's ops, as ONNX means them
-  t["Abs"] = {unary<B, ops::Abs>()};
-  t["Neg"] = {unary<B, ops::Neg>()};
-  t["Exp"] = {unary<B, ops::Exp>()};
-  t["Log"] = {unary<B, ops::Log>()};
-  t["Sqrt"] = {unary<B, ops::Sqrt>()};
-  t["Reciprocal"] = {unary<B, ops::Recip>()};
-  t["Sin"] = {unary<B, ops::Sin>()};
-  t["Cos"] = {unary<B, ops::Cos>()};
-  t["Tan"] = {unary<B, ops::Tan>()};
-  t["Tanh"] = {unary<B, ops::Tanh>()};
-  t["Erf"] = {unary<B, ops::Erf>()};
-  t["Floor"] = {unary<B, ops::Floor>()};
-  t["Ceil"] = {unary<B, ops::Ceil>()};
-  t["Round"] = {unary<B, ops::Round>()};
-  t["Sigmoid"] = {unary<B, ops::Sigmoid>()};
-  t["Relu"] = {unary<B, ops::Relu>()};
-  t["Sign"] = {unary<B, ops::Sign>()};
-  t["IsNaN"] = {unary<B, ops::IsNan>()};
-  t["Not"] = {unary<B, ops::LogicalNot>()};
+  // ---- the catalogue's ops, as ONNX means them. The unary ones mean the same since opset 1
+  // (the legacy consumed_inputs attribute of opsets 1 to 5 changes nothing), the binary ones
+  // broadcast NumPy's way from opset 7.
+  t["Abs"] = {unary<B, ops::Abs>(), 1};
+  t["Neg"] = {unary<B, ops::Neg>(), 1};
+  t["Exp"] = {unary<B, ops::Exp>(), 1};
+  t["Log"] = {unary<B, ops::Log>(), 1};
+  t["Sqrt"] = {unary<B, ops::Sqrt>(), 1};
+  t["Reciprocal"] = {unary<B, ops::Recip>(), 1};
+  t["Sin"] = {unary<B, ops::Sin>(), 1};
+  t["Cos"] = {unary<B, ops::Cos>(), 1};
+  t["Tan"] = {unary<B, ops::Tan>(), 1};
+  t["Tanh"] = {unary<B, ops::Tanh>(), 1};
+  t["Erf"] = {unary<B, ops::Erf>(), 1};
+  t["Floor"] = {unary<B, ops::Floor>(), 1};
+  t["Ceil"] = {unary<B, ops::Ceil>(), 1};
+  t["Round"] = {unary<B, ops::Round>(), 1};
+  t["Sigmoid"] = {unary<B, ops::Sigmoid>(), 1};
+  t["Relu"] = {unary<B, ops::Relu>(), 1};
+  t["Sign"] = {unary<B, ops::Sign>(), 1};
+  t["IsNaN"] = {unary<B, ops::IsNan>(), 1};
+  t["Not"] = {unary<B, ops::LogicalNot>(), 1};
   t["Add"] = {binary<B, ops::Add>()};
   t["Sub"] = {binary<B, ops::Sub>()};
   t["Mul"] = {binary<B, ops::Mul>()};

@@ -483,11 +483,30 @@ template <class B> P<B> scalar_like(const Args<B>& a, double value) {
 
 template <class B> Outs<B> batch_norm(const Args<B>& a) {
   check_float(a, 0);
-  if (a.node.attr_int("training_mode", 0) != 0) unsupported("BatchNormalization in training mode (training_mode 1)");
   const Shape s = a.shape(0);
   KILN_CHECK(s.rank() >= 2, "expected an input [N, C, ...] of rank 2 or more, got {}", s);
   const double eps = a.node.attr_float("epsilon", 1e-5);
   const DType dtype = a.dtype(0);
+  if (a.node.attr_int("training_mode", 0) != 0) {
+    // Training mode (opset 14+): normalized with the batch's own statistics (biased variance
+    // over every dim but the channels); the running statistics move towards them by
+    // 1 - momentum and are outputs 1 and 2.
+    std::vector<std::size_t> dims{0};
+    for (std::size_t d = 2; d < s.rank(); ++d) dims.push_back(d);
+    const auto [mean, inv_std] = moments<B>(a[0], dims, eps);
+    const P<B> scale = per_channel(a, 1, s[1], s.rank(), dtype), bias = per_channel(a, 2, s[1], s.rank(), dtype);
+    Outs<B> out{normalize<B>(a[0], mean, inv_std, scale, bias)};
+    const double momentum = a.node.attr_float("momentum", 0.9);
+    const P<B> centered = sub<B>(a[0], mean);
+    const P<B> var = detail::reduce<B>(mul<B>(centered, centered), ops::ReduceOp::mean, dims);
+    const codegen::Program& blend = detail::program("running_statistic", dtype, 2, 1, [](auto in, auto ps) {
+      return in[0] * ps[0] + in[1] * (codegen::Expr(1.0) - ps[0]);
+    });
+    const Shape channels{s[1]};
+    out.push_back(detail::run<B>(blend, {a[3], B::reshape(mean, channels)}, {momentum}));
+    out.push_back(detail::run<B>(blend, {a[4], B::reshape(var, channels)}, {momentum}));
+    return out;
+  }
   // Y = (x - mean) / sqrt(var + eps) * scale + bias, with the statistics given per channel.
   const P<B> scale = per_channel(a, 1, s[1], s.rank(), dtype), bias = per_channel(a, 2, s[1], s.rank(), dtype);
   const P<B> mean = per_channel(a, 3, s[1], s.rank(), dtype), var = per_channel(a, 4, s[1], s.rank(), dtype);
