@@ -27,7 +27,7 @@ IMAGES = pathlib.Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.
 PEER = r'''
 import resource, statistics, sys, time
 import numpy
-kind, model_path, images_path, repeat, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+kind, model_path, images_path, repeat, threads, golden = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 raw = numpy.fromfile(images_path, dtype=numpy.uint8).reshape(-1, 1, 28, 28)
 x = ((raw.astype(numpy.float32) / 255 - 0.2860) / 0.3530)
 if kind == "onnxruntime":
@@ -42,18 +42,8 @@ else:
     if threads:
         torch.set_num_threads(threads)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in onnx.load(model_path).graph.initializer}
-    class Cnn(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = torch.nn.Conv2d(1, 8, 3, padding=1)
-            self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
-            self.pool = torch.nn.MaxPool2d(2)
-            self.fc1 = torch.nn.Linear(16 * 7 * 7, 32)
-            self.fc2 = torch.nn.Linear(32, 10)
-        def forward(self, x):
-            x = self.pool(torch.relu(self.conv1(x)))
-            x = self.pool(torch.relu(self.conv2(x)))
-            return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+    sys.path.insert(0, golden)
+    from gen_onnx import Cnn  # the module that tests/golden/gen_onnx.py trained and exported
     model = Cnn().eval()
     model.load_state_dict(weights)
     def run(batch):
@@ -85,7 +75,8 @@ def kiln(build, images, repeat):
 
 
 def peer(python, kind, images, repeat, threads):
-    out = subprocess.run([python, "-c", PEER, kind, str(MODEL), str(images), str(repeat), str(threads)],
+    out = subprocess.run([python, "-c", PEER, kind, str(MODEL), str(images), str(repeat), str(threads),
+                          str(ROOT / "tests/golden")],
                          capture_output=True, text=True, check=True).stdout
     values = dict(line.split(" ", 1) for line in out.splitlines())
     return values["labels"].split(), float(values["latency_us"]), int(values["maxrss_kb"])

@@ -8,6 +8,7 @@
 // loaded), 2 on a bad command line.
 #include "../common/flags.hpp"
 #include "../fashion_mnist/model.hpp"
+#include "../fashion_mnist/predictions.hpp"
 
 #include <kiln/data/batcher.hpp>
 #include <kiln/data/idx.hpp>
@@ -39,19 +40,7 @@ int main(int argc, char** argv) try {
   for (std::size_t i = 0; i < count; ++i) items.push_back(fashion::prepare()(test.get(i), {i, 0}));  // as in training
   const auto batch = kiln::data::ClassificationBatcher{}.batch<B>(items, kiln::CpuDevice{});
 
-  const auto probabilities = model.forward(batch.images).softmax(1);  // [count, 10]
-  const auto predicted = probabilities.argmax(1).reshape<1>({-1}).to_vec<std::int64_t>();
-  const auto confidence = probabilities.max_dim(1).reshape<1>({-1}).to_vec<float>();
-  std::size_t correct = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto truth = static_cast<std::size_t>(items[i].label);
-    const auto guess = static_cast<std::size_t>(predicted[i]);
-    correct += guess == truth;
-    fmt::print("image {:5d}: {:<12} ({:5.1f} %)  true: {:<12} {}\n", i, fashion::classes[guess], 100 * confidence[i],
-               fashion::classes[truth], guess == truth ? "" : "  <- wrong");
-  }
-  const double accuracy = static_cast<double>(correct) / static_cast<double>(count);
-  fmt::print("{} of {} correct ({:.1f} %)\n", correct, count, 100.0 * accuracy);
+  const double accuracy = fashion::print_predictions(model.forward(batch.images), items);
   return accuracy >= 0.8 ? 0 : 1;  // a trained model gets about 9 in 10 right
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "infer: {}\n", e.what());

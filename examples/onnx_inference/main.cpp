@@ -11,6 +11,7 @@
 // line, 77 when the backend asked for is missing here.
 #include "../common/flags.hpp"
 #include "../fashion_mnist/model.hpp"
+#include "../fashion_mnist/predictions.hpp"
 
 #include <kiln/data/batcher.hpp>
 #include <kiln/data/idx.hpp>
@@ -59,19 +60,7 @@ int main(int argc, char** argv) try {
 
   // One input (the images), one output (the logits); the batch size is the model's dynamic dim.
   const kiln::Tensor<B, 2> logits(model.run({batch.images.primitive()}).at(0));
-  const auto probabilities = logits.softmax(1);
-  const auto predicted = probabilities.argmax(1).reshape<1>({-1}).to_vec<std::int64_t>();
-  const auto confidence = probabilities.max_dim(1).reshape<1>({-1}).to_vec<float>();
-  std::size_t correct = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const auto truth = static_cast<std::size_t>(items[i].label);
-    const auto guess = static_cast<std::size_t>(predicted[i]);
-    correct += guess == truth;
-    fmt::print("image {:5d}: {:<12} ({:5.1f} %)  true: {:<12} {}\n", i, fashion::classes[guess], 100 * confidence[i],
-               fashion::classes[truth], guess == truth ? "" : "  <- wrong");
-  }
-  const double accuracy = static_cast<double>(correct) / static_cast<double>(count);
-  fmt::print("{} of {} correct ({:.1f} %)\n", correct, count, 100.0 * accuracy);
+  const double accuracy = fashion::print_predictions(logits, items);
   return accuracy >= 0.8 ? 0 : 1;  // the model gets about 85 in 100 right
 } catch (const kiln::Error& e) {
   fmt::print(stderr, "onnx_inference: {}\n", e.what());

@@ -2,12 +2,8 @@
 // parsers of proto.cpp.
 #include "kiln/onnx/graph.hpp"
 
-#include "../common/regular_file.hpp"
+#include "../common/mapped_file.hpp"
 #include "proto.hpp"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -19,37 +15,11 @@ namespace kiln::onnx {
 
 namespace {
 
-// A file mapped read-only, so that a large model is not copied before its tensors are.
-class MappedFile {
- public:
-  explicit MappedFile(const std::filesystem::path& path) {
-    // O_NONBLOCK: a FIFO is refused at once by regular_file_size, never waited on.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    KILN_CHECK(fd >= 0, "onnx: {}: cannot open: {}", path.string(), std::strerror(errno));
-    struct Descriptor {  // closed on every way out; the mapping keeps the file open by itself
-      int fd;
-      ~Descriptor() { ::close(fd); }
-    } file{fd};
-    size_ =
-        kiln::detail::regular_file_size(fd, "onnx: " + path.string(), "ONNX files are read from regular files only");
-    if (size_ == 0) return;
-    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    KILN_CHECK(mapped != MAP_FAILED, "onnx: {}: cannot map {} bytes into memory: {}", path.string(), size_,
-               std::strerror(errno));
-    data_ = static_cast<const std::byte*>(mapped);
-  }
-  ~MappedFile() {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-
- private:
-  const std::byte* data_ = nullptr;
-  std::size_t size_ = 0;
-};
+// ONNX files are mapped (src/common/mapped_file.hpp), so that a large model is not copied
+// before its tensors are.
+kiln::detail::MappedFile mapped(const std::filesystem::path& path) {
+  return {path, "onnx: " + path.string(), "ONNX files are read from regular files only"};
+}
 
 // External data lies beside the file; "model.onnx" has the folder ".", not "".
 ParseOptions options_beside(const std::filesystem::path& path) {
@@ -69,7 +39,7 @@ ModelFile parse_model(std::span<const std::byte> bytes, std::string_view what, c
 }
 
 ModelFile load_model(const std::filesystem::path& path) {
-  const MappedFile file(path);
+  const kiln::detail::MappedFile file = mapped(path);
   return parse_model(file.bytes(), path.string(), options_beside(path));
 }
 
@@ -78,7 +48,7 @@ TensorValue parse_tensor(std::span<const std::byte> bytes, std::string_view what
 }
 
 TensorValue load_tensor(const std::filesystem::path& path) {
-  const MappedFile file(path);
+  const kiln::detail::MappedFile file = mapped(path);
   return parse_tensor(file.bytes(), path.string(), options_beside(path));
 }
 

@@ -41,6 +41,10 @@ template <class T> std::optional<T> checked_add(T a, T b) {
   return result;
 }
 
+// What a weights reader asks of a path that is not a regular file (src/common/mapped_file.hpp).
+inline constexpr std::string_view kWeightsFileAdvice =
+    "weights are read from regular files only (they are mapped into memory), so copy the data into a file first";
+
 // The float_dtype of a save or load option must name a floating-point dtype.
 inline void check_float_dtype(std::string_view what, std::optional<DType> float_dtype) {
   KILN_CHECK(!float_dtype || is_float(*float_dtype),

@@ -4,7 +4,7 @@
 #include "atomic_file.hpp"
 #include "bytes.hpp"
 #include "json.hpp"
-#include "mapped_file.hpp"
+#include "../common/mapped_file.hpp"
 
 #include <fmt/ranges.h>
 
@@ -122,7 +122,7 @@ std::vector<std::byte> serialize_safetensors(const NamedTensors& tensors, const 
 
 struct SafetensorsFile::State {
   std::string name;
-  std::unique_ptr<detail::MappedFile> mapping;  // null when reading from memory
+  std::unique_ptr<kiln::detail::MappedFile> mapping;  // null when reading from memory
   std::span<const std::byte> data;              // the data section
   std::vector<SafetensorsTensorInfo> tensors;   // in data order
   std::map<std::string, std::size_t, std::less<>> index;
@@ -283,7 +283,7 @@ namespace {
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   auto state = std::make_shared<State>();
   state->name = path.string();
-  state->mapping = std::make_unique<detail::MappedFile>(path);
+  state->mapping = std::make_unique<kiln::detail::MappedFile>(path, path.string(), detail::kWeightsFileAdvice);
   try {
     state->parse(state->mapping->bytes());
   } catch (const std::bad_alloc&) {

@@ -4,7 +4,7 @@
 #include "kiln/store/torch.hpp"
 
 #include "bytes.hpp"
-#include "mapped_file.hpp"
+#include "../common/mapped_file.hpp"
 #include "pickle.hpp"
 #include "zip.hpp"
 
@@ -472,7 +472,7 @@ NamedTensors read_checkpoint(std::span<const std::byte> bytes, const std::string
 }  // namespace
 
 NamedTensors load_torch(const std::filesystem::path& path, const TorchLoadOptions& options) {
-  const detail::MappedFile file(path);
+  const kiln::detail::MappedFile file(path, path.string(), detail::kWeightsFileAdvice);
   return load_torch(file.bytes(), path.string(), options);
 }
 

@@ -37,7 +37,6 @@ import onnx
 import onnx.external_data_helper
 import onnx.numpy_helper
 import torch
-import torchvision
 
 OUT = pathlib.Path(__file__).resolve().parent / "onnx"
 TORCHVISION = pathlib.Path(__file__).resolve().parent / "onnx_torchvision"
@@ -225,6 +224,7 @@ def main():
     model, test = trained_cnn()
     write_case("fashion_cnn", model, [test[:2], test[2:5]], 13)
     # The same weights on every run: the formula, not the seed.
+    import torchvision  # here, so that bench/embedded_compare.py imports Cnn without it
     write_torchvision_case("resnet18", torchvision.models.resnet18())
     write_torchvision_case("mobilenet_v2", torchvision.models.mobilenet_v2())
 

@@ -21,54 +21,46 @@ namespace kiln::onnx {
 
 namespace build {
 
-inline Attribute attr_int(std::string name, std::int64_t value) {
+inline Attribute named(std::string name, Attribute::Kind kind) {
   Attribute a;
   a.name = std::move(name);
-  a.kind = Attribute::Kind::i;
+  a.kind = kind;
+  return a;
+}
+inline Attribute attr_int(std::string name, std::int64_t value) {
+  Attribute a = named(std::move(name), Attribute::Kind::i);
   a.i = value;
   return a;
 }
 inline Attribute attr_float(std::string name, double value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::f;
+  Attribute a = named(std::move(name), Attribute::Kind::f);
   a.f = value;
   return a;
 }
 inline Attribute attr_string(std::string name, std::string value) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::s;
+  Attribute a = named(std::move(name), Attribute::Kind::s);
   a.s = std::move(value);
   return a;
 }
 inline Attribute attr_ints(std::string name, std::vector<std::int64_t> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::ints;
+  Attribute a = named(std::move(name), Attribute::Kind::ints);
   a.ints = std::move(values);
   return a;
 }
 inline Attribute attr_floats(std::string name, std::vector<double> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::floats;
+  Attribute a = named(std::move(name), Attribute::Kind::floats);
   a.floats = std::move(values);
   return a;
 }
 inline Attribute attr_strings(std::string name, std::vector<std::string> values) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::strings;
+  Attribute a = named(std::move(name), Attribute::Kind::strings);
   a.strings = std::move(values);
   return a;
 }
 // A tensor attribute (a Constant's value) from its little-endian bytes.
 inline Attribute attr_tensor(std::string name, ElementType type, std::vector<std::int64_t> dims,
                              std::initializer_list<std::uint8_t> bytes) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = Attribute::Kind::tensor;
+  Attribute a = named(std::move(name), Attribute::Kind::tensor);
   TensorValue t;
   t.type = type;
   t.dims = dims;

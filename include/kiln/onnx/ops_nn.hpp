@@ -169,14 +169,21 @@ inline bool pool_padding_fits(const Window& w) {
 
 // ---------------------------------------------------------------- Conv, ConvTranspose
 
+// The kernel's spatial dims, from the weight [O, C/G, k...] of the input's rank, checked
+// against kernel_shape where the node gives it.
+inline Dims weight_kernel(const Node& node, std::size_t n, const Shape& xs, const Shape& ws) {
+  KILN_CHECK(ws.rank() == xs.rank(), "the weight {} must have the rank of the input {}", ws, xs);
+  const Dims kernel(ws.begin() + 2, ws.end());
+  if (node.find("kernel_shape"))
+    KILN_CHECK(kernel_attr(node, n, xs) == kernel, "kernel_shape {} differs from the weight's kernel {}",
+               kernel_attr(node, n, xs), ws);
+  return kernel;
+}
+
 template <class B> Outs<B> conv(const Args<B>& a) {
   const std::size_t n = spatial_dims(a, "convolution");
   const Shape xs = a.shape(0), ws = a.shape(1);
-  KILN_CHECK(ws.rank() == xs.rank(), "the weight {} must have the rank of the input {}", ws, xs);
-  const Dims kernel(ws.begin() + 2, ws.end());
-  if (a.node.find("kernel_shape"))
-    KILN_CHECK(kernel_attr(a.node, n, xs) == kernel, "kernel_shape {} differs from the weight's kernel {}",
-               kernel_attr(a.node, n, xs), ws);
+  const Dims kernel = weight_kernel(a.node, n, xs, ws);
   std::optional<P<B>> bias;
   if (a.has(2)) bias = a[2];
   ops::check_conv_dtypes("Conv", xs, a.dtype(0), ws, a.dtype(1),
@@ -199,11 +206,7 @@ template <class B> Outs<B> conv(const Args<B>& a) {
 template <class B> Outs<B> conv_transpose(const Args<B>& a) {
   const std::size_t n = spatial_dims(a, "transposed convolution"), at = 2 - n;
   const Shape xs = a.shape(0), ws = a.shape(1);
-  KILN_CHECK(ws.rank() == xs.rank(), "the weight {} must have the rank of the input {}", ws, xs);
-  const Dims kernel(ws.begin() + 2, ws.end());
-  if (a.node.find("kernel_shape"))
-    KILN_CHECK(kernel_attr(a.node, n, xs) == kernel, "kernel_shape {} differs from the weight's kernel {}",
-               kernel_attr(a.node, n, xs), ws);
+  const Dims kernel = weight_kernel(a.node, n, xs, ws);
   const Dims stride = spatial_attr(a.node, "strides", n, 1, xs), dilation = spatial_attr(a.node, "dilations", n, 1, xs);
   const Dims output_padding = spatial_attr(a.node, "output_padding", n, 0, xs);
   const Dims pads = spatial_attr(a.node, "pads", 2 * n, 0, xs);
