@@ -23,6 +23,7 @@
 #include "kiln/onnx/ops_signal.hpp"
 #include "kiln/onnx/ops_vision.hpp"
 #include "kiln/onnx/runtime.hpp"
+#include "kiln/onnx/shapes.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -296,6 +297,12 @@ template <class B> class Model {
   // The graph inputs to feed, in order (initializers excluded), and the outputs.
   const std::vector<ValueInfo>& inputs() const { return runner_.inputs(); }
   const std::vector<ValueInfo>& outputs() const { return file_->graph.outputs; }
+  // Every value's dtype and dims before running (kiln/onnx/shapes.hpp), the inputs named in
+  // `input_dims` taking those dims.
+  std::map<std::string, InferredValue> infer_shapes(
+      const std::map<std::string, std::vector<std::int64_t>>& input_dims = {}) const {
+    return onnx::infer_shapes(file_->graph, opset(), input_dims);
+  }
 
   // Runs the graph on one primitive per input (in the order of inputs()); returns one per
   // graph output. Thread-safe: a run changes nothing in the model.
