@@ -108,14 +108,14 @@ template <class B> class GraphRunner {
       input_slots_.push_back(define(in.name));
     }
     for (const Node& node : g.nodes) {
-      const std::string where = describe(node);
+      const std::string where = describe(node) + " (opset " + std::to_string(opset_) + ")";
       if (!node.domain.empty() && node.domain != "ai.onnx")
         unsupported("{}: the domain '{}' is not one Kiln runs", where, node.domain);
       const auto entry = table.find(node.op_type);
       if (entry == table.end()) unsupported("{}: Kiln has no kernel for the op type {}", where, node.op_type);
       if (opset_ < entry->second.first_opset || opset_ > entry->second.last_opset)
-        unsupported("{}: Kiln runs {} for opsets {} to {}, the model's is {}", where, node.op_type,
-                    entry->second.first_opset, entry->second.last_opset, opset_);
+        unsupported("{}: Kiln runs {} for opsets {} to {}", where, node.op_type, entry->second.first_opset,
+                    entry->second.last_opset);
       Step step{&entry->second.kernel, {}, {}, {}};
       for (const std::string& in : node.inputs) {
         if (in.empty()) {
