@@ -242,8 +242,10 @@ int main(int argc, char** argv) {
     std::string missing;
     for (const auto& [op, c] : by_op)
       if (!table.count(op)) missing += (missing.empty() ? "" : ", ") + op + " (" + std::to_string(c.unsupported + c.fail + c.pass) + ")";
-    out << missing << "\n\n## Node tests\n\n" << n << " cases: " << total.pass << " pass ("
-        << (n ? 100 * total.pass / n : 0) << " %), " << total.fail << " fail, " << total.unsupported << " unsupported.\n";
+    char rate[16];
+    std::snprintf(rate, sizeof rate, "%.1f", n ? 100.0 * total.pass / n : 0.0);
+    out << missing << "\n\n## Node tests\n\n" << n << " cases: " << total.pass << " pass (" << rate << " %), "
+        << total.fail << " fail, " << total.unsupported << " unsupported.\n";
   }
   return bad == 0 ? 0 : 1;
 }
