@@ -2,7 +2,8 @@
 // graph inputs' dims and the nodes' attributes before anything runs, together with the
 // contents of small tensors (initializers, Constant, Shape and the integer arithmetic on
 // them), so that a Reshape or Expand whose target is computed from Shape resolves. Compiled
-// once in libkiln_onnx (src/onnx/shapes.cpp), with no backend. See docs/onnx.md.
+// once in libkiln_onnx (src/onnx/shapes.cpp and the rules of src/onnx/shape_rules_*.cpp),
+// with no backend. See docs/onnx.md.
 //
 //   const auto values = kiln::onnx::infer_shapes(file.graph, file.opset(), {{"x", {8, 3, 224, 224}}});
 //   values.at("logits").dims;  // [8, 1000]
