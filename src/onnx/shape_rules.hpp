@@ -301,5 +301,12 @@ Outs unique(const Context&);
 Outs compress(const Context&);
 Outs center_crop_pad(const Context&);
 Outs col2im(const Context&);
+Outs quantize_linear(const Context&);
+Outs dequantize_linear(const Context&);
+Outs dynamic_quantize_linear(const Context&);
+Outs matmul_integer(const Context&);
+Outs conv_integer(const Context&);
+Outs qlinear_matmul(const Context&);
+Outs qlinear_conv(const Context&);
 
 }  // namespace kiln::onnx::shape_rules

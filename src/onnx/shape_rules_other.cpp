@@ -1,8 +1,8 @@
 // src/onnx/shape_rules_other.cpp: the shape rules of the loss, signal, vision and misc ops
 // (kiln/onnx/ops_loss.hpp, ops_signal.hpp, ops_vision.hpp and ops_misc.hpp): the losses,
 // the window functions, DFT and STFT, GridSample, RoiAlign, NonMaxSuppression, MaxUnpool,
-// Unique, Compress, CenterCropPad and Col2Im. Named by the table in src/onnx/shapes.cpp,
-// over the shared pieces of src/onnx/shape_rules.hpp.
+// Unique, Compress, CenterCropPad and Col2Im; and of the quantization ops (ops_quant.hpp).
+// Named by the table in src/onnx/shapes.cpp, over the shared pieces of src/onnx/shape_rules.hpp.
 #include "shape_rules.hpp"
 
 namespace kiln::onnx::shape_rules {
@@ -148,5 +148,31 @@ Outs col2im(const Context& c) {
   out.insert(out.end(), image->begin(), image->end());
   return {tensor(c.dtype(0), out)};
 }
+
+// ---------------------------------------------------------------- quantization
+// (kiln/onnx/ops_quant.hpp): the products take MatMul's and Conv's rules over their two
+// quantized operands.
+
+namespace {
+// `rule` over two of the node's inputs (x and w, or a and b), its output of dtype `to`.
+Outs product_of(const Context& c, Outs (*rule)(const Context&), std::size_t first, std::size_t second, DType to) {
+  const InferredValue* pair[] = {c.has(first) ? c.inputs[first] : nullptr, c.has(second) ? c.inputs[second] : nullptr};
+  Outs out = rule(Context{c.node, pair, c.opset});
+  out.resize(1);
+  out[0].dtype = to;
+  out[0].value.reset();
+  return out;
+}
+}  // namespace
+
+Outs quantize_linear(const Context& c) { return {tensor(DType::u8, c.dims(0))}; }
+Outs dequantize_linear(const Context& c) { return {tensor(c.dtype(1), c.dims(0))}; }
+Outs dynamic_quantize_linear(const Context& c) {
+  return {tensor(DType::u8, c.dims(0)), tensor(c.dtype(0), Dims{}), tensor(DType::u8, Dims{})};
+}
+Outs matmul_integer(const Context& c) { return product_of(c, matmul, 0, 1, DType::i32); }
+Outs conv_integer(const Context& c) { return product_of(c, conv, 0, 1, DType::i32); }
+Outs qlinear_matmul(const Context& c) { return product_of(c, matmul, 0, 3, DType::u8); }
+Outs qlinear_conv(const Context& c) { return product_of(c, conv, 0, 3, DType::u8); }
 
 }  // namespace kiln::onnx::shape_rules

@@ -108,6 +108,13 @@ const std::map<std::string, Rule, std::less<>>& rules() {
     add({"Compress"}, compress);
     add({"CenterCropPad"}, center_crop_pad);
     add({"Col2Im"}, col2im);
+    add({"QuantizeLinear"}, quantize_linear);
+    add({"DequantizeLinear"}, dequantize_linear);
+    add({"DynamicQuantizeLinear"}, dynamic_quantize_linear);
+    add({"MatMulInteger"}, matmul_integer);
+    add({"ConvInteger"}, conv_integer);
+    add({"QLinearMatMul"}, qlinear_matmul);
+    add({"QLinearConv"}, qlinear_conv);
     return t;
   }();
   return table;

@@ -17,6 +17,7 @@
 #include "kiln/onnx/ops_loss.hpp"
 #include "kiln/onnx/ops_misc.hpp"
 #include "kiln/onnx/ops_nn.hpp"
+#include "kiln/onnx/ops_quant.hpp"
 #include "kiln/onnx/ops_reduce.hpp"
 #include "kiln/onnx/ops_resize.hpp"
 #include "kiln/onnx/ops_rnn.hpp"
@@ -50,6 +51,7 @@ template <class B> const OpTable<B>& op_table() {
     add_group<B>(t, kSignalGroup, &add_signal_ops<B>);
     add_group<B>(t, kVisionGroup, &add_vision_ops<B>);
     add_group<B>(t, kMiscGroup, &add_misc_ops<B>);
+    add_group<B>(t, kQuantGroup, &add_quant_ops<B>);
     return t;
   }();
   return table;
@@ -65,7 +67,8 @@ template <class B> OpTable<B> op_table_of(std::initializer_list<std::pair<OpGrou
 
 // The groups of op types, by name: kiln-onnx2cpp finds each node's group here.
 inline constexpr OpGroup kOpGroups[] = {kElementwiseGroup, kLayoutGroup, kNnGroup,    kReduceGroup, kRnnGroup,
-                                        kResizeGroup,      kLossGroup,   kSignalGroup, kVisionGroup, kMiscGroup};
+                                        kResizeGroup,      kLossGroup,   kSignalGroup, kVisionGroup, kMiscGroup,
+                                        kQuantGroup};
 
 // A graph made ready to run: each node's kernel found (or an Unsupported error naming the
 // node), every input checked to be defined before its reader, every value given a slot
