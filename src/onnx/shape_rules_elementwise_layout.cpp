@@ -308,22 +308,9 @@ Outs slice(const Context& c) {
     const std::int64_t n = (*in)[dims[i]], step = (*steps)[i];
     KILN_CHECK(step != 0, "step 0 on axis {}", (*axes)[i]);
     if (!known(n)) continue;
-    // ONNX's clamping: negative indices count from the end, then clamp to [0, n] going
-    // forward and [-1, n - 1] going backward.
-    std::int64_t start = (*starts)[i] < 0 ? (*starts)[i] + n : (*starts)[i];
-    std::int64_t end = (*ends)[i] < 0 ? (*ends)[i] + n : (*ends)[i];
-    std::int64_t size = 0;
-    if (step > 0) {
-      start = std::clamp<std::int64_t>(start, 0, n);
-      end = std::clamp<std::int64_t>(end, 0, n);
-      size = end > start ? (end - start + step - 1) / step : 0;
-    } else {
-      start = std::clamp<std::int64_t>(start, -1, n - 1);
-      end = std::clamp<std::int64_t>(end, -1, n - 1);
-      size = start > end ? (start - end - step - 1) / -step : 0;
-    }
-    out[dims[i]] = size;
-    index[dims[i]] = iota(size, start, step);
+    const SliceExtent e = slice_extent(n, (*starts)[i], (*ends)[i], step);
+    out[dims[i]] = e.size;
+    index[dims[i]] = iota(e.size, e.first, step);
   }
   InferredValue result = tensor(c.dtype(0), out);
   if (c.in(0).value) result.value = take(*c.in(0).value, index);

@@ -135,9 +135,7 @@ Outs range(const Context& c) {
   const auto start = c.reals(0), limit = c.reals(1), delta = c.reals(2);
   if (!start || !limit || !delta || !dtype) return {of_rank(dtype, 1)};
   KILN_CHECK(start->size() == 1 && limit->size() == 1 && delta->size() == 1, "start, limit and delta must be scalars");
-  KILN_CHECK(delta->front() != 0, "delta must not be 0");
-  const auto n =
-      static_cast<std::int64_t>(std::max(std::ceil((limit->front() - start->front()) / delta->front()), 0.0));
+  const std::int64_t n = range_count(start->front(), limit->front(), delta->front());
   InferredValue out = tensor(dtype, Dims{n});
   if (n <= kValueLimit) {
     std::vector<double> v(static_cast<std::size_t>(n));

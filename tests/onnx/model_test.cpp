@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 using namespace kiln;
@@ -86,6 +87,26 @@ TEST(OnnxModel, AKernelErrorNamesTheNodeAndOpset) {
   const std::vector<TensorData> in{TensorData::from(std::vector<float>(6, 1.0f), Shape{2, 3})};
   test::expect_error([&] { (void)model.run(std::span<const TensorData>(in)); },
                      {"Reshape node 'r'", "(opset 14)", "cannot reshape [2, 3] to [4, -1]"});
+}
+
+// ONNX's Slice and Range arithmetic, which the kernels and shape inference share, on the
+// values a hostile file may hold.
+TEST(OnnxModel, SliceAndRangeArithmeticOnExtremeValues) {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(onnx::slice_extent(10, 0, max, max).size, 1);      // no overflow in (distance - 1) / step
+  EXPECT_EQ(onnx::slice_extent(10, max, -max, -max).size, 1);  // from the last element, once
+  EXPECT_EQ(onnx::slice_extent(10, -1, -11, -3).first, 9);
+  EXPECT_EQ(onnx::slice_extent(10, -1, -11, -3).size, 4);      // 9, 6, 3, 0
+  EXPECT_EQ(onnx::slice_extent(10, 2, 8, 2).size, 3);          // 2, 4, 6
+  test::expect_error([] { (void)onnx::slice_extent(10, 0, 5, std::numeric_limits<std::int64_t>::min()); },
+                     {"slice step"});
+  test::expect_error([] { (void)onnx::slice_extent(10, 0, 5, 0); }, {"slice step of 0"});
+  EXPECT_EQ(onnx::range_count(0, 10, 3), 4);
+  EXPECT_EQ(onnx::range_count(10, 0, 1), 0);
+  test::expect_error([] { (void)onnx::range_count(0, std::numeric_limits<double>::infinity(), 1); },
+                     {"Range", "inf"});
+  test::expect_error([] { (void)onnx::range_count(0, 1e300, 1e-300); }, {"Range", "elements"});
+  test::expect_error([] { (void)onnx::range_count(0, 1, 0); }, {"Range: delta must not be 0"});
 }
 
 }  // namespace

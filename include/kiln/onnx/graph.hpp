@@ -7,9 +7,12 @@
 #pragma once
 
 #include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/core/tensor_data.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -146,5 +149,37 @@ ModelFile load_model(const std::filesystem::path& path);
 // Parses a serialized TensorProto (the `.pb` files of ONNX's node tests).
 TensorValue parse_tensor(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options = {});
 TensorValue load_tensor(const std::filesystem::path& path);
+
+// The elements one axis of Slice takes from a dim of `n` (ONNX's rule, shared by the kernel and
+// shape inference): `start` and `end` count from the end when negative, then clamp to [0, n]
+// going forward and [-1, n - 1] going backward; `size` elements from `first`, `step` apart.
+struct SliceExtent {
+  std::int64_t first = 0;
+  std::int64_t size = 0;
+};
+inline SliceExtent slice_extent(std::int64_t n, std::int64_t start, std::int64_t end, std::int64_t step) {
+  KILN_CHECK(step != 0 && step != INT64_MIN, "a slice step of {} (it must be non-zero, and its negation must fit)", step);
+  start = start < 0 ? start + n : start;
+  end = end < 0 ? end + n : end;
+  // Written so that no step near the int64 limits overflows: (distance - 1) / step + 1.
+  if (step > 0) {
+    start = std::clamp<std::int64_t>(start, 0, n);
+    end = std::clamp<std::int64_t>(end, 0, n);
+    return {start, end > start ? (end - start - 1) / step + 1 : 0};
+  }
+  start = std::clamp<std::int64_t>(start, -1, n - 1);
+  end = std::clamp<std::int64_t>(end, -1, n - 1);
+  return {start, start > end ? (start - end - 1) / -step + 1 : 0};
+}
+
+// The number of elements of Range(start, limit, delta): ceil((limit - start) / delta), at
+// least 0; checked before it becomes an integer (a NaN or an infinity would not convert).
+inline std::int64_t range_count(double start, double limit, double delta) {
+  KILN_CHECK(delta != 0, "Range: delta must not be 0");
+  const double count = std::max(std::ceil((limit - start) / delta), 0.0);
+  KILN_CHECK(std::isfinite(count) && count <= 2147483647.0,
+             "Range: start {}, limit {} and delta {} give {} elements (at most 2^31 - 1)", start, limit, delta, count);
+  return static_cast<std::int64_t>(count);
+}
 
 }  // namespace kiln::onnx

@@ -213,22 +213,12 @@ template <class B> void add_layout_ops(OpTable<B>& t) {
     std::vector<std::int64_t> flips;
     for (std::size_t i = 0; i < dims.size(); ++i) {
       const std::int64_t n = in[dims[i]], step = steps[i];
-      KILN_CHECK(step != 0, "step 0 on axis {}", axes[i]);
-      // ONNX's clamping: indices count from the end when negative, then clamp to the dim
-      // ([0, n] going forward, [-1, n - 1] going backward).
-      std::int64_t start = starts[i] < 0 ? starts[i] + n : starts[i];
-      std::int64_t end = ends[i] < 0 ? ends[i] + n : ends[i];
+      const SliceExtent e = slice_extent(n, starts[i], ends[i], step);
       if (step > 0) {
-        start = std::clamp<std::int64_t>(start, 0, n);
-        end = std::clamp<std::int64_t>(end, 0, n);
-        const std::int64_t size = end > start ? (end - start + step - 1) / step : 0;
-        ranges[dims[i]] = {start, size, step};
+        ranges[dims[i]] = {e.first, e.size, step};
       } else {
-        start = std::clamp<std::int64_t>(start, -1, n - 1);
-        end = std::clamp<std::int64_t>(end, -1, n - 1);
-        const std::int64_t size = start > end ? (start - end - step - 1) / -step : 0;
         // Backward on the flipped dim is forward: index i is n - 1 - i there.
-        ranges[dims[i]] = {size > 0 ? n - 1 - start : 0, size, -step};
+        ranges[dims[i]] = {e.size > 0 ? n - 1 - e.first : 0, e.size, -step};
         flips.push_back(static_cast<std::int64_t>(dims[i]));
       }
     }

@@ -447,8 +447,7 @@ template <class B> Outs<B> range(const Args<B>& a) {
   const DType dtype = a.dtype(0);
   KILN_CHECK(!is_bool(dtype), "expected numeric start, limit and delta, got bool");
   const double start = a.scalar(0), limit = a.scalar(1), delta = a.scalar(2);
-  KILN_CHECK(delta != 0, "delta must not be 0");
-  const auto n = static_cast<std::int64_t>(std::max(std::ceil((limit - start) / delta), 0.0));
+  const std::int64_t n = range_count(start, limit, delta);
   if (is_float(dtype)) {
     std::vector<double> v(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = start + static_cast<double>(i) * delta;
