@@ -52,4 +52,17 @@ TensorValue load_tensor(const std::filesystem::path& path) {
   return parse_tensor(file.bytes(), path.string(), options_beside(path));
 }
 
+DataValue parse_value(std::span<const std::byte> bytes, ValueInfo::Kind kind, std::string_view what) {
+  const ParseOptions options;
+  const std::string_view label = kind == ValueInfo::Kind::sequence   ? "SequenceProto"
+                                 : kind == ValueInfo::Kind::optional ? "OptionalProto"
+                                                                     : "TensorProto";
+  return detail::read_value(bytes, kind, outermost(bytes, what, options, std::string(label)));
+}
+
+DataValue load_value(const std::filesystem::path& path, ValueInfo::Kind kind) {
+  const kiln::detail::MappedFile file = mapped(path);
+  return parse_value(file.bytes(), kind, path.string());
+}
+
 }  // namespace kiln::onnx

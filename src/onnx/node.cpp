@@ -22,6 +22,11 @@ std::optional<DType> dtype_of(ElementType type) {
   return info != nullptr ? info->dtype : std::nullopt;
 }
 
+std::optional<DType> held_dtype_of(ElementType type) {
+  const detail::ElementInfo* info = detail::element_info(type);
+  return info != nullptr ? info->held : std::nullopt;
+}
+
 ElementType element_type_of(DType dtype) {
   for (const detail::ElementInfo& info : detail::kElementTypes)
     if (info.dtype == dtype) return info.type;
@@ -32,9 +37,9 @@ const TensorData& TensorValue::values(std::string_view where) const {
   if (!data) {
     std::string held;
     for (const detail::ElementInfo& info : detail::kElementTypes)
-      if (info.dtype) held += (held.empty() ? "" : ", ") + std::string(info.name);
-    KILN_FAIL("{}: tensor '{}' holds {} values, which Kiln has no dtype for (it reads {})", where, name,
-              element_type_name(type), held);
+      if (info.held) held += (held.empty() ? "" : ", ") + std::string(info.name);
+    KILN_FAIL("{}: tensor '{}' holds {} values, which Kiln does not hold (it reads {}, and UINT64 values up to "
+              "2^63 - 1)", where, name, element_type_name(type), held);
   }
   return *data;
 }

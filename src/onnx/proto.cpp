@@ -249,7 +249,7 @@ struct TensorFields {
   std::optional<std::span<const std::byte>> raw_data;
   std::vector<float> float_data;
   std::vector<std::int32_t> int32_data;
-  std::size_t string_count = 0;  // string_data is counted, not kept: Kiln has no string dtype
+  std::vector<std::string> string_data;
   std::vector<std::int64_t> int64_data;
   std::vector<double> double_data;
   std::vector<std::uint64_t> uint64_data;
@@ -258,7 +258,7 @@ struct TensorFields {
 
   // The number of values in each ValuesField, in the enum's order.
   std::array<std::size_t, 6> counts() const {
-    return {float_data.size(), int32_data.size(),  string_count,
+    return {float_data.size(), int32_data.size(),  string_data.size(),
             int64_data.size(), double_data.size(), uint64_data.size()};
   }
 };
@@ -396,9 +396,28 @@ template <class Out> std::vector<std::byte> narrow_values(const std::vector<std:
   });
 }
 
-// The bytes of a tensor (of a dtype Kiln holds) whose values are in its element type's field.
-std::vector<std::byte> typed_bytes(const ElementInfo& info, const TensorFields& fields, const Scope& scope) {
+// The bytes of a tensor (of a type Kiln holds) whose values are in its element type's field, in
+// the dtype that holds it; nullopt for a UINT64 value beyond int64.
+std::optional<std::vector<std::byte>> typed_bytes(const ElementInfo& info, const TensorFields& fields,
+                                                  const Scope& scope) {
   const auto same = [](auto value, std::size_t) { return value; };
+  switch (info.type) {
+    case ElementType::int8: return narrow_values<std::int32_t>(fields.int32_data, -128, 127, info, scope);
+    case ElementType::int16: return narrow_values<std::int32_t>(fields.int32_data, -32768, 32767, info, scope);
+    case ElementType::uint16: return narrow_values<std::int32_t>(fields.int32_data, 0, 0xffff, info, scope);
+    case ElementType::uint32:
+    case ElementType::uint64: {
+      const std::uint64_t hi = info.type == ElementType::uint32 ? 0xffffffffu : INT64_MAX;
+      for (std::size_t i = 0; i < fields.uint64_data.size(); ++i) {
+        const std::uint64_t value = fields.uint64_data[i];
+        if (info.type == ElementType::uint64 && value > hi) return std::nullopt;
+        KILN_CHECK(value <= hi, "{}: uint64_data[{}] is {}, outside the range of {}", scope.where(), i, value, info.name);
+      }
+      return store_values<std::int64_t>(fields.uint64_data,
+                                        [](std::uint64_t value, std::size_t) { return static_cast<std::int64_t>(value); });
+    }
+    default: break;
+  }
   switch (*info.dtype) {
     case DType::f32: return store_values<float>(fields.float_data, same);
     case DType::f64: return store_values<double>(fields.double_data, same);
@@ -412,6 +431,36 @@ std::vector<std::byte> typed_bytes(const ElementInfo& info, const TensorFields& 
                                         [](std::int32_t value, std::size_t) { return std::uint8_t{value != 0}; });
   }
   return {};
+}
+
+// Raw little-endian values of a type held wider (INT8, INT16, UINT16, UINT32, UINT64) as the
+// bytes of the dtype that holds them; nullopt for a UINT64 value beyond int64.
+std::optional<std::vector<std::byte>> widened(const ElementInfo& info, std::span<const std::byte> raw) {
+  const std::size_t count = raw.size() / info.size;
+  const std::size_t out_size = dtype_size(*info.held);
+  std::vector<std::byte> out(count * out_size);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::byte* p = raw.data() + i * info.size;
+    std::int64_t value = 0;
+    switch (info.type) {
+      case ElementType::int8: value = load_bits<std::int8_t>(p); break;
+      case ElementType::int16: value = load_bits<std::int16_t>(p); break;
+      case ElementType::uint16: value = load_bits<std::uint16_t>(p); break;
+      case ElementType::uint32: value = load_bits<std::uint32_t>(p); break;
+      default: {
+        const std::uint64_t u = load_bits<std::uint64_t>(p);
+        if (u > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+        value = static_cast<std::int64_t>(u);
+      }
+    }
+    if (out_size == 4) {
+      const auto v32 = static_cast<std::int32_t>(value);
+      std::memcpy(out.data() + i * 4, &v32, 4);
+    } else {
+      std::memcpy(out.data() + i * 8, &value, 8);
+    }
+  }
+  return out;
 }
 
 // Checks the values the fields hold against the element type and dims, and fills tensor.data
@@ -440,7 +489,7 @@ void fill_values(TensorValue& tensor, const TensorFields& fields, const Scope& s
     std::vector<std::byte> bytes;
     if (fields.external) {
       // The location is checked whatever the type; the file is read only for a type Kiln holds.
-      if (!info->dtype) {
+      if (!info->held) {
         (void)external_path(fields, scope);
         return;
       }
@@ -449,13 +498,18 @@ void fill_values(TensorValue& tensor, const TensorFields& fields, const Scope& s
       const std::span<const std::byte> raw = *fields.raw_data;
       KILN_CHECK(!need_overflows && raw.size() == need, "{}: raw_data holds {} bytes, dims {} of {} need {}",
                  scope.where(), raw.size(), tensor.dims, info->name, byte_count(need, need_overflows));
-      if (!info->dtype) return;
+      if (!info->held) return;
       bytes.assign(raw.begin(), raw.end());
+    }
+    if (info->held != info->dtype) {
+      auto wide = widened(*info, bytes);
+      if (!wide) return;  // a UINT64 value beyond int64: the tensor is not held
+      bytes = std::move(*wide);
     }
     // A bool is one byte, 0 or 1; any other byte would be undefined behaviour to read as bool.
     if (info->dtype == DType::boolean)
       for (std::byte& b : bytes) b = std::byte{b != std::byte{0}};
-    tensor.data = TensorData(std::move(bytes), shape, *info->dtype);
+    tensor.data = TensorData(std::move(bytes), shape, *info->held);
     return;
   }
 
@@ -467,7 +521,12 @@ void fill_values(TensorValue& tensor, const TensorFields& fields, const Scope& s
   const std::uint64_t need = static_cast<std::uint64_t>(count) * info->per_element;
   KILN_CHECK(counts[field] == need, "{}: {} holds {} values, dims {} of {} need {}", scope.where(),
              kValuesFieldNames[field], counts[field], tensor.dims, info->name, need);
-  if (info->dtype) tensor.data = TensorData(typed_bytes(*info, fields, scope), shape, *info->dtype);
+  if (info->type == ElementType::string) {
+    tensor.strings = fields.string_data;
+    return;
+  }
+  if (!info->held) return;
+  if (auto bytes = typed_bytes(*info, fields, scope)) tensor.data = TensorData(std::move(*bytes), shape, *info->held);
 }
 
 }  // namespace
@@ -483,8 +542,7 @@ TensorValue read_tensor(std::span<const std::byte> bytes, Scope scope) {
       case 4: reader.append("float_data", fields.float_data); break;
       case 5: reader.append("int32_data", fields.int32_data); break;
       case 6:
-        (void)reader.bytes("string_data");
-        ++fields.string_count;
+        fields.string_data.push_back(reader.string("string_data"));
         break;
       case 7: reader.append("int64_data", fields.int64_data); break;
       case 8:
@@ -642,14 +700,14 @@ std::vector<Dim> read_shape(std::span<const std::byte> bytes, Scope scope) {
   return dims;
 }
 
-// A TypeProto: a tensor type's element type and shape; the other kinds (sequence, map,
-// optional, sparse tensor) only mark the value as not a tensor.
+// A TypeProto: a tensor type's element type and shape, a sequence's or optional's type inside;
+// maps and sparse tensors are only marked as such.
 void read_type(std::span<const std::byte> bytes, Scope scope, ValueInfo& info) {
   FieldReader reader(bytes, scope);
   while (reader.next()) {
     switch (reader.number()) {
       case 1: {
-        info.is_tensor = true;
+        info.kind = ValueInfo::Kind::tensor;
         const Scope tensor_scope = scope.nested("TypeProto.Tensor (tensor_type)");
         FieldReader tensor(reader.bytes("tensor_type"), tensor_scope);
         while (tensor.next()) {
@@ -661,17 +719,28 @@ void read_type(std::span<const std::byte> bytes, Scope scope, ValueInfo& info) {
         break;
       }
       case 4:
-      case 5:
-      case 8:
       case 9: {
-        const std::uint32_t n = reader.number();
-        (void)reader.bytes(n == 4   ? "sequence_type"
-                           : n == 5 ? "map_type"
-                           : n == 8 ? "sparse_tensor_type"
-                                    : "optional_type");
-        info.is_tensor = false;
+        // Sequence and Optional: one field, elem_type (1), the TypeProto inside.
+        const bool sequence = reader.number() == 4;
+        info.kind = sequence ? ValueInfo::Kind::sequence : ValueInfo::Kind::optional;
+        const Scope inner_scope = scope.nested(sequence ? "TypeProto.Sequence (sequence_type)"
+                                                        : "TypeProto.Optional (optional_type)");
+        FieldReader inner(reader.bytes(sequence ? "sequence_type" : "optional_type"), inner_scope);
+        auto element = std::make_shared<ValueInfo>();
+        while (inner.next())
+          if (inner.number() == 1) read_type(inner.bytes("elem_type"), inner_scope.nested("TypeProto (elem_type)"), *element);
+        info.type = element->type;
+        info.element = std::move(element);
         break;
       }
+      case 5:
+        (void)reader.bytes("map_type");
+        info.kind = ValueInfo::Kind::map;
+        break;
+      case 8:
+        (void)reader.bytes("sparse_tensor_type");
+        info.kind = ValueInfo::Kind::sparse_tensor;
+        break;
       default: break;  // denotation
     }
   }
@@ -769,6 +838,57 @@ ModelFile read_model(std::span<const std::byte> bytes, Scope scope) {
   }
   KILN_CHECK(has_graph, "{}: has no graph (field 7); the bytes are not an ONNX model", scope.where());
   return model;
+}
+
+// ---- SequenceProto and OptionalProto (the node tests' values that are not tensors)
+
+DataValue read_value(std::span<const std::byte> bytes, ValueInfo::Kind kind, Scope scope) {
+  DataValue value;
+  value.kind = kind;
+  if (kind == ValueInfo::Kind::tensor) {
+    value.tensor = read_tensor(bytes, scope);
+    return value;
+  }
+  KILN_CHECK(kind == ValueInfo::Kind::sequence || kind == ValueInfo::Kind::optional,
+             "{}: Kiln reads tensors, sequences and optionals, not maps or sparse tensors", scope.where());
+  const bool sequence = kind == ValueInfo::Kind::sequence;
+  const std::string_view message = sequence ? "SequenceProto" : "OptionalProto";
+  std::int32_t elem_type = 0;
+  FieldReader reader(bytes, scope);
+  while (reader.next()) {
+    const std::uint32_t n = reader.number();
+    switch (n) {
+      case 1: scope.label = named(message, reader.string("name")); break;
+      case 2: elem_type = reader.int32("elem_type"); break;
+      case 3:
+      case 5:
+      case 7: {
+        const ValueInfo::Kind inner = n == 3 ? ValueInfo::Kind::tensor
+                                      : n == 5 ? ValueInfo::Kind::sequence
+                                               : ValueInfo::Kind::optional;
+        const std::string_view field = n == 3   ? (sequence ? "tensor_values" : "tensor_value")
+                                       : n == 5 ? (sequence ? "sequence_values" : "sequence_value")
+                                                : (sequence ? "optional_values" : "optional_value");
+        KILN_CHECK(sequence || value.elements.empty(), "{}: holds more than one value", scope.where());
+        value.elements.push_back(read_value(reader.bytes(field), inner,
+                                            scope.nested(numbered(n == 3 ? "TensorProto" : n == 5 ? "SequenceProto"
+                                                                                                   : "OptionalProto",
+                                                                  field, value.elements.size()))));
+        break;
+      }
+      case 4:
+      case 6:
+        KILN_FAIL("{}: holds {}, which Kiln does not read", scope.where(), n == 4 ? "sparse tensors" : "maps");
+      default: break;
+    }
+  }
+  // elem_type: 1 tensor, 3 sequence, 5 optional (2 sparse tensor, 4 map); 0 only when empty.
+  for (const DataValue& e : value.elements) {
+    const std::int32_t want = e.kind == ValueInfo::Kind::tensor ? 1 : e.kind == ValueInfo::Kind::sequence ? 3 : 5;
+    KILN_CHECK(elem_type == want, "{}: elem_type is {}, but it holds a value of elem_type {}", scope.where(), elem_type,
+               want);
+  }
+  return value;
 }
 
 }  // namespace kiln::onnx::detail

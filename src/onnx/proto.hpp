@@ -27,28 +27,30 @@ struct ElementInfo {
   std::size_t size;            // bytes per element in raw_data (0 for STRING, which has no raw form)
   ValuesField field;           // where the values are when not in raw_data
   std::size_t per_element;     // values of `field` per element (2 for the complex types)
-  std::optional<DType> dtype;  // the Kiln dtype that holds it
+  std::optional<DType> dtype;  // the Kiln dtype of the same element type
+  std::optional<DType> held;   // the dtype that holds its values: `dtype`, or a wider integer one
 };
 
-// Every element type of onnx.proto up to BFLOAT16; element_type_name, dtype_of and the
-// TensorProto checks all read this one table.
+// Every element type of onnx.proto up to BFLOAT16; element_type_name, dtype_of, held_dtype_of
+// and the TensorProto checks all read this one table. INT8, INT16 and UINT16 values are held
+// in i32, UINT32 and UINT64 values in i64 (a UINT64 value beyond int64 is not held).
 inline constexpr ElementInfo kElementTypes[] = {
-    {ElementType::float32, "FLOAT", 4, ValuesField::float_data, 1, DType::f32},
-    {ElementType::uint8, "UINT8", 1, ValuesField::int32_data, 1, DType::u8},
-    {ElementType::int8, "INT8", 1, ValuesField::int32_data, 1, std::nullopt},
-    {ElementType::uint16, "UINT16", 2, ValuesField::int32_data, 1, std::nullopt},
-    {ElementType::int16, "INT16", 2, ValuesField::int32_data, 1, std::nullopt},
-    {ElementType::int32, "INT32", 4, ValuesField::int32_data, 1, DType::i32},
-    {ElementType::int64, "INT64", 8, ValuesField::int64_data, 1, DType::i64},
-    {ElementType::string, "STRING", 0, ValuesField::string_data, 1, std::nullopt},
-    {ElementType::boolean, "BOOL", 1, ValuesField::int32_data, 1, DType::boolean},
-    {ElementType::float16, "FLOAT16", 2, ValuesField::int32_data, 1, DType::f16},
-    {ElementType::float64, "DOUBLE", 8, ValuesField::double_data, 1, DType::f64},
-    {ElementType::uint32, "UINT32", 4, ValuesField::uint64_data, 1, std::nullopt},
-    {ElementType::uint64, "UINT64", 8, ValuesField::uint64_data, 1, std::nullopt},
-    {ElementType::complex64, "COMPLEX64", 8, ValuesField::float_data, 2, std::nullopt},
-    {ElementType::complex128, "COMPLEX128", 16, ValuesField::double_data, 2, std::nullopt},
-    {ElementType::bfloat16, "BFLOAT16", 2, ValuesField::int32_data, 1, DType::bf16},
+    {ElementType::float32, "FLOAT", 4, ValuesField::float_data, 1, DType::f32, DType::f32},
+    {ElementType::uint8, "UINT8", 1, ValuesField::int32_data, 1, DType::u8, DType::u8},
+    {ElementType::int8, "INT8", 1, ValuesField::int32_data, 1, std::nullopt, DType::i32},
+    {ElementType::uint16, "UINT16", 2, ValuesField::int32_data, 1, std::nullopt, DType::i32},
+    {ElementType::int16, "INT16", 2, ValuesField::int32_data, 1, std::nullopt, DType::i32},
+    {ElementType::int32, "INT32", 4, ValuesField::int32_data, 1, DType::i32, DType::i32},
+    {ElementType::int64, "INT64", 8, ValuesField::int64_data, 1, DType::i64, DType::i64},
+    {ElementType::string, "STRING", 0, ValuesField::string_data, 1, std::nullopt, std::nullopt},
+    {ElementType::boolean, "BOOL", 1, ValuesField::int32_data, 1, DType::boolean, DType::boolean},
+    {ElementType::float16, "FLOAT16", 2, ValuesField::int32_data, 1, DType::f16, DType::f16},
+    {ElementType::float64, "DOUBLE", 8, ValuesField::double_data, 1, DType::f64, DType::f64},
+    {ElementType::uint32, "UINT32", 4, ValuesField::uint64_data, 1, std::nullopt, DType::i64},
+    {ElementType::uint64, "UINT64", 8, ValuesField::uint64_data, 1, std::nullopt, DType::i64},
+    {ElementType::complex64, "COMPLEX64", 8, ValuesField::float_data, 2, std::nullopt, std::nullopt},
+    {ElementType::complex128, "COMPLEX128", 16, ValuesField::double_data, 2, std::nullopt, std::nullopt},
+    {ElementType::bfloat16, "BFLOAT16", 2, ValuesField::int32_data, 1, DType::bf16, DType::bf16},
 };
 
 // The table's entry for `type`; nullptr for UNDEFINED and for numbers it does not list
@@ -136,5 +138,6 @@ class FieldReader {
 // message, directly.
 ModelFile read_model(std::span<const std::byte> bytes, Scope scope);
 TensorValue read_tensor(std::span<const std::byte> bytes, Scope scope);
+DataValue read_value(std::span<const std::byte> bytes, ValueInfo::Kind kind, Scope scope);
 
 }  // namespace kiln::onnx::detail

@@ -203,7 +203,7 @@ inline std::optional<std::size_t> rank_of(const std::optional<Dims>& dims) {
 }
 
 inline InferredValue from_tensor(const TensorValue& t) {
-  InferredValue v{dtype_of(t.type), t.dims, std::nullopt};
+  InferredValue v{held_dtype_of(t.type), t.dims, std::nullopt};
   if (t.data) v.value = *t.data;
   return v;
 }
@@ -224,7 +224,7 @@ inline std::optional<DType> same_dtype(const Context& c, std::size_t from = 0,
   return dtype;
 }
 
-inline std::optional<DType> held(std::int64_t onnx_type) { return dtype_of(static_cast<ElementType>(onnx_type)); }
+inline std::optional<DType> held(std::int64_t onnx_type) { return held_dtype_of(static_cast<ElementType>(onnx_type)); }
 
 inline Dims spatial_attr(const Node& node, std::string_view name, std::size_t count, std::int64_t fallback) {
   Dims v = node.attr_ints(name, Dims(count, fallback));

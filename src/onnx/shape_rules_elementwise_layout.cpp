@@ -395,7 +395,7 @@ Outs constant_of_shape(const Context& c) {
   std::optional<DType> dtype = DType::f32;
   double fill = 0;
   if (const TensorValue* t = c.node.attr_tensor("value")) {
-    dtype = dtype_of(t->type);
+    dtype = held_dtype_of(t->type);
     if (t->data) {
       KILN_CHECK(t->data->numel() == 1, "value must hold one element, got shape {}", t->data->shape());
       fill = t->data->to_vec<double>()[0];

@@ -163,7 +163,7 @@ std::map<std::string, InferredValue> infer_shapes(const Graph& graph, std::int64
   for (const ValueInfo& input : graph.inputs) {
     if (values.count(input.name)) continue;  // IR < 4 lists initializers as inputs
     values.emplace(input.name,
-                   tensor(input.is_tensor ? dtype_of(input.type) : std::nullopt, input_dims_of(input, input_dims)));
+                   tensor(input.is_tensor() ? held_dtype_of(input.type) : std::nullopt, input_dims_of(input, input_dims)));
   }
   static const InferredValue nothing;
   std::vector<const InferredValue*> inputs;

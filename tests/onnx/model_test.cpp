@@ -42,11 +42,11 @@ TEST(OnnxModel, RunsAHandBuiltGraph) {
 
 TEST(OnnxModel, AnOpWithoutKernelIsUnsupportedAtLoad) {
   try {
-    const onnx::Model<Cpu> model(add_relu("Loop"));
+    const onnx::Model<Cpu> model(add_relu("TfIdfVectorizer"));
     FAIL() << "no error";
   } catch (const onnx::Unsupported& e) {
     const std::string message = e.what();
-    for (const char* part : {"Loop node 'act'", "(opset 13)", "no kernel for the op type Loop"})
+    for (const char* part : {"TfIdfVectorizer node 'act'", "(opset 13)", "no kernel for the op type TfIdfVectorizer"})
       EXPECT_NE(message.find(part), std::string::npos) << message;
   }
 }

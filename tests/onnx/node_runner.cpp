@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -91,6 +92,78 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   return files;
 }
 
+using Value = onnx::Value<Runner>;
+using Kind = onnx::ValueInfo::Kind;
+
+// ONNX's generator wrote the BFLOAT16 tensors of the Cast and CastLike tests as UINT16 (their
+// bit patterns): such a tensor, where a BFLOAT16 one is declared or expected, is read as one.
+TensorData bfloat16_from_bits(const onnx::TensorValue& t) {
+  const std::vector<std::int64_t> bits = t.data->to_vec<std::int64_t>();
+  std::vector<std::byte> bytes(bits.size() * 2);
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    const auto b = static_cast<std::uint16_t>(bits[i]);
+    std::memcpy(bytes.data() + 2 * i, &b, 2);
+  }
+  return TensorData(std::move(bytes), t.data->shape(), DType::bf16);
+}
+
+// A test's value (a .pb file) as a Value to feed, the declared element type `declared`.
+Value fed(const onnx::DataValue& v, onnx::ElementType declared, const Runner::Device& device) {
+  switch (v.kind) {
+    case Kind::sequence: {
+      std::vector<Value> elements;
+      for (const onnx::DataValue& e : v.elements) elements.push_back(fed(e, declared, device));
+      return Value::sequence(std::move(elements), declared);
+    }
+    case Kind::optional: return v.elements.empty() ? Value::none() : fed(v.elements[0], declared, device);
+    default: break;
+  }
+  const onnx::TensorValue& t = v.tensor;
+  if (t.type == onnx::ElementType::uint16 && declared == onnx::ElementType::bfloat16 && t.data)
+    return Value::host(bfloat16_from_bits(t), device);
+  if (t.type == onnx::ElementType::string) return Value::strings(Shape(t.dims), t.strings);
+  if (!t.data) onnx::unsupported("an input holds {} elements, which Kiln does not hold", onnx::element_type_name(t.type));
+  return onnx::tensor_value<Runner>(t, device, "input");
+}
+
+// Whether `got` matches `want`: kind, element type, shape, then values.
+std::string compare_value(const Value& got, const onnx::DataValue& want) {
+  switch (want.kind) {
+    case Kind::optional:
+      if (want.elements.empty())
+        return got.kind() == Value::Kind::none ? "" : "got " + got.describe() + ", expected an empty optional";
+      if (got.kind() == Value::Kind::none) return "got an empty optional";
+      return compare_value(got, want.elements[0]);
+    case Kind::sequence: {
+      if (got.kind() != Value::Kind::sequence) return "got " + got.describe() + ", expected a sequence";
+      if (got.elements().size() != want.elements.size())
+        return "a sequence of " + std::to_string(got.elements().size()) + " elements, expected " +
+               std::to_string(want.elements.size());
+      for (std::size_t i = 0; i < want.elements.size(); ++i)
+        if (std::string d = compare_value(got.elements()[i], want.elements[i]); !d.empty())
+          return "element " + std::to_string(i) + ": " + d;
+      return "";
+    }
+    default: break;
+  }
+  const onnx::TensorValue& t = want.tensor;
+  if (!got.is_tensor()) return "got " + got.describe() + ", expected a tensor";
+  if (t.type == onnx::ElementType::string) {
+    if (got.kind() != Value::Kind::strings) return "got " + got.describe() + ", expected STRING";
+    if (got.shape() != Shape(t.dims)) return "shape " + got.shape().str() + ", expected " + Shape(t.dims).str();
+    for (std::size_t i = 0; i < t.strings.size(); ++i)
+      if (got.string_values()[i] != t.strings[i])
+        return "element " + std::to_string(i) + " is '" + got.string_values()[i] + "', expected '" + t.strings[i] + "'";
+    return "";
+  }
+  if (t.type == onnx::ElementType::uint16 && got.type() == onnx::ElementType::bfloat16 && t.data)
+    return compare(got.data(), bfloat16_from_bits(t));
+  if (!t.data) onnx::unsupported("an output holds {} elements", onnx::element_type_name(t.type));
+  if (got.type() != t.type)
+    return "element type " + onnx::element_type_name(got.type()) + ", expected " + onnx::element_type_name(t.type);
+  return compare(got.data(), *t.data);
+}
+
 Result run_case(const fs::path& dir, const Runner::Device& device) {
   try {
     const onnx::Model<Runner> model(onnx::load_model(dir / "model.onnx"), device);
@@ -98,24 +171,30 @@ Result run_case(const fs::path& dir, const Runner::Device& device) {
     for (const auto& set : fs::directory_iterator(dir)) {
       if (!set.is_directory() || set.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
       any = true;
-      std::vector<TensorData> inputs;
-      for (const fs::path& f : sorted_files(set.path(), "input_")) {
-        onnx::TensorValue v = onnx::load_tensor(f);
-        if (!v.data) onnx::unsupported("input {} holds {} elements, which Kiln does not hold", f.filename().string(),
-                                       onnx::element_type_name(v.type));
-        inputs.push_back(*v.data);
-      }
+      const std::vector<fs::path> files = sorted_files(set.path(), "input_");
       // A model input that the test leaves out is an omitted optional input: not run here.
-      if (inputs.size() != model.inputs().size())
-        onnx::unsupported("the test feeds {} inputs to a model of {}", inputs.size(), model.inputs().size());
-      const std::vector<Runner::Primitive> outputs = model.run(std::span<const TensorData>(inputs));
+      if (files.size() != model.inputs().size())
+        onnx::unsupported("the test feeds {} inputs to a model of {}", files.size(), model.inputs().size());
+      std::vector<Value> inputs;
+      for (std::size_t i = 0; i < files.size(); ++i) {
+        const onnx::ValueInfo& info = model.inputs()[i];
+        inputs.push_back(fed(onnx::load_value(files[i], info.kind), info.type, device));
+        // ONNX's generator wrote some inputs with dims other than the model declares (the
+        // `like` input of the BFLOAT16 CastLike tests): such a case cannot run as given.
+        if (info.shape && inputs.back().is_tensor()) {
+          const Shape s = inputs.back().shape();
+          bool same = s.rank() == info.shape->size();
+          for (std::size_t d = 0; same && d < s.rank(); ++d) same = (*info.shape)[d].value < 0 || (*info.shape)[d].value == s[d];
+          if (!same) onnx::unsupported("the test's input '{}' has shape {}, which its model does not declare", info.name, s);
+        }
+      }
+      const std::vector<Value> outputs = model.run_values(std::move(inputs));
       const std::vector<fs::path> expected = sorted_files(set.path(), "output_");
       if (expected.size() != outputs.size())
         return {Outcome::fail, std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size())};
       for (std::size_t k = 0; k < expected.size(); ++k) {
-        onnx::TensorValue want = onnx::load_tensor(expected[k]);
-        if (!want.data) onnx::unsupported("output {} holds {} elements", k, onnx::element_type_name(want.type));
-        const std::string diff = compare(Runner::into_data(outputs[k]), *want.data);
+        const onnx::DataValue want = onnx::load_value(expected[k], model.outputs()[k].kind);
+        const std::string diff = compare_value(outputs[k], want);
         if (!diff.empty()) return {Outcome::fail, set.path().filename().string() + " output " + std::to_string(k) + ": " + diff};
       }
     }

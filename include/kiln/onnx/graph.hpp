@@ -35,19 +35,26 @@ enum class ElementType : std::int32_t {
 
 // ONNX's name of an element type ("FLOAT", "INT8"; "TYPE 42" for an unknown number).
 std::string element_type_name(ElementType type);
-// The Kiln dtype that holds an element type, if one does (float, double, float16, bfloat16,
-// int32, int64, uint8, bool).
+// The Kiln dtype of an element type, if Kiln has it (float, double, float16, bfloat16, int32,
+// int64, uint8, bool).
 std::optional<DType> dtype_of(ElementType type);
+// The dtype that holds an element type's values: dtype_of's, or a wider integer dtype for the
+// integer types Kiln has no dtype of (INT8, INT16 and UINT16 in i32, UINT32 and UINT64 in i64);
+// nullopt for STRING and the complex types.
+std::optional<DType> held_dtype_of(ElementType type);
 ElementType element_type_of(DType dtype);
 
 // A tensor of the file (an initializer, a Constant's value, a test's input): its values as
-// TensorData when Kiln holds its element type, else only its type and dims (`data` empty),
-// so that a model using, say, int8 weights parses and fails only where they are used.
+// TensorData in the dtype that holds its element type (held_dtype_of), a STRING tensor's as
+// strings, else only its type and dims (`data` empty: complex numbers, later ONNX versions'
+// types, a UINT64 value beyond int64), so that such a model parses and fails only where the
+// tensor is used.
 struct TensorValue {
   std::string name;
   ElementType type = ElementType::undefined;
   std::vector<std::int64_t> dims;
   std::optional<TensorData> data;
+  std::vector<std::string> strings;  // a STRING tensor's values, row-major
 
   // The data, or a kiln::Error naming the tensor and its element type.
   const TensorData& values(std::string_view where) const;
@@ -108,12 +115,26 @@ struct Dim {
   std::string param;
 };
 
-// A graph input, output or value_info entry.
+// A graph input, output or value_info entry: a tensor's element type and shape, or a
+// sequence's or optional's, whose `element` is the type inside (maps and sparse tensors are
+// only marked as such).
 struct ValueInfo {
+  enum class Kind : std::uint8_t { tensor, sequence, optional, map, sparse_tensor };
   std::string name;
-  ElementType type = ElementType::undefined;
-  bool is_tensor = true;              // false for sequence, map, optional and sparse types
-  std::optional<std::vector<Dim>> shape;  // nullopt when the shape is not declared
+  Kind kind = Kind::tensor;
+  ElementType type = ElementType::undefined;  // a tensor's; a sequence's or optional's innermost tensor's
+  std::optional<std::vector<Dim>> shape;      // nullopt when the shape is not declared
+  std::shared_ptr<const ValueInfo> element;   // a sequence's elements' type, an optional's value's
+
+  bool is_tensor() const { return kind == Kind::tensor; }
+};
+
+// A value of a serialized file that is not a model: a TensorProto, SequenceProto or
+// OptionalProto (what ONNX's node tests feed and expect, test_data_set_*/*.pb).
+struct DataValue {
+  ValueInfo::Kind kind = ValueInfo::Kind::tensor;
+  TensorValue tensor;               // a tensor's
+  std::vector<DataValue> elements;  // a sequence's elements; an optional's value (none when empty)
 };
 
 struct Graph {
@@ -149,6 +170,10 @@ ModelFile load_model(const std::filesystem::path& path);
 // Parses a serialized TensorProto (the `.pb` files of ONNX's node tests).
 TensorValue parse_tensor(std::span<const std::byte> bytes, std::string_view what, const ParseOptions& options = {});
 TensorValue load_tensor(const std::filesystem::path& path);
+// Parses a serialized TensorProto, SequenceProto or OptionalProto, as `kind` says (the bytes do
+// not tell), of tensors, sequences and optionals.
+DataValue parse_value(std::span<const std::byte> bytes, ValueInfo::Kind kind, std::string_view what);
+DataValue load_value(const std::filesystem::path& path, ValueInfo::Kind kind);
 
 // The elements one axis of Slice takes from a dim of `n` (ONNX's rule, shared by the kernel and
 // shape inference): `start` and `end` count from the end when negative, then clamp to [0, n]

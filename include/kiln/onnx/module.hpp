@@ -57,14 +57,15 @@ inline Attribute attr_strings(std::string name, std::vector<std::string> values)
   a.strings = std::move(values);
   return a;
 }
-// A tensor attribute (a Constant's value) from its little-endian bytes.
+// A tensor attribute (a Constant's value) from its little-endian bytes, in the dtype that holds
+// its element type (held_dtype_of).
 inline Attribute attr_tensor(std::string name, ElementType type, std::vector<std::int64_t> dims,
                              std::initializer_list<std::uint8_t> bytes) {
   Attribute a = named(std::move(name), Attribute::Kind::tensor);
   TensorValue t;
   t.type = type;
   t.dims = dims;
-  if (const auto dtype = dtype_of(type)) {
+  if (const auto dtype = held_dtype_of(type)) {
     std::vector<std::byte> raw(bytes.size());
     std::size_t i = 0;
     for (const std::uint8_t b : bytes) raw[i++] = static_cast<std::byte>(b);

@@ -7,6 +7,7 @@
 #include "kiln/backend/provided_elementwise.hpp"
 #include "kiln/onnx/runtime.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -83,6 +84,89 @@ template <class B, class Op> Kernel<B> fold(bool mean) {
 
 inline Expr relu_part(const Expr& x) { return (x > Expr(0.0)).select(x, Expr(0.0)); }
 
+// ---- Cast: between Kiln's dtypes on the backend; to and from STRING and the integer types held
+// wider (INT8...) on the host.
+
+// A number as Cast writes it into a STRING tensor: the shortest decimal that reads back as the
+// same value of its type (floats as float), NaN and infinities as ONNX spells them.
+inline std::string cast_string(double value, DType from) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "INF" : "-INF";
+  char buffer[64];
+  std::to_chars_result r{};
+  if (from == DType::f64) r = std::to_chars(buffer, buffer + sizeof buffer, value);
+  else if (is_float(from)) r = std::to_chars(buffer, buffer + sizeof buffer, static_cast<float>(value));
+  else r = std::to_chars(buffer, buffer + sizeof buffer, static_cast<std::int64_t>(value));
+  return std::string(buffer, r.ptr);
+}
+
+// A STRING element read as a number ("1.5", "-3", "1e-3", "NaN", "INF", "+INF", "-inf").
+inline double parse_number(const std::string& text, std::size_t index) {
+  std::string_view t = text;
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+  double value = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), value);
+  KILN_CHECK(r.ec == std::errc{} && r.ptr == t.data() + t.size() && !t.empty(),
+             "element {} is the string '{}', which is not a number", index, text);
+  return value;
+}
+
+// Integers of a type held wider, wrapped into its range as integer conversions wrap (INT8 from
+// 200 is -56); a UINT64 value beyond what i64 holds (a negative one, wrapped) is Unsupported.
+inline TensorData wrap_into(const TensorData& held, ElementType to) {
+  const auto [lo, hi] = widened_range(to);
+  std::vector<std::int64_t> values = held.to_vec<std::int64_t>();
+  for (std::int64_t& v : values) {
+    if (to == ElementType::uint64) {
+      if (v < 0) unsupported("the value {} as UINT64 is {}, beyond what Kiln holds (up to 2^63 - 1)", v,
+                             static_cast<std::uint64_t>(v));
+      continue;
+    }
+    const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
+    const std::uint64_t offset = static_cast<std::uint64_t>(v) - static_cast<std::uint64_t>(lo);
+    v = lo + static_cast<std::int64_t>(offset % span);
+  }
+  TensorData wide = TensorData::from(values, held.shape());
+  return held.dtype() == DType::i64 ? wide : TensorData::from(wide.to_vec<std::int32_t>(), held.shape());
+}
+
+template <class B> Value<B> cast_value(const Args<B>& a, const Value<B>& x, ElementType to) {
+  if (x.type() == to) return x;
+  if (to == ElementType::string) {
+    const TensorData& d = x.data();
+    const std::vector<double> numbers = d.to_vec<double>();
+    std::vector<std::string> out;
+    out.reserve(numbers.size());
+    for (const double v : numbers) out.push_back(cast_string(v, d.dtype()));
+    return Value<B>::strings(d.shape(), std::move(out));
+  }
+  const std::optional<DType> held = held_dtype_of(to);
+  if (!held) unsupported("Kiln holds no {} tensors", element_type_name(to));
+  typename B::Primitive y;
+  if (x.kind() == Value<B>::Kind::strings) {
+    const std::vector<std::string>& text = x.string_values();
+    std::vector<double> numbers(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) numbers[i] = parse_number(text[i], i);
+    if (*held == DType::f64) {
+      y = B::from_data(TensorData::from(numbers, x.shape()), a.device);
+    } else if (is_float(*held)) {
+      y = B::cast(B::from_data(TensorData::from(std::vector<float>(numbers.begin(), numbers.end()), x.shape()), a.device), *held);
+    } else {
+      std::vector<std::int64_t> ints(numbers.size());
+      for (std::size_t i = 0; i < numbers.size(); ++i) {
+        KILN_CHECK(std::abs(numbers[i]) < 9.2e18, "element {} is the string '{}', beyond int64", i, text[i]);
+        ints[i] = static_cast<std::int64_t>(numbers[i]);
+      }
+      y = B::from_data(TensorData::from(ints, x.shape()), a.device);
+      if (*held != DType::i64 && dtype_of(to)) y = B::cast(y, *held);
+    }
+  } else {
+    y = x.dtype() == *held ? x.tensor() : B::cast(x.tensor(), *held);
+  }
+  if (dtype_of(to)) return y;
+  return Value<B>::typed(Value<B>::host(wrap_into(B::into_data(y), to), a.device), to);
+}
+
 }  // namespace elementwise_detail
 
 // The op types add_elementwise_ops registers (checked when a table is built): a module that
@@ -143,9 +227,10 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
     // ONNX's softplus is log(1 + e^x) everywhere (the catalogue's switches to x above 20,
     // which is the same value in float precision).
     return {provided::unary<B, ops::Softplus>(a[0])};
-  }};
+  }, 1};
 
-  // ---- ONNX's own formulas
+  // ---- ONNX's own formulas (Softsign, Elu, Selu and HardSigmoid, like the catalogue's unary
+  // ops, mean the same since opset 1: their first versions differ only by consumed_inputs)
   t["Asin"] = {[](const Args<B>& a) {
     return float_program(a, "asin", {}, [](Expr x, Ins) { return x.atan2((Expr(1.0) - x * x).sqrt()); });
   }};
@@ -179,7 +264,7 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
   }};
   t["Softsign"] = {[](const Args<B>& a) {
     return float_program(a, "softsign", {}, [](Expr x, Ins) { return x / (Expr(1.0) + x.abs()); });
-  }};
+  }, 1};
   t["LeakyRelu"] = {[](const Args<B>& a) {
     return float_program(a, "leaky_relu", {a.node.attr_float("alpha", 0.01)},
                          [](Expr x, Ins p) { return (x < Expr(0.0)).select(x * p[0], x); });
@@ -187,13 +272,13 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
   t["Elu"] = {[](const Args<B>& a) {
     return float_program(a, "elu", {a.node.attr_float("alpha", 1.0)},
                          [](Expr x, Ins p) { return (x < Expr(0.0)).select(p[0] * x.expm1(), x); });
-  }};
+  }, 1};
   t["Selu"] = {[](const Args<B>& a) {
     return float_program(a, "selu",
                          {a.node.attr_float("alpha", 1.67326319217681884765625),
                           a.node.attr_float("gamma", 1.05070102214813232421875)},
                          [](Expr x, Ins p) { return p[1] * (x <= Expr(0.0)).select(p[0] * x.expm1(), x); });
-  }};
+  }, 1};
   t["Celu"] = {[](const Args<B>& a) {
     return float_program(a, "celu", {a.node.attr_float("alpha", 1.0)}, [](Expr x, Ins p) {
       return relu_part(x) + (x < Expr(0.0)).select(p[0] * (x / p[0]).expm1(), Expr(0.0));
@@ -209,7 +294,7 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
                            const Expr v = x * p[0] + p[1];
                            return (v < Expr(0.0)).select(Expr(0.0), (v > Expr(1.0)).select(Expr(1.0), v));
                          });
-  }};
+  }, 1};
   t["HardSwish"] = {[](const Args<B>& a) {
     return float_program(a, "hard_swish", {}, [](Expr x, Ins) {
       const Expr v = x * Expr(1.0 / 6.0) + Expr(0.5);
@@ -297,9 +382,11 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
     const DType dtype = a.dtype(0);
     KILN_CHECK(dtype != DType::boolean, "expected a numeric tensor, got bool");
     if (!is_float(dtype)) {
-      // Integer bounds beyond the type's range bound nothing.
-      lo = std::max(lo, -9.2e18);
-      hi = std::min(hi, 9.2e18);
+      // Integer bounds beyond the dtype's range bound nothing (and must fit it as parameters).
+      const double low = dtype == DType::i32 ? -2147483648.0 : dtype == DType::u8 ? 0.0 : -9.2e18;
+      const double high = dtype == DType::i32 ? 2147483647.0 : dtype == DType::u8 ? 255.0 : 9.2e18;
+      lo = std::clamp(lo, low, high);
+      hi = std::clamp(hi, low, high);
     }
     const codegen::Program& p = detail::program("clip", dtype, 1, 2, [](Ins in, Ins ps) {
       const Expr lower = (in[0] < ps[0]).select(ps[0], in[0]);
@@ -313,13 +400,9 @@ template <class B> void add_elementwise_ops(OpTable<B>& t) {
     return {provided::where<B>(a[0], a[1], a[2])};
   }};
   t["Cast"] = {[](const Args<B>& a) -> Outs<B> {
-    const DType to = detail::held_dtype(a.node.attr_int("to", 0));
-    return {to == a.dtype(0) ? a[0] : B::cast(a[0], to)};
+    return {cast_value(a, a.value(0), static_cast<ElementType>(a.node.attr_int("to", 0)))};
   }};
-  t["CastLike"] = {[](const Args<B>& a) -> Outs<B> {
-    const DType to = a.dtype(1);
-    return {to == a.dtype(0) ? a[0] : B::cast(a[0], to)};
-  }};
+  t["CastLike"] = {[](const Args<B>& a) -> Outs<B> { return {cast_value(a, a.value(0), a.value(1).type())}; }};
   (void)sizeof(P);
 }
 

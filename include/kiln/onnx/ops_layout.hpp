@@ -42,9 +42,8 @@ typename B::Primitive slice_dim(const typename B::Primitive& x, std::size_t dim,
   return B::slice(x, ranges);
 }
 
-// The values of a Constant node, from whichever value attribute it has.
+// The values of a Constant node, from whichever numeric value attribute it has.
 inline TensorData constant_value(const Node& node) {
-  if (const TensorValue* t = node.attr_tensor("value")) return t->values("Constant's value");
   if (const Attribute* f = node.find("value_float")) return TensorData::from(std::vector<float>{static_cast<float>(f->f)}, Shape{});
   if (const Attribute* f = node.find("value_floats")) {
     std::vector<float> v(f->floats.begin(), f->floats.end());
@@ -54,7 +53,7 @@ inline TensorData constant_value(const Node& node) {
   if (const Attribute* i = node.find("value_ints"))
     return TensorData::from(i->ints, Shape{static_cast<std::int64_t>(i->ints.size())});
   if (node.find("sparse_value")) unsupported("a sparse value: Kiln holds no sparse tensors");
-  if (node.find("value_string") || node.find("value_strings")) unsupported("a string value: Kiln holds no strings");
+
   KILN_FAIL("no value attribute (value, value_float(s), value_int(s))");
 }
 
@@ -270,20 +269,29 @@ template <class B> void add_layout_ops(OpTable<B>& t) {
 
   t["Size"] = {[](const Args<B>& a) -> Outs<B> { return {host_ints({a.shape(0).numel()}, Shape{}, a)}; }};
 
-  t["Constant"] = {[](const Args<B>& a) -> Outs<B> { return {Value<B>::host(constant_value(a.node), a.device)}; }};
+  t["Constant"] = {[](const Args<B>& a) -> Outs<B> {
+    if (const TensorValue* t = a.node.attr_tensor("value")) return {tensor_value<B>(*t, a.device, "Constant's value")};
+    if (const Attribute* s = a.node.find("value_string")) return {Value<B>::strings(Shape{}, {s->s})};
+    if (const Attribute* s = a.node.find("value_strings"))
+      return {Value<B>::strings(Shape{static_cast<std::int64_t>(s->strings.size())}, s->strings)};
+    return {Value<B>::host(constant_value(a.node), a.device)};
+  }};
 
   t["ConstantOfShape"] = {[](const Args<B>& a) -> Outs<B> {
     const std::vector<std::int64_t> dims = a.ints(0);
     for (const std::int64_t d : dims) KILN_CHECK(d >= 0, "shape {} has a negative entry", dims);
     double value = 0;
     DType dtype = DType::f32;
+    ElementType type = ElementType::float32;
     if (const TensorValue* t = a.node.attr_tensor("value")) {
       const TensorData& v = t->values("ConstantOfShape's value");
       KILN_CHECK(v.numel() == 1, "value must hold one element, got shape {}", v.shape());
       value = v.to_vec<double>()[0];
       dtype = v.dtype();
+      type = t->type;
     }
-    return {detail::full<B>(Shape(dims), value, dtype, a.device)};
+    Value<B> out = detail::full<B>(Shape(dims), value, dtype, a.device);
+    return {dtype_of(type) ? out : Value<B>::typed(std::move(out), type)};
   }};
 
   t["Expand"] = {[](const Args<B>& a) -> Outs<B> {

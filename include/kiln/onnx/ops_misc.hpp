@@ -8,6 +8,7 @@
 #include "kiln/onnx/runtime.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -174,6 +175,34 @@ template <class B> Outs<B> reverse_sequence(const Args<B>& a) {
 // integer program's own type: the expression language has no shifts. Where 2^y does not
 // fit the type as a positive number (y at or past the sign bit), x >> y is the sign fill:
 // -1 for a negative x, else 0.
+// BitShift of the unsigned types held wider (UINT16, UINT32, UINT64), on the host: the left
+// shift wraps to the type's width, which the held dtype's program would not.
+template <class B> Outs<B> widened_bit_shift(const Args<B>& a, bool left) {
+  const Value<B>&x = a.value(0), &y = a.value(1);
+  const ElementType type = x.type();
+  KILN_CHECK(type == y.type(), "the inputs are {} and {}: BitShift takes two of one type", x.describe(), y.describe());
+  const int bits = type == ElementType::uint16 ? 16 : type == ElementType::uint32 ? 32 : type == ElementType::uint64 ? 64 : 0;
+  KILN_CHECK(bits != 0, "the inputs are {}: BitShift takes unsigned integers", x.describe());
+  const Shape shape = broadcast_shapes("BitShift", x.shape(), y.shape());
+  const auto values = [&](const Value<B>& v) {
+    return B::into_data(detail::broadcast_to<B>(v.tensor(), shape)).template to_vec<std::int64_t>();
+  };
+  const std::vector<std::int64_t> xs = values(x), ys = values(y);
+  std::vector<std::int64_t> out(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const auto v = static_cast<std::uint64_t>(xs[i]);
+    const std::int64_t n = ys[i];
+    std::uint64_t r = n >= bits ? 0 : left ? v << n : v >> n;
+    if (bits < 64) r &= (std::uint64_t{1} << bits) - 1;
+    if (r > static_cast<std::uint64_t>(INT64_MAX))
+      unsupported("element {}: {} << {} is {}, beyond what Kiln holds of UINT64 (up to 2^63 - 1)", i, v, n, r);
+    out[i] = static_cast<std::int64_t>(r);
+  }
+  TensorData result = TensorData::from(out, shape);
+  if (x.dtype() == DType::i32) result = TensorData::from(result.to_vec<std::int32_t>(), shape);
+  return {Value<B>::typed(Value<B>::host(std::move(result), a.device), type)};
+}
+
 template <class B> Outs<B> bit_shift(const Args<B>& a) {
   const DType dtype = a.dtype(0);
   KILN_CHECK(is_int(dtype) && a.dtype(1) == dtype, "expected two integer tensors of one type, got {} {} and {} {}",
@@ -181,6 +210,7 @@ template <class B> Outs<B> bit_shift(const Args<B>& a) {
   const std::string direction = a.node.attr_string("direction", "");
   KILN_CHECK(direction == "LEFT" || direction == "RIGHT", "direction must be LEFT or RIGHT, got '{}'", direction);
   const bool left = direction == "LEFT";
+  if (a.value(0).widened()) return widened_bit_shift(a, left);
   const codegen::Program& p =
       detail::program(left ? "bitshift_left" : "bitshift_right", dtype, 2, 0, [left](auto in, auto) {
         using codegen::Expr, codegen::Kind;
@@ -272,18 +302,58 @@ template <class B> Outs<B> col2im(const Args<B>& a) {
   return {B::reshape(B::slice(sums, kept), Shape(out))};
 }
 
+// ---------------------------------------------------------------- StringNormalizer
+
+// StringNormalizer: a STRING tensor of [C] or [1, C] strings without the stopwords (compared
+// case-sensitively or not), then upper- or lower-cased; when every string is a stopword, one
+// empty string. Case changes are ASCII's (the locale attribute is read as "en_US" and others
+// are Unsupported).
+template <class B> Outs<B> string_normalizer(const Args<B>& a) {
+  const Value<B>& x = a.value(0);
+  const Shape s = x.shape();
+  KILN_CHECK(s.rank() == 1 || (s.rank() == 2 && s[0] == 1), "the input must be [C] or [1, C], got {}", s);
+  const std::string action = a.node.attr_string("case_change_action", "NONE");
+  KILN_CHECK(action == "NONE" || action == "LOWER" || action == "UPPER",
+             "case_change_action must be NONE, LOWER or UPPER, got '{}'", action);
+  const std::string locale = a.node.attr_string("locale", "");
+  if (!locale.empty() && locale != "en_US" && locale != "C") unsupported("locale '{}' (Kiln changes case as ASCII does)", locale);
+  const bool sensitive = a.node.attr_int("is_case_sensitive", 0) != 0;
+  const auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  std::vector<std::string> stopwords = a.node.attr_strings("stopwords");
+  if (!sensitive)
+    for (std::string& w : stopwords) w = lower(w);
+  std::vector<std::string> out;
+  for (const std::string& text : x.string_values()) {
+    const std::string key = sensitive ? text : lower(text);
+    if (std::find(stopwords.begin(), stopwords.end(), key) != stopwords.end()) continue;
+    std::string kept = text;
+    for (char& c : kept)
+      c = static_cast<char>(action == "UPPER"   ? std::toupper(static_cast<unsigned char>(c))
+                            : action == "LOWER" ? std::tolower(static_cast<unsigned char>(c))
+                                                : c);
+    out.push_back(std::move(kept));
+  }
+  if (out.empty()) out.emplace_back();
+  const auto c = static_cast<std::int64_t>(out.size());
+  return {Value<B>::strings(s.rank() == 1 ? Shape{c} : Shape{1, c}, std::move(out))};
+}
+
 }  // namespace misc_detail
 
 // The op types add_misc_ops registers (checked when a table is built): a module that
 // kiln-onnx2cpp generates takes only the groups its graph uses.
 inline constexpr std::string_view kMiscOps[] = {
-    "Unique", "Compress", "ReverseSequence", "BitShift", "CenterCropPad", "Col2Im"};
+    "Unique", "Compress", "ReverseSequence", "BitShift", "CenterCropPad", "Col2Im", "StringNormalizer"};
 inline constexpr OpGroup kMiscGroup{"misc", kMiscOps};
 
 template <class B> void add_misc_ops(OpTable<B>& t) {
   using namespace misc_detail;
   t["Unique"] = {unique<B>, 11};
   t["Compress"] = {compress<B>, 9};
+  t["StringNormalizer"] = {string_normalizer<B>, 10};
   t["ReverseSequence"] = {reverse_sequence<B>, 10};
   t["BitShift"] = {bit_shift<B>, 11};
   t["CenterCropPad"] = {center_crop_pad<B>, 18};

@@ -47,10 +47,16 @@ template <class... Args>
 // constants and shapes start on the host, where kernels that need their numbers (Reshape's
 // shape, Slice's starts) read them without a transfer; a kernel that computes with a value
 // takes it on the backend, uploaded once. A kernel's results are on the backend.
+//
+// Besides tensors of Kiln's dtypes, a Value holds what ONNX graphs pass around that Kiln's
+// tensors are not: tensors of the integer types Kiln has no dtype of (INT8, INT16, UINT16 held
+// in i32, UINT32 and UINT64 in i64, marked with their element type), STRING tensors (on the
+// host only), sequences of values, and the empty optional.
 template <class B> class Value {
  public:
   using Primitive = typename B::Primitive;
   using Device = typename B::Device;
+  enum class Kind : std::uint8_t { tensor, strings, sequence, none };
 
   Value() = default;
   Value(Primitive tensor) : tensor_(std::make_shared<std::optional<Primitive>>(std::move(tensor))) {}
@@ -61,37 +67,137 @@ template <class B> class Value {
     v.device_ = device;
     return v;
   }
+  // A tensor of an integer element type held in a wider dtype (held_dtype_of(type)).
+  static Value typed(Value tensor, ElementType type) {
+    const std::optional<DType> held = held_dtype_of(type);
+    KILN_CHECK(held && tensor.kind_ == Kind::tensor && *held == tensor.dtype(), "onnx: a {} tensor is held as {}, not {}",
+               element_type_name(type), held ? dtype_name(*held) : "nothing", tensor.describe());
+    tensor.type_ = dtype_of(type) ? ElementType::undefined : type;
+    return tensor;
+  }
+  // A STRING tensor (row-major values).
+  static Value strings(Shape shape, std::vector<std::string> values) {
+    KILN_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "onnx: {} strings for a STRING tensor of {}",
+               values.size(), shape);
+    Value v;
+    v.kind_ = Kind::strings;
+    v.rest_ = std::make_shared<const Rest>(Rest{std::move(shape), {}, std::move(values)});
+    return v;
+  }
+  // A sequence of tensors (or of sequences) of one element type.
+  static Value sequence(std::vector<Value> elements, ElementType type) {
+    Value v;
+    v.kind_ = Kind::sequence;
+    v.type_ = type;
+    v.rest_ = std::make_shared<const Rest>(Rest{Shape{}, std::move(elements), {}});
+    return v;
+  }
+  // An optional without a value.
+  static Value none() {
+    Value v;
+    v.kind_ = Kind::none;
+    return v;
+  }
 
-  Shape shape() const { return host_ ? host_->shape() : B::shape(**tensor_); }
-  DType dtype() const { return host_ ? host_->dtype() : B::dtype(**tensor_); }
+  Kind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == Kind::tensor || kind_ == Kind::strings; }
+  // The ONNX element type of a tensor, or of a sequence's elements.
+  ElementType type() const {
+    if (kind_ == Kind::strings) return ElementType::string;
+    if (type_ != ElementType::undefined || kind_ != Kind::tensor) return type_;
+    return element_type_of(dtype());
+  }
+  // Whether it is a tensor of a type held in a wider dtype (INT8...).
+  bool widened() const { return kind_ == Kind::tensor && type_ != ElementType::undefined; }
+  // "a sequence of FLOAT tensors", "an INT8 tensor", for messages.
+  std::string describe() const {
+    switch (kind_) {
+      case Kind::sequence: return "a sequence of " + element_type_name(type_) + " tensors";
+      case Kind::none: return "an empty optional";
+      default: {
+        const std::string name = element_type_name(type());
+        return (name[0] == 'I' || name[0] == 'U' ? "an " : "a ") + name + " tensor";
+      }
+    }
+  }
+
+  Shape shape() const {
+    if (kind_ == Kind::strings) return rest_->shape;
+    expect_tensor();
+    return host_ ? host_->shape() : B::shape(**tensor_);
+  }
+  DType dtype() const {
+    if (kind_ == Kind::strings) unsupported("Kiln's ops take no STRING tensors");
+    expect_tensor();
+    return host_ ? host_->dtype() : B::dtype(**tensor_);
+  }
   std::size_t rank() const { return shape().rank(); }
 
   // The tensor on the backend (uploaded on first use; the copies of a Value share it).
   const Primitive& tensor() const {
+    if (kind_ == Kind::strings) unsupported("Kiln's ops take no STRING tensors");
+    expect_tensor();
     if (!*tensor_) *tensor_ = B::from_data(*host_, device_);
     return **tensor_;
   }
   // The tensor's values on the host (read back on first use).
   const TensorData& data() const {
+    if (kind_ == Kind::strings) unsupported("Kiln's ops take no STRING tensors");
+    expect_tensor();
     if (!host_) host_ = std::make_shared<TensorData>(B::into_data(**tensor_));
     return *host_;
   }
   bool on_host() const { return host_ != nullptr; }
+  const std::vector<std::string>& string_values() const {
+    KILN_CHECK(kind_ == Kind::strings, "expected a STRING tensor, got {}", describe());
+    return rest_->strings;
+  }
+  const std::vector<Value>& elements() const {
+    KILN_CHECK(kind_ == Kind::sequence, "expected a sequence, got {}", describe());
+    return rest_->elements;
+  }
 
  private:
+  struct Rest {
+    Shape shape;                       // a STRING tensor's
+    std::vector<Value> elements;       // a sequence's
+    std::vector<std::string> strings;  // a STRING tensor's
+  };
+  void expect_tensor() const {
+    KILN_CHECK(kind_ == Kind::tensor || kind_ == Kind::strings, "expected a tensor, got {}", describe());
+  }
+
   std::shared_ptr<std::optional<Primitive>> tensor_;
   mutable std::shared_ptr<TensorData> host_;
+  std::shared_ptr<const Rest> rest_;
   Device device_{};
+  Kind kind_ = Kind::tensor;
+  ElementType type_ = ElementType::undefined;  // a widened tensor's or a sequence's element type
+};
+
+template <class B> class GraphRunner;
+
+// A graph attribute of a node (If's branches, Loop's and Scan's body), made ready to run by
+// the node's GraphRunner. `captures` are the positions, among the values the node's subgraphs
+// read from outside them (Args::captured), of the ones this subgraph reads, in the order its
+// runner takes them.
+template <class B> struct Subgraph {
+  std::string attribute;
+  std::shared_ptr<const GraphRunner<B>> runner;
+  std::vector<std::size_t> captures;
 };
 
 // What a kernel receives: its node, its inputs (nullopt where the node omits an optional
-// one), the model's opset and the device.
+// one), the model's opset and the device; for a node with subgraphs, the subgraphs and the
+// outer values they read.
 template <class B> struct Args {
   using Primitive = typename B::Primitive;
   const Node& node;
   std::span<const std::optional<Value<B>>> inputs;
   std::int64_t opset;
   typename B::Device device;
+  std::span<const Subgraph<B>> subgraphs = {};
+  std::span<const std::optional<Value<B>>> captured = {};
 
   std::size_t size() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i].has_value(); }
@@ -115,9 +221,42 @@ template <class B> struct Args {
     KILN_CHECK(d.numel() == 1, "input {} must hold one value, got shape {}", i, d.shape());
     return d.to_vec<double>()[0];
   }
+  // Runs the subgraph of graph attribute `attribute` on `inputs` (its formal inputs, in
+  // order); returns its outputs. Defined in kiln/onnx/model.hpp, after GraphRunner.
+  std::vector<Value<B>> run_subgraph(std::string_view attribute, std::vector<Value<B>> inputs) const;
 };
 
 template <class B> using Kernel = std::function<std::vector<Value<B>>(const Args<B>&)>;
+
+// How an op treats tensors of the integer types held wider (INT8, INT16, UINT16, UINT32,
+// UINT64; Value::widened): the ops listed take them because their results stay within the
+// values of their inputs, so that nothing needs wrapping to the narrower type. `inputs` says
+// which inputs may be of such a type (a bit per input); `source` is the input whose element
+// type the results of its held dtype take, or -1 where the results are of other types (bool,
+// int64 indices, the base's type for Pow). Cast, CastLike and BitShift type their results
+// themselves.
+struct WidenedRule {
+  int source;
+  std::uint32_t inputs;
+};
+inline std::optional<WidenedRule> widened_rule(std::string_view op) {
+  constexpr std::uint32_t all = ~0u;
+  static constexpr std::string_view kept[] = {
+      "Identity", "Clip",     "Max",       "Min",         "Mod",       "Relu",    "Sign",       "Reshape",
+      "Flatten",  "Transpose", "Squeeze",  "Unsqueeze",   "Concat",    "Split",   "Slice",      "Gather",
+      "GatherElements", "GatherND", "Expand", "Tile", "Pad", "ReduceMax", "ReduceMin", "ScatterElements",
+      "ScatterND", "Compress", "ReverseSequence", "DepthToSpace", "SpaceToDepth", "SequenceConstruct",
+      "SequenceInsert", "SequenceAt", "ConcatFromSequence", "SplitToSequence", "Optional",
+      "OptionalGetElement"};
+  static constexpr std::string_view other[] = {"Equal",  "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                                               "Shape",  "Size", "ArgMax",      "ArgMin",  "Cast",
+                                               "CastLike", "OptionalHasElement", "SequenceLength", "BitShift"};
+  if (std::find(std::begin(kept), std::end(kept), op) != std::end(kept)) return WidenedRule{0, all};
+  if (std::find(std::begin(other), std::end(other), op) != std::end(other)) return WidenedRule{-1, all};
+  if (op == "Where") return WidenedRule{1, all};
+  if (op == "Pow") return WidenedRule{-1, 1u << 1};  // the exponent only: an INT8 base could overflow
+  return std::nullopt;
+}
 
 // One op type's kernel and the opset versions it implements.
 template <class B> struct OpEntry {
@@ -156,6 +295,27 @@ template <class B> void add_group(OpTable<B>& table, const OpGroup& group, AddOp
     KILN_CHECK(!table.count(op), "kiln::onnx: two op groups register {}", op);
     table.emplace(op, std::move(entry));
   }
+}
+
+// The values of an integer type held wider (INT8: -128 to 127...; UINT64: 0 to 2^63 - 1, what
+// i64 holds of it).
+inline std::pair<std::int64_t, std::int64_t> widened_range(ElementType type) {
+  switch (type) {
+    case ElementType::int8: return {-128, 127};
+    case ElementType::int16: return {-32768, 32767};
+    case ElementType::uint16: return {0, 65535};
+    case ElementType::uint32: return {0, 4294967295};
+    case ElementType::uint64: return {0, INT64_MAX};
+    default: KILN_FAIL("onnx: {} is not an integer type held wider", element_type_name(type));
+  }
+}
+
+// A tensor of the file (an initializer, a Constant's value) as a Value on the host: a type held
+// wider marked as such, a STRING tensor as its strings.
+template <class B> Value<B> tensor_value(const TensorValue& t, const typename B::Device& device, std::string_view where) {
+  if (t.type == ElementType::string) return Value<B>::strings(Shape(t.dims), t.strings);
+  Value<B> v = Value<B>::host(t.values(where), device);
+  return dtype_of(t.type) ? v : Value<B>::typed(std::move(v), t.type);
 }
 
 // ---------------------------------------------------------------- shared helpers
