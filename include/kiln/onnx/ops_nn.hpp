@@ -1,8 +1,10 @@
-// ONNX's neural-network ops: matrix products, convolution and pooling (1-d and 2-d, run as
-// Kiln's 2-d primitives with a height of 1), normalizations, softmax and dropout, and the
-// helpers that the recurrent layers (ops_rnn.hpp) and Resize (ops_resize.hpp) share. Attributes are resolved and checked against the input shapes here,
-// before any primitive runs; forms Kiln does not implement (3-d windows, recurrent
-// activations other than Sigmoid/Tanh/Relu, antialiasing...) are `unsupported`.
+// ONNX's neural-network ops: matrix products, convolution and pooling (1-d and 2-d run as
+// Kiln's 2-d primitives with a height of 1; 3-d max/average pooling and ConvTranspose are
+// composed from the same 2-d primitives), normalizations, softmax and dropout, and the
+// helpers that the recurrent layers (ops_rnn.hpp) and Resize (ops_resize.hpp) share.
+// Attributes are resolved and checked against the input shapes here, before any primitive
+// runs; forms Kiln does not implement (3-d Conv and LpPool, windows over more than 3 dims,
+// recurrent activations other than Sigmoid/Tanh/Relu, antialiasing...) are `unsupported`.
 #pragma once
 
 #include "kiln/backend/provided_elementwise.hpp"
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,20 +89,31 @@ template <class B> P<B> per_channel(const Args<B>& a, std::size_t i, std::int64_
 
 // ---------------------------------------------------------------- windows (Conv, pooling)
 
-// The number of spatial dims of a windowed op's input: 1 or 2 (Kiln's primitives are 2-d).
-template <class B> std::size_t spatial_dims(const Args<B>& a, std::string_view what) {
+// The number of spatial dims of a windowed op's input: 1 to `most` (2 for the ops that run
+// one 2-d primitive, 3 for those composed from several).
+template <class B> std::size_t spatial_dims(const Args<B>& a, std::string_view what, std::size_t most = 2) {
   const Shape s = a.shape(0);
   KILN_CHECK(s.rank() >= 3, "expected an input [N, C, spatial...] of rank 3 or more, got {}", s);
-  if (s.rank() > 4) unsupported("{}-d {} (input {}): Kiln runs 1-d and 2-d {}", s.rank() - 2, what, s, what);
+  if (s.rank() > most + 2)
+    unsupported("{}-d {} (input {}): Kiln runs 1-d to {}-d {}", s.rank() - 2, what, s, most, what);
   return s.rank() - 2;
 }
 
+// One spatial axis of a convolution or pooling window; `begin`/`end` are the padding before and after.
+struct WindowAxis {
+  std::int64_t kernel = 1, stride = 1, dilation = 1, begin = 0, end = 0;
+};
+
 // A convolution or pooling window in 2-d form: a 1-d node gets a height of 1 (kernel,
-// stride and dilation 1, no padding). `begin`/`end` are the padding before and after.
+// stride and dilation 1, no padding).
 struct Window {
   Pair kernel{1, 1}, stride{1, 1}, dilation{1, 1}, begin{0, 0}, end{0, 0};
   bool padded() const { return begin != Pair{0, 0} || end != Pair{0, 0}; }
 };
+
+inline Window plane_window(const WindowAxis& h, const WindowAxis& w) {
+  return {{h.kernel, w.kernel}, {h.stride, w.stride}, {h.dilation, w.dilation}, {h.begin, w.begin}, {h.end, w.end}};
+}
 
 // An ints attribute with one entry per spatial dim (`count` of them), `fallback` when absent.
 inline Dims spatial_attr(const Node& node, std::string_view name, std::size_t count, std::int64_t fallback,
@@ -109,14 +123,14 @@ inline Dims spatial_attr(const Node& node, std::string_view name, std::size_t co
   return v;
 }
 
-// The window of a Conv or pooling node over input x, with `kernel` (one entry per spatial
-// dim): strides, dilations, and the padding from `pads` or auto_pad.
-inline Window window(const Node& node, const Shape& x, const Dims& kernel) {
-  const std::size_t n = x.rank() - 2, at = 2 - n;  // a 1-d window fills the width
+// The window of a Conv or pooling node over input x, one axis per spatial dim of x, with
+// `kernel`: strides, dilations, and the padding from `pads` or auto_pad.
+inline std::vector<WindowAxis> window_axes(const Node& node, const Shape& x, const Dims& kernel) {
+  const std::size_t n = x.rank() - 2;
   const Dims stride = spatial_attr(node, "strides", n, 1, x), dilation = spatial_attr(node, "dilations", n, 1, x);
   const Dims pads = spatial_attr(node, "pads", 2 * n, 0, x);
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  Window w;
+  std::vector<WindowAxis> axes(n);
   for (std::size_t i = 0; i < n; ++i) {
     KILN_CHECK(kernel[i] >= 1 && stride[i] >= 1 && dilation[i] >= 1,
                "kernel {}, strides {} and dilations {} must be positive (input {})", kernel, stride, dilation, x);
@@ -136,13 +150,15 @@ inline Window window(const Node& node, const Shape& x, const Dims& kernel) {
     } else if (auto_pad != "VALID") {
       unsupported("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER and VALID", auto_pad);
     }
-    w.kernel[at + i] = kernel[i];
-    w.stride[at + i] = stride[i];
-    w.dilation[at + i] = dilation[i];
-    w.begin[at + i] = begin;
-    w.end[at + i] = end;
+    axes[i] = {kernel[i], stride[i], dilation[i], begin, end};
   }
-  return w;
+  return axes;
+}
+
+// The window of a node over a 1-d or 2-d input x in 2-d form (a 1-d window fills the width).
+inline Window window(const Node& node, const Shape& x, const Dims& kernel) {
+  const std::vector<WindowAxis> axes = window_axes(node, x, kernel);
+  return axes.size() == 1 ? plane_window({}, axes[0]) : plane_window(axes[0], axes[1]);
 }
 
 // The kernel_shape attribute (required by pooling; optional for Conv, where it must match the weight).
@@ -165,6 +181,17 @@ template <class B> P<B> pad(const P<B>& x, const Window& w, double value) {
 // on both sides and at most half the kernel); other padding is added explicitly.
 inline bool pool_padding_fits(const Window& w) {
   return w.begin == w.end && w.begin[0] <= w.kernel[0] / 2 && w.begin[1] <= w.kernel[1] / 2;
+}
+
+// ONNX drops a ceil_mode window that would start in the end padding. Given that padding as an
+// explicit border, the primitive sees a longer input and keeps such a last window: y [N, C,
+// H', W'] pooled from x [N, C, H, W] is cut to the windows that start before the end padding.
+template <class B> P<B> drop_end_windows(P<B> y, const Shape& x, const Window& w) {
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::int64_t keep = (x[2 + d] + w.begin[d] - 1) / w.stride[d] + 1;
+    if (B::shape(y)[2 + d] > keep) y = slice_dim<B>(y, 2 + d, 0, keep);
+  }
+  return y;
 }
 
 // ---------------------------------------------------------------- Conv, ConvTranspose
@@ -199,14 +226,59 @@ template <class B> Outs<B> conv(const Args<B>& a) {
   return {n == 1 ? erase_dim<B>(y, 2) : y};
 }
 
+// The whole unpadded output of a transposed convolution of x [N, IC, spatial...] by w [IC,
+// OC/group, kernel...] with 1 to 3 spatial dims: every position a kernel tap reaches, as the
+// input gradient of a 2-d convolution. A 3-d one takes two: the (H, W) planes of every
+// depth at once, x as [N*D, IC, H, W] and the depth taps folded into the output channels
+// (w as [IC, OC/group*KD, KH, KW], no copy), then the depth taps scattered and summed along
+// D by a transposed convolution with a one-hot kernel [KD, 1, KD, 1] over [N*OC, KD, D, HW].
+template <class B> P<B> conv_transpose_full(const P<B>& x, const P<B>& w, const Dims& stride, const Dims& dilation,
+                                            std::int64_t group) {
+  const Shape xs = B::shape(x), ws = B::shape(w);
+  const std::size_t n = xs.rank() - 2;
+  const Shape full = ops::conv_transpose_output_shape("ConvTranspose", xs, ws, stride, Dims(n, 0), Dims(n, 0),
+                                                      dilation, group);
+  if (n < 3) {
+    const std::size_t at = 2 - n;
+    ops::Conv2dOptions o{{1, 1}, {0, 0}, {1, 1}, group};
+    for (std::size_t i = 0; i < n; ++i) {
+      o.stride[at + i] = stride[i];
+      o.dilation[at + i] = dilation[i];
+    }
+    if (n == 2) return B::conv2d_backward_input(x, w, full, o);
+    const Shape plane{full[0], full[1], 1, full[2]};
+    return erase_dim<B>(B::conv2d_backward_input(insert_dim<B>(x, 2), insert_dim<B>(w, 2), plane, o), 2);
+  }
+  const std::int64_t batch = xs[0], in_channels = xs[1], depth = xs[2], channels = full[1], taps = ws[2];
+  const std::int64_t height = full[3], width = full[4];
+  const std::array<std::int64_t, 5> depth_first{0, 2, 1, 3, 4};
+  const P<B> planes = B::reshape(B::permute(x, depth_first), Shape{batch * depth, in_channels, xs[3], xs[4]});
+  const P<B> w_planes = B::reshape(w, Shape{ws[0], ws[1] * taps, ws[3], ws[4]});
+  const ops::Conv2dOptions o_planes{{stride[1], stride[2]}, {0, 0}, {dilation[1], dilation[2]}, group};
+  // [N*D, OC*KD, H', W'] = [N, D, OC, KD, H'*W'] -> [N, OC, KD, D, H'*W']
+  const P<B> y_planes = B::conv2d_backward_input(planes, w_planes, Shape{batch * depth, channels * taps, height, width},
+                                                 o_planes);
+  const std::array<std::int64_t, 5> taps_first{0, 2, 3, 1, 4};
+  const P<B> per_tap = B::reshape(
+      B::permute(B::reshape(y_planes, Shape{batch, depth, channels, taps, height * width}), taps_first),
+      Shape{batch * channels, taps, depth, height * width});
+  std::vector<float> one_hot(static_cast<std::size_t>(taps * taps), 0.0f);
+  for (std::int64_t k = 0; k < taps; ++k) one_hot[static_cast<std::size_t>(k * taps + k)] = 1.0f;
+  const P<B> scatter = constant<B>(one_hot, Shape{taps, 1, taps, 1}, B::dtype(x), B::device(x));
+  const ops::Conv2dOptions o_depth{{stride[0], 1}, {0, 0}, {dilation[0], 1}, 1};
+  const P<B> y = B::conv2d_backward_input(per_tap, scatter, Shape{batch * channels, 1, full[2], height * width},
+                                          o_depth);
+  return B::reshape(y, full);
+}
+
 // ConvTranspose as the input gradient of a convolution: the primitive computes the whole
 // unpadded output (every position a kernel tap reaches), from which ONNX's output is the
 // window [begin, begin + out); positions past the computed ones (output_padding, negative
 // padding) are zero.
 template <class B> Outs<B> conv_transpose(const Args<B>& a) {
-  const std::size_t n = spatial_dims(a, "transposed convolution"), at = 2 - n;
+  const std::size_t n = spatial_dims(a, "transposed convolution", 3), rank = n + 2;
   const Shape xs = a.shape(0), ws = a.shape(1);
-  const Dims kernel = weight_kernel(a.node, n, xs, ws);
+  (void)weight_kernel(a.node, n, xs, ws);
   const Dims stride = spatial_attr(a.node, "strides", n, 1, xs), dilation = spatial_attr(a.node, "dilations", n, 1, xs);
   const Dims output_padding = spatial_attr(a.node, "output_padding", n, 0, xs);
   const Dims pads = spatial_attr(a.node, "pads", 2 * n, 0, xs);
@@ -220,17 +292,11 @@ template <class B> Outs<B> conv_transpose(const Args<B>& a) {
     unsupported("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER and VALID", auto_pad);
   const std::int64_t group = a.node.attr_int("group", 1);
 
-  ops::Conv2dOptions o{{1, 1}, {0, 0}, {1, 1}, group};
-  Pair zero{0, 0}, begin{0, 0}, out{1, 1};
+  const P<B> y_full = conv_transpose_full<B>(a[0], a[1], stride, dilation, group);
+  const Shape full = B::shape(y_full);
+  Dims begin(n, 0), out(n, 1);
   for (std::size_t i = 0; i < n; ++i) {
-    o.stride[at + i] = stride[i];
-    o.dilation[at + i] = dilation[i];
-  }
-  P<B> x = n == 1 ? insert_dim<B>(a[0], 2) : a[0], w = n == 1 ? insert_dim<B>(a[1], 2) : a[1];
-  const Shape full = ops::conv_transpose_output_shape("ConvTranspose", B::shape(x), B::shape(w), o.stride, zero, zero,
-                                                      o.dilation, group);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t extent = full[2 + at + i] + output_padding[i];
+    const std::int64_t extent = full[2 + i] + output_padding[i];
     KILN_CHECK(output_padding[i] >= 0, "output_padding {} must not be negative", output_padding);
     std::int64_t b = pads[i], size = extent - pads[i] - pads[n + i];
     if (!output_shape.empty() || same) {
@@ -247,90 +313,151 @@ template <class B> Outs<B> conv_transpose(const Args<B>& a) {
     }
     KILN_CHECK(size >= 1, "input {}, weight {}, strides {}, pads {} and output_padding {} give an empty output", xs, ws,
                stride, pads, output_padding);
-    begin[at + i] = b;
-    out[at + i] = size;
+    begin[i] = b;
+    out[i] = size;
   }
-  const P<B> y_full = B::conv2d_backward_input(x, w, full, o);
-  const Shape out_shape{full[0], full[1], out[0], out[1]};
-  std::array<ops::SliceRange, 4> from{{{0, full[0], 1}, {0, full[1], 1}, {}, {}}}, to = from;
-  bool whole = true;
-  for (std::size_t d = 0; d < 2; ++d) {
-    const std::int64_t lo = std::max<std::int64_t>(0, -begin[d]), hi = std::min(out[d], full[2 + d] - begin[d]);
+  Dims out_dims{full[0], full[1]};
+  std::vector<ops::SliceRange> from{{0, full[0], 1}, {0, full[1], 1}}, to = from;
+  bool whole = true, empty = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t lo = std::max<std::int64_t>(0, -begin[i]), hi = std::min(out[i], full[2 + i] - begin[i]);
     const std::int64_t length = std::max<std::int64_t>(0, hi - lo);
-    from[2 + d] = {lo + begin[d], length, 1};
-    to[2 + d] = {lo, length, 1};
-    whole = whole && lo == 0 && length == out[d];
+    from.push_back({lo + begin[i], length, 1});
+    to.push_back({lo, length, 1});
+    out_dims.push_back(out[i]);
+    whole = whole && lo == 0 && length == out[i];
+    empty = empty || length == 0;
   }
-  P<B> y = whole ? B::slice(y_full, from) : provided::full<B>(out_shape, 0.0, a.dtype(0), a.device);
-  if (!whole && from[2].size > 0 && from[3].size > 0) y = B::slice_assign(y, to, B::slice(y_full, from));
-  if (a.has(2)) y = add<B>(y, per_channel(a, 2, full[1], 4, a.dtype(0)));
-  return {n == 1 ? erase_dim<B>(y, 2) : y};
+  P<B> y = whole ? B::slice(y_full, from) : provided::full<B>(Shape(std::move(out_dims)), 0.0, a.dtype(0), a.device);
+  if (!whole && !empty) y = B::slice_assign(y, to, B::slice(y_full, from));
+  if (a.has(2)) y = add<B>(y, per_channel(a, 2, full[1], rank, a.dtype(0)));
+  return {y};
 }
 
 // ---------------------------------------------------------------- pooling
 
-template <class B> Outs<B> max_pool(const Args<B>& a) {
-  const std::size_t n = spatial_dims(a, "max pooling");
-  const Shape xs = a.shape(0);
-  const bool column_major = a.node.attr_int("storage_order", 0) != 0;
-  const Window win = window(a.node, xs, kernel_attr(a.node, n, xs));
-  ops::Pool2dOptions o{win.kernel, win.stride, {0, 0}, win.dilation, a.node.attr_int("ceil_mode", 0) != 0, true};
-  // Integer tensors pool as floats: f32 holds every 8-bit value, f64 every 32-bit one.
-  const DType dtype = a.dtype(0), work = is_float(dtype) ? dtype : dtype == DType::u8 ? DType::f32 : DType::f64;
-  P<B> x = with_dtype<B>(n == 1 ? insert_dim<B>(a[0], 2) : a[0], work);
+// x [N, C, spatial...] (1 to 3 spatial dims) pooled over `axes` by `plane`, a 2-d pooling
+// of [N, C, H, W] over a Window. A 3-d window runs as two 2-d ones, since max and average
+// pooling are separable over its axes (every window is a product of one range per axis, and
+// ONNX's divisors, with or without the padding, are products of one count per axis): the
+// (H, W) planes of every depth first, as [N, C*D, H, W], then the depth, as [N, C, D, H'*W']
+// with a window of width 1. Each axis keeps its own padding, dilation and ceil_mode rule.
+template <class B, class Plane> P<B> pool(const P<B>& x, const std::vector<WindowAxis>& axes, Plane&& plane) {
+  if (axes.size() == 1) return erase_dim<B>(plane(insert_dim<B>(x, 2), plane_window({}, axes[0])), 2);
+  if (axes.size() == 2) return plane(x, plane_window(axes[0], axes[1]));
+  const Shape s = B::shape(x);
+  const P<B> hw = plane(B::reshape(x, Shape{s[0], s[1] * s[2], s[3], s[4]}), plane_window(axes[1], axes[2]));
+  const Shape hws = B::shape(hw);
+  const P<B> y = plane(B::reshape(hw, Shape{s[0], s[1], s[2], hws[2] * hws[3]}), plane_window(axes[0], {}));
+  return B::reshape(y, Shape{s[0], s[1], B::shape(y)[2], hws[2], hws[3]});
+}
+
+// Max pooling of x [N, C, H, W] over a 2-d window, with a border of -inf where the
+// primitive's padding does not fit. With `index`, also each maximum's row-major position in
+// its unpadded H x W plane, converted on the host (Indices are rarely asked for).
+template <class B> P<B> max_pool_plane(P<B> x, const Window& win, bool ceil_mode, std::vector<std::int64_t>* index) {
+  ops::Pool2dOptions o{win.kernel, win.stride, {0, 0}, win.dilation, ceil_mode, true};
   const Shape plane = B::shape(x);
+  const std::int64_t width = plane[3];
   const bool explicit_pad = !pool_padding_fits(win);
   if (explicit_pad) x = pad<B>(x, win, -std::numeric_limits<double>::infinity());
   else o.padding = win.begin;
   ops::pool2d_output_shape("MaxPool", B::shape(x), o);
-  auto [y, index] = B::max_pool2d(x, o);
-  Outs<B> outs{n == 1 ? erase_dim<B>(with_dtype<B>(y, dtype), 2) : with_dtype<B>(y, dtype)};
-  if (wants(a, 1)) {
-    // ONNX's Indices count over the whole NCHW input; the primitive's count within one
-    // (possibly padded) H x W plane, row-major. Converted on the host: Indices are rarely
-    // asked for. storage_order 1 counts each plane column-major.
-    const Shape ys = B::shape(index);
-    const std::int64_t h = plane[2], w = plane[3], padded_w = B::shape(x)[3], per_plane = ys[2] * ys[3];
-    std::vector<std::int64_t> flat = B::into_data(index).template to_vec<std::int64_t>();
-    for (std::size_t i = 0; i < flat.size(); ++i) {
-      const std::int64_t p = flat[i];
+  auto [y, at] = B::max_pool2d(x, o);
+  if (explicit_pad && ceil_mode) {
+    y = drop_end_windows<B>(y, plane, win);
+    if (index) at = drop_end_windows<B>(at, plane, win);
+  }
+  if (index) {
+    // The primitive counts within the plane it was given, the padded one when the border is explicit.
+    const std::int64_t padded_w = B::shape(x)[3];
+    *index = B::into_data(at).template to_vec<std::int64_t>();
+    for (std::int64_t& p : *index) {
       const std::int64_t row = p / padded_w - (explicit_pad ? win.begin[0] : 0);
       const std::int64_t col = p % padded_w - (explicit_pad ? win.begin[1] : 0);
-      flat[i] = static_cast<std::int64_t>(i) / per_plane * h * w + (column_major ? col * h + row : row * w + col);
+      p = row * width + col;
     }
-    const P<B> indices = constant<B>(flat, ys, DType::i64, a.device);
-    outs.push_back(n == 1 ? erase_dim<B>(indices, 2) : indices);
+  }
+  return y;
+}
+
+template <class B> Outs<B> max_pool(const Args<B>& a) {
+  const std::size_t n = spatial_dims(a, "max pooling", 3);
+  const Shape xs = a.shape(0);
+  const bool column_major = a.node.attr_int("storage_order", 0) != 0;
+  const bool ceil_mode = a.node.attr_int("ceil_mode", 0) != 0;
+  const std::vector<WindowAxis> axes = window_axes(a.node, xs, kernel_attr(a.node, n, xs));
+  // Integer tensors pool as floats: f32 holds every 8-bit value, f64 every 32-bit one.
+  const DType dtype = a.dtype(0), work = is_float(dtype) ? dtype : dtype == DType::u8 ? DType::f32 : DType::f64;
+  std::vector<std::vector<std::int64_t>> stages;  // each 2-d stage's positions, when Indices are asked for
+  const P<B> y = pool<B>(with_dtype<B>(a[0], work), axes, [&](const P<B>& x, const Window& win) {
+    std::vector<std::int64_t>* index = nullptr;
+    if (wants(a, 1)) index = &stages.emplace_back();
+    return max_pool_plane<B>(x, win, ceil_mode, index);
+  });
+  Outs<B> outs{with_dtype<B>(y, dtype)};
+  if (wants(a, 1)) {
+    // ONNX's Indices count over the whole input, row-major, or with the first spatial dim
+    // fastest for storage_order 1. A 3-d maximum's depth comes from the depth stage, whose
+    // planes are [D, H'*W'], and its (h, w) from the plane stage at that depth.
+    const Shape ys = B::shape(y);
+    const std::int64_t depth = n == 3 ? xs[2] : 1, height = n == 1 ? 1 : xs[n], width = xs[n + 1];
+    const std::int64_t out_plane = n == 3 ? ys[3] * ys[4] : 1, per_channel_out = ys.numel() / (ys[0] * ys[1]);
+    std::vector<std::int64_t> flat = stages.back();
+    for (std::size_t i = 0; i < flat.size(); ++i) {
+      const std::int64_t channel = static_cast<std::int64_t>(i) / per_channel_out;
+      std::int64_t d = 0, hw = flat[i];
+      if (n == 3) {
+        d = flat[i] / out_plane;
+        // A window wholly inside pads wider than the kernel holds no input element.
+        hw = d < 0 || d >= depth ? -1
+                                 : stages[0][static_cast<std::size_t>((channel * depth + d) * out_plane +
+                                                                      static_cast<std::int64_t>(i) % out_plane)];
+      }
+      const std::int64_t h = hw / width, w = hw % width;
+      flat[i] = channel * depth * height * width +
+                (column_major ? (w * height + h) * depth + d : (d * height + h) * width + w);
+    }
+    outs.push_back(constant<B>(flat, ys, DType::i64, a.device));
   }
   return outs;
 }
 
-template <class B> Outs<B> average_pool(const Args<B>& a) {
-  const std::size_t n = spatial_dims(a, "average pooling");
-  check_float(a, 0);
-  const Shape xs = a.shape(0);
-  const Window win = window(a.node, xs, kernel_attr(a.node, n, xs));
-  if (win.dilation != Pair{1, 1}) unsupported("AveragePool with dilations {}", win.dilation);
-  const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
-  ops::Pool2dOptions o{win.kernel, win.stride, {0, 0}, {1, 1}, a.node.attr_int("ceil_mode", 0) != 0, include_pad};
-  P<B> x = n == 1 ? insert_dim<B>(a[0], 2) : a[0], y;
+// Average pooling of x [N, C, H, W] over a 2-d window. Padding the primitive does not take is
+// a zero border; without count_include_pad each window's mean is then rescaled by the share
+// of it inside the input, the same pooling of ones.
+template <class B> P<B> average_pool_plane(const P<B>& x, const Window& win, bool ceil_mode, bool include_pad) {
+  ops::Pool2dOptions o{win.kernel, win.stride, {0, 0}, {1, 1}, ceil_mode, include_pad};
   if (pool_padding_fits(win)) {
     o.padding = win.begin;
     ops::pool2d_output_shape("AveragePool", B::shape(x), o);
-    y = provided::avg_pool2d<B>(x, o);
-  } else {
-    // Padding the primitive does not take is a zero border; without count_include_pad each
-    // window's mean is rescaled by the share of it inside the input, the same pooling of ones.
-    const Shape s = B::shape(x);
-    o.count_include_pad = true;
-    const P<B> padded = pad<B>(x, win, 0.0);
-    ops::pool2d_output_shape("AveragePool", B::shape(padded), o);
-    y = provided::avg_pool2d<B>(padded, o);
-    if (!include_pad) {
-      const P<B> ones = provided::full<B>(Shape{1, 1, s[2], s[3]}, 1.0, a.dtype(0), a.device);
-      y = div<B>(y, provided::avg_pool2d<B>(pad<B>(ones, win, 0.0), o));
-    }
+    return provided::avg_pool2d<B>(x, o);
   }
-  return {n == 1 ? erase_dim<B>(y, 2) : y};
+  const Shape s = B::shape(x);
+  o.count_include_pad = true;
+  const auto pooled = [&](const P<B>& plane) {
+    const P<B> padded = pad<B>(plane, win, 0.0);
+    ops::pool2d_output_shape("AveragePool", B::shape(padded), o);
+    const P<B> y = provided::avg_pool2d<B>(padded, o);
+    return ceil_mode ? drop_end_windows<B>(y, s, win) : y;
+  };
+  const P<B> y = pooled(x);
+  if (include_pad) return y;
+  return div<B>(y, pooled(provided::full<B>(Shape{1, 1, s[2], s[3]}, 1.0, B::dtype(x), B::device(x))));
+}
+
+template <class B> Outs<B> average_pool(const Args<B>& a) {
+  const std::size_t n = spatial_dims(a, "average pooling", 3);
+  check_float(a, 0);
+  const Shape xs = a.shape(0);
+  const std::vector<WindowAxis> axes = window_axes(a.node, xs, kernel_attr(a.node, n, xs));
+  for (const WindowAxis& axis : axes)
+    if (axis.dilation != 1) unsupported("AveragePool with dilations {}", a.node.attr_ints("dilations"));
+  const bool include_pad = a.node.attr_int("count_include_pad", 0) != 0;
+  const bool ceil_mode = a.node.attr_int("ceil_mode", 0) != 0;
+  return {pool<B>(a[0], axes, [&](const P<B>& x, const Window& win) {
+    return average_pool_plane<B>(x, win, ceil_mode, include_pad);
+  })};
 }
 
 // LpPool: (sum of |x|^p over each window)^(1/p), from average pooling of |x|^p with the
@@ -603,12 +730,62 @@ template <class B> Outs<B> lp_norm(const Args<B>& a) {
 
 // Dropout at inference (or training with a ratio of 0): Y = X, and a mask of all true (bool
 // from opset 10, X's type before).
+// The uniform draws in [0, 1) of a 32-bit Mersenne Twister seeded with `seed` (the legacy
+// seeding: one word, then the MT19937 recurrence), each from two 32-bit outputs taken as 53
+// bits: the sequence NumPy's legacy generator gives, and so the masks of ONNX's reference
+// Dropout for a seed attribute.
+inline std::vector<double> mt19937_uniform(std::uint32_t seed, std::size_t count) {
+  constexpr int n = 624, m = 397;
+  std::array<std::uint32_t, n> state{};
+  state[0] = seed;
+  for (int i = 1; i < n; ++i) state[i] = 1812433253u * (state[i - 1] ^ (state[i - 1] >> 30)) + static_cast<std::uint32_t>(i);
+  int next = n;
+  const auto word = [&] {
+    if (next == n) {  // regenerate the whole state
+      for (int i = 0; i < n; ++i) {
+        const std::uint32_t y = (state[i] & 0x80000000u) | (state[(i + 1) % n] & 0x7fffffffu);
+        state[i] = state[(i + m) % n] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+      }
+      next = 0;
+    }
+    std::uint32_t y = state[next++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
+  };
+  std::vector<double> out(count);
+  for (double& u : out) {
+    const std::uint32_t hi = word() >> 5, lo = word() >> 6;
+    u = (hi * 67108864.0 + lo) / 9007199254740992.0;
+  }
+  return out;
+}
+
+// Dropout: the identity in inference; in training mode (opset 12 on, input 2 true) each
+// element is kept where a uniform draw is >= the ratio, and scaled by 1 / (1 - ratio). The
+// draws come from the seed attribute (the same masks as ONNX's reference for that seed), or
+// from a fresh seed per run without it.
 template <class B> Outs<B> dropout(const Args<B>& a) {
   const bool training = a.opset >= 12 && a.has(2) && a.scalar(2) != 0.0;
-  if (training && (!a.has(1) || a.scalar(1) != 0.0)) unsupported("Dropout in training mode (random masks)");
-  Outs<B> outs{a[0]};
-  if (wants(a, 1))
-    outs.push_back(provided::full<B>(a.shape(0), 1.0, a.opset >= 10 ? DType::boolean : a.dtype(0), a.device));
+  const double ratio = a.opset >= 12 ? (a.has(1) ? a.scalar(1) : 0.5) : a.node.attr_float("ratio", 0.5);
+  const DType mask_dtype = a.opset >= 10 ? DType::boolean : a.dtype(0);
+  if (!training || ratio == 0.0) {
+    Outs<B> outs{a[0]};
+    if (wants(a, 1)) outs.push_back(provided::full<B>(a.shape(0), 1.0, mask_dtype, a.device));
+    return outs;
+  }
+  KILN_CHECK(is_float(a.dtype(0)), "training mode takes a float input, got {} {}", a.shape(0), a.dtype(0));
+  KILN_CHECK(ratio > 0.0 && ratio < 1.0, "the ratio must be in [0, 1), got {}", ratio);
+  const Shape shape = a.shape(0);
+  const std::int64_t seed = a.node.attr_int("seed", static_cast<std::int64_t>(std::random_device{}()));
+  const std::vector<double> draws = mt19937_uniform(static_cast<std::uint32_t>(seed), static_cast<std::size_t>(shape.numel()));
+  std::vector<std::byte> keep(draws.size());
+  for (std::size_t i = 0; i < draws.size(); ++i) keep[i] = std::byte{draws[i] >= ratio};
+  const P<B> mask = B::from_data(TensorData(std::move(keep), shape, DType::boolean), a.device);
+  const P<B> kept = provided::where<B>(mask, a[0], provided::full<B>(shape, 0.0, a.dtype(0), a.device));
+  Outs<B> outs{provided::binary_scalar<B, ops::Mul>(kept, 1.0 / (1.0 - ratio))};
+  if (wants(a, 1)) outs.push_back(mask_dtype == DType::boolean ? mask : B::cast(mask, mask_dtype));
   return outs;
 }
 
