@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace kiln::cpu {
 namespace {
@@ -25,16 +26,19 @@ std::size_t size_class(std::size_t bytes) {
 
 struct Pool {
   std::mutex mutex;
-  std::multimap<std::size_t, void*> free_blocks;
+  // Free blocks by size class. A class's vector keeps its capacity, so that in steady state
+  // (a model run again and again) neither taking nor giving a block allocates: a multimap
+  // allocated and freed a node for each.
+  std::map<std::size_t, std::vector<void*>> free_blocks;
   AllocatorStats stats;
 
   void* take(std::size_t bytes) {
     {
       std::lock_guard lock(mutex);
       auto it = free_blocks.find(bytes);
-      if (it != free_blocks.end()) {
-        void* p = it->second;
-        free_blocks.erase(it);
+      if (it != free_blocks.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
         stats.cached_bytes -= bytes;
         stats.live_bytes += bytes;
         ++stats.live_buffers;
@@ -61,13 +65,14 @@ struct Pool {
       std::free(p);
       return;
     }
-    free_blocks.emplace(bytes, p);
+    free_blocks[bytes].push_back(p);
     stats.cached_bytes += bytes;
   }
 
   void release() {
     std::lock_guard lock(mutex);
-    for (auto& [bytes, p] : free_blocks) std::free(p);
+    for (auto& [bytes, blocks] : free_blocks)
+      for (void* p : blocks) std::free(p);
     free_blocks.clear();
     stats.cached_bytes = 0;
   }

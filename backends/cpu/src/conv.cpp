@@ -15,6 +15,10 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#if !KILN_CPU_ONEDNN
+#include <Eigen/Core>
+#endif
 
 namespace kiln::cpu {
 namespace {
@@ -325,9 +329,10 @@ void execute(std::string_view op, const ConvPlan& plan, const std::array<CpuTens
 // Shared by the three entry points: both operands float, of one dtype.
 #else
 // ---------------------------------------------------------------- columns (embedded build)
-// The embedded build has no oneDNN. Its forward convolution runs as GEMMs: per sample and
-// group, the input's windows as columns [C/G·KH·KW, OH·OW] (im2col), multiplied by the
-// group's weights [O/G, C/G·KH·KW]. The backward passes keep the reference loops.
+// The embedded build has no oneDNN. Its forward convolution runs directly (below) or, for
+// strided columns and narrow outputs, as GEMMs: per sample and group, the input's windows as
+// columns [C/G·KH·KW, OH·OW] (im2col), multiplied by the group's weights [O/G, C/G·KH·KW].
+// The backward passes keep the reference loops.
 inline void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                  const float* pa, const float* pb, float* pc, std::int64_t ldc) {
   gemm_f32(a, b, m, n, k, pa, pb, pc, ldc);
@@ -335,6 +340,146 @@ inline void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::
 inline void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                  const double* pa, const double* pb, double* pc, std::int64_t ldc) {
   gemm_f64(a, b, m, n, k, pa, pb, pc, ldc);
+}
+
+// ---- direct convolution (embedded build)
+// Convolutions whose output rows are at least half a vector wide and whose columns advance
+// by one input column (stride 1 along W) run directly, without im2col's copy (the kernel
+// taps times the input) or GEMM's packing: for a small network those two cost more than
+// the arithmetic. Each group's input is copied once into zero-padded planes; then, for
+// blocks of output channels, each output row is computed in tiles of one vector, the tile
+// of every channel of the block held in registers and the bias fused in. The input vector
+// of a tap is loaded once and multiplied by the block's weights (one broadcast each).
+
+template <class T> using PacketOf = typename Eigen::internal::packet_traits<T>::type;
+template <class T> constexpr std::int64_t packet_lanes = Eigen::internal::packet_traits<T>::size;
+
+// The channels a block of accumulators covers: 8 vectors and the input's one fit the 16
+// registers of AVX2 and SSE.
+constexpr std::int64_t kDirectBlock = 8;
+
+bool use_direct(const ConvGeometry& g, std::int64_t lanes) {
+  return g.stride[1] == 1 && g.padding[0] >= 0 && g.padding[1] >= 0 && 2 * g.ow >= lanes;
+}
+
+// The group's input planes [cg, h, w] copied into zero-padded planes [cg, hp, wp], followed by
+// one vector of zeros: a tile may read past the end of the last row.
+template <class T>
+const T* padded_planes(const ConvGeometry& g, const T* x, std::int64_t hp, std::int64_t wp, std::int64_t lanes) {
+  thread_local std::vector<T> buffer;
+  const std::int64_t cg = g.cg(), ph = g.padding[0], pw = g.padding[1];
+  const auto size = static_cast<std::size_t>(cg * hp * wp + lanes);
+  if (buffer.size() < size) buffer.resize(size);
+  T* out = buffer.data();
+  for (std::int64_t ic = 0; ic < cg; ++ic, x += g.h * g.w) {
+    std::fill(out, out + ph * wp, T(0));
+    out += ph * wp;
+    for (std::int64_t iy = 0; iy < g.h; ++iy, out += wp) {
+      std::fill(out, out + pw, T(0));
+      std::copy(x + iy * g.w, x + (iy + 1) * g.w, out + pw);
+      std::fill(out + pw + g.w, out + wp, T(0));
+    }
+    const std::int64_t below = (hp - ph - g.h) * wp;
+    std::fill(out, out + below, T(0));
+    out += below;
+  }
+  std::fill(out, out + lanes, T(0));
+  return buffer.data();
+}
+
+// Output channels [oc, oc + Block) of one group: `in` the group's padded planes, `w` and
+// `bias` the group's weights and biases, `y` the group's output planes. Width is the
+// kernel's width where it is known at compile time (0: read from g).
+template <class T, std::int64_t Block, std::int64_t Width>
+void conv_direct_block(const ConvGeometry& g, const T* in, std::int64_t hp, std::int64_t wp, const T* w, const T* bias,
+                       T* y, std::int64_t oc) {
+  using Packet = PacketOf<T>;
+  constexpr std::int64_t lanes = packet_lanes<T>;
+  namespace ei = Eigen::internal;
+  const std::int64_t cg = g.cg(), kw = Width > 0 ? Width : g.kw, per_channel = cg * g.kh * kw, plane = g.oh * g.ow;
+  const std::int64_t sy = g.stride[0], dy = g.dilation[0], dx = g.dilation[1];
+  const auto each = [](auto&& fn) {
+    [&]<std::size_t... b>(std::index_sequence<b...>) { (fn(std::integral_constant<std::int64_t, b>{}), ...); }(
+        std::make_index_sequence<Block>{});
+  };
+  // The block's weights tap by tap, the block's channels innermost: one pointer reaches the
+  // Block weights of a tap.
+  thread_local std::vector<T> packed;
+  if (packed.size() < static_cast<std::size_t>(per_channel * Block))
+    packed.resize(static_cast<std::size_t>(per_channel * Block));
+  for (std::int64_t t = 0; t < per_channel; ++t)
+    each([&](auto b) { packed[static_cast<std::size_t>(t * Block + b)] = w[(oc + b) * per_channel + t]; });
+
+  const auto tap = [&](Packet(&acc)[Block], const T* row, const T* wk, std::int64_t kx) {
+    const Packet v = ei::ploadu<Packet>(row + kx * dx);
+    each([&](auto b) { acc[b] = ei::pmadd(v, ei::pset1<Packet>(wk[kx * Block + b]), acc[b]); });
+  };
+  for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+    for (std::int64_t ox = 0; ox < g.ow; ox += lanes) {
+      Packet acc[Block];
+      each([&](auto b) { acc[b] = ei::pset1<Packet>(bias ? bias[oc + b] : T(0)); });
+      const T* wk = packed.data();
+      for (std::int64_t ic = 0; ic < cg; ++ic) {
+        const T* row = in + (ic * hp + oy * sy) * wp + ox;
+        for (std::int64_t ky = 0; ky < g.kh; ++ky, row += dy * wp, wk += kw * Block) {
+          if constexpr (Width > 0) {
+            [&]<std::size_t... kx>(std::index_sequence<kx...>) { (tap(acc, row, wk, kx), ...); }(
+                std::make_index_sequence<Width>{});
+          } else {
+            for (std::int64_t kx = 0; kx < kw; ++kx) tap(acc, row, wk, kx);
+          }
+        }
+      }
+      // A row's last tile may be partial. Its whole vector is stored where the lanes past the
+      // row land in the rest of the same plane (rows this loop writes later); only a plane's
+      // last row goes lane by lane.
+      const std::int64_t at = oy * g.ow + ox, count = std::min(lanes, g.ow - ox);
+      const bool whole = count == lanes || at + lanes <= plane;
+      each([&](auto b) {
+        T* dst = y + (oc + b) * plane + at;
+        if (whole) {
+          ei::pstoreu(dst, acc[b]);
+        } else {
+          alignas(64) T tile[lanes];
+          ei::pstore(tile, acc[b]);
+          std::copy(tile, tile + count, dst);
+        }
+      });
+    }
+  }
+}
+
+// The group's output channels in blocks of kDirectBlock, then 4, 2 and 1.
+template <class T, std::int64_t Width>
+void conv_direct_channels(const ConvGeometry& g, const T* in, std::int64_t hp, std::int64_t wp, const T* w,
+                          const T* bias, T* y) {
+  const std::int64_t og = g.og();
+  std::int64_t oc = 0;
+  for (; oc + kDirectBlock <= og; oc += kDirectBlock)
+    conv_direct_block<T, kDirectBlock, Width>(g, in, hp, wp, w, bias, y, oc);
+  if (og - oc >= 4) conv_direct_block<T, 4, Width>(g, in, hp, wp, w, bias, y, oc), oc += 4;
+  if (og - oc >= 2) conv_direct_block<T, 2, Width>(g, in, hp, wp, w, bias, y, oc), oc += 2;
+  if (og - oc >= 1) conv_direct_block<T, 1, Width>(g, in, hp, wp, w, bias, y, oc);
+}
+
+template <class T> void conv_forward_direct(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const std::int64_t cg = g.cg(), og = g.og(), per_channel = cg * g.kh * g.kw, plane = g.oh * g.ow;
+  const std::int64_t hp = g.h + 2 * g.padding[0], wp = g.w + 2 * g.padding[1];
+  for (std::int64_t ni = 0; ni < g.n; ++ni) {
+    for (std::int64_t group = 0; group < g.groups; ++group) {
+      const T* in = padded_planes(g, x + (ni * g.c + group * cg) * g.h * g.w, hp, wp, packet_lanes<T>);
+      const T* wg = w + group * og * per_channel;
+      const T* bg = bias ? bias + group * og : nullptr;
+      T* yg = y + (ni * g.o + group * og) * plane;
+      // The common kernel widths unrolled.
+      switch (g.kw) {
+        case 1: conv_direct_channels<T, 1>(g, in, hp, wp, wg, bg, yg); break;
+        case 3: conv_direct_channels<T, 3>(g, in, hp, wp, wg, bg, yg); break;
+        case 5: conv_direct_channels<T, 5>(g, in, hp, wp, wg, bg, yg); break;
+        default: conv_direct_channels<T, 0>(g, in, hp, wp, wg, bg, yg); break;
+      }
+    }
+  }
 }
 
 template <class T> void conv_forward_columns(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
@@ -419,10 +564,10 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
   }
   CpuTensor out = cpu::empty(g.y_shape(), x.dtype);
   if (out.numel() == 0) return out;
+#if KILN_CPU_ONEDNN
   const CpuTensor xc = cpu::contiguous(x), wc = cpu::contiguous(weight);
   std::optional<CpuTensor> bc;
   if (bias) bc = cpu::contiguous(*bias);
-#if KILN_CPU_ONEDNN
   if (cpu::use_onednn(g, x.dtype)) {
     const auto plan = cpu::plan_for("conv2d", g, bias ? cpu::ConvKind::forward_bias : cpu::ConvKind::forward);
     cpu::execute("conv2d", *plan, {xc, wc}, bc, out);
@@ -432,8 +577,13 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
     cpu::conv_forward_ref<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
   });
 #else
+  const cpu::ContiguousInput xc(x), wc(weight);
+  std::optional<cpu::ContiguousInput> bc;
+  if (bias) bc.emplace(*bias);
   cpu::dispatch_float("conv2d", x.dtype, [&]<class T>() {
-    cpu::conv_forward_columns<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
+    const T *xp = xc->data<T>(), *wp = wc->data<T>(), *bp = bc ? (*bc)->data<T>() : nullptr;
+    if (cpu::use_direct(g, cpu::packet_lanes<T>)) cpu::conv_forward_direct<T>(g, xp, wp, bp, out.data<T>());
+    else cpu::conv_forward_columns<T>(g, xp, wp, bp, out.data<T>());
   });
 #endif
   return out;

@@ -49,6 +49,16 @@ CpuTensor contiguous(const CpuTensor& x) {
   return out;
 }
 
+CpuTensor view_of(const CpuTensor& x, Shape shape, std::vector<std::int64_t> strides, std::int64_t offset) {
+  CpuTensor v;  // not a copy of x: its shape and strides would be copied only to be replaced
+  v.shape = std::move(shape);
+  v.strides = std::move(strides);
+  v.offset = offset;
+  v.dtype = x.dtype;
+  v.storage = x.storage;
+  return v;
+}
+
 CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape) { return strided::broadcast(x, shape); }
 
 std::vector<std::int64_t> read_indices(std::string_view op, const CpuTensor& index, std::int64_t limit) {

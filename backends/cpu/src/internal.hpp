@@ -31,6 +31,24 @@ namespace kiln::cpu {
 CpuTensor empty(const Shape& shape, DType dtype);
 // `x` itself when it is contiguous, else a contiguous copy.
 CpuTensor contiguous(const CpuTensor& x);
+// `x` itself when it is contiguous, else a contiguous copy held here: a kernel's input
+// without copying its handle (the shape and strides are an allocation each).
+class ContiguousInput {
+ public:
+  explicit ContiguousInput(const CpuTensor& x) : tensor_(&x) {
+    if (!x.is_contiguous()) tensor_ = &(copy_ = contiguous(x));
+  }
+  ContiguousInput(const ContiguousInput&) = delete;
+  ContiguousInput& operator=(const ContiguousInput&) = delete;
+  const CpuTensor& operator*() const { return *tensor_; }
+  const CpuTensor* operator->() const { return tensor_; }
+
+ private:
+  const CpuTensor* tensor_;
+  CpuTensor copy_;
+};
+// A view of `x`'s storage with another shape and strides.
+CpuTensor view_of(const CpuTensor& x, Shape shape, std::vector<std::int64_t> strides, std::int64_t offset);
 // A view of `x` broadcast to `shape` (stride 0 on broadcast dims); `shape` must be a valid broadcast target.
 CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape);
 // Copies the elements of `src` (any strides) into `dst` (same shape and dtype, any strides).

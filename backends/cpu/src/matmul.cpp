@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace kiln::cpu {
@@ -122,8 +123,54 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
              static_cast<int>(status), m, n, k);
 }
 #else
+// One row times a matrix (a fully connected layer on one sample), the embedded build's
+// common product: Eigen's matrix-vector path costs several times the arithmetic at these
+// sizes. The row's elements are k apart by a.ld when a is transposed, else adjacent.
+void row_times_matrix(const GemmLayout& a, const GemmLayout& b, std::int64_t n, std::int64_t k, const float* pa,
+                      const float* pb, float* pc) {
+  using Packet = Eigen::internal::packet_traits<float>::type;
+  namespace ei = Eigen::internal;
+  constexpr std::int64_t lanes = ei::packet_traits<float>::size;
+  const std::int64_t sa = a.transposed ? a.ld : 1;
+  thread_local std::vector<float> row;
+  if (sa != 1) {  // gathered once, so that the loops below read it in vectors
+    row.resize(static_cast<std::size_t>(k));
+    for (std::int64_t i = 0; i < k; ++i) row[static_cast<std::size_t>(i)] = pa[i * sa];
+    pa = row.data();
+  }
+  if (b.transposed) {
+    // Column j of B is a row of b.ld-apart memory: a dot product each, four at a time.
+    const auto dots = [&]<std::size_t... c>(std::index_sequence<c...>, std::int64_t j) {
+      Packet acc[sizeof...(c)] = {(static_cast<void>(c), ei::pset1<Packet>(0.0f))...};
+      std::int64_t i = 0;
+      for (; i + lanes <= k; i += lanes) {
+        const Packet x = ei::ploadu<Packet>(pa + i);
+        ((acc[c] = ei::pmadd(x, ei::ploadu<Packet>(pb + (j + static_cast<std::int64_t>(c)) * b.ld + i), acc[c])), ...);
+      }
+      float sums[sizeof...(c)] = {ei::predux(acc[c])...};
+      for (; i < k; ++i) ((sums[c] += pa[i] * pb[(j + static_cast<std::int64_t>(c)) * b.ld + i]), ...);
+      ((pc[j + static_cast<std::int64_t>(c)] = sums[c]), ...);
+    };
+    std::int64_t j = 0;
+    for (; j + 4 <= n; j += 4) dots(std::make_index_sequence<4>{}, j);
+    for (; j < n; ++j) dots(std::make_index_sequence<1>{}, j);
+    return;
+  }
+  // Rows of B are contiguous: C accumulates a[i] times row i, in vectors along n.
+  std::fill(pc, pc + n, 0.0f);
+  std::int64_t j = 0;
+  for (; j + lanes <= n; j += lanes) {
+    Packet acc = ei::pset1<Packet>(0.0f);
+    for (std::int64_t i = 0; i < k; ++i) acc = ei::pmadd(ei::pset1<Packet>(pa[i]), ei::ploadu<Packet>(pb + i * b.ld + j), acc);
+    ei::pstoreu(pc + j, acc);
+  }
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t jj = j; jj < n; ++jj) pc[jj] += pa[i] * pb[i * b.ld + jj];
+}
+
 void sgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
            const float* pb, float* pc, std::int64_t ldc) {
+  if (m == 1) return row_times_matrix(a, b, n, k, pa, pb, pc);
   eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc);
 }
 #endif

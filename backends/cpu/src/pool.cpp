@@ -109,41 +109,54 @@ void max_pool_row(const T* in, T* out, std::int64_t* index, std::int64_t oh, con
 
 #if defined(__AVX512F__)
 // Max pooling of 2x2 windows at stride 2 without padding or dilation (MaxPool2d(2), the
-// common case) in f32: one output row at a time, 16 outputs per vector step, masked at the
-// row's end. A row pair's 32 input columns are split into the windows' even and odd columns,
-// and the four taps are taken in PyTorch's order with the same rules as max_pool_row.
-void max_pool_row_2x2(const float* in, float* out, std::int64_t* index, std::int64_t oh, const Geometry& g) {
-  const std::int64_t top = 2 * oh * g.w;
+// common case) in f32: output rows [begin, end) of the planes (row r is row r % oh of plane
+// r / oh), 16 outputs per vector step, masked at a row's end. A row pair's 32 input columns
+// are split into the windows' even and odd columns. The taps are combined as a tree, each
+// row's pair and then the two pairs, each step the later operand winning when it is greater
+// or NaN: the same winner as max_pool_row's scan in PyTorch's order (the last NaN, else the
+// first maximum), with half the dependent steps. All in one loop: a call per row cost more
+// than the row.
+void max_pool_rows_2x2(const float* in, float* out, std::int64_t* index, std::int64_t begin, std::int64_t end,
+                       const Geometry& g) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const auto w = static_cast<std::int32_t>(g.w);
-  const std::int32_t offsets[4] = {0, 1, w, w + 1};
-  for (std::int64_t x = 0; x < g.ow; x += 16) {
-    const std::int64_t n = std::min<std::int64_t>(16, g.ow - x);
-    const auto lanes = static_cast<__mmask16>((1u << n) - 1);
-    const auto low = static_cast<__mmask16>(n >= 8 ? 0xffff : (1u << (2 * n)) - 1);
-    const auto high = static_cast<__mmask16>(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
-    __m512 taps[4];
-    for (int kh = 0; kh < 2; ++kh) {
-      const float* row = in + top + kh * g.w + 2 * x;
-      const __m512 a = _mm512_maskz_loadu_ps(low, row), b = _mm512_maskz_loadu_ps(high, row + 16);
-      taps[2 * kh] = _mm512_permutex2var_ps(a, even, b);
-      taps[2 * kh + 1] = _mm512_permutex2var_ps(a, odd, b);
+  const __m512i one = _mm512_set1_epi32(1), below = _mm512_set1_epi32(static_cast<std::int32_t>(g.w));
+  // The later of two taps wins where it is greater or NaN.
+  const auto later_wins = [](__m512 earlier, __m512 later) {
+    return static_cast<__mmask16>(_mm512_cmp_ps_mask(later, earlier, _CMP_GT_OQ) |
+                                  _mm512_cmp_ps_mask(later, later, _CMP_UNORD_Q));
+  };
+  for (std::int64_t r = begin; r < end; ++r) {
+    const std::int64_t p = r / g.oh, oh = r % g.oh;
+    const float* plane = in + p * g.h * g.w;
+    const std::int64_t top = 2 * oh * g.w;
+    for (std::int64_t x = 0; x < g.ow; x += 16) {
+      const std::int64_t n = std::min<std::int64_t>(16, g.ow - x);
+      const auto lanes = static_cast<__mmask16>((1u << n) - 1);
+      const auto low = static_cast<__mmask16>(n >= 8 ? 0xffff : (1u << (2 * n)) - 1);
+      const auto high = static_cast<__mmask16>(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
+      const float* row0 = plane + top + 2 * x;
+      const float* row1 = row0 + g.w;
+      const __m512 a0 = _mm512_maskz_loadu_ps(low, row0), b0 = _mm512_maskz_loadu_ps(high, row0 + 16);
+      const __m512 a1 = _mm512_maskz_loadu_ps(low, row1), b1 = _mm512_maskz_loadu_ps(high, row1 + 16);
+      const __m512 t0 = _mm512_permutex2var_ps(a0, even, b0), t1 = _mm512_permutex2var_ps(a0, odd, b0);
+      const __m512 t2 = _mm512_permutex2var_ps(a1, even, b1), t3 = _mm512_permutex2var_ps(a1, odd, b1);
+      // Positions in the plane (int32: the caller checks that a plane has fewer than 2^31).
+      const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(static_cast<std::int32_t>(top + 2 * x)), even);
+      const __m512i second = _mm512_add_epi32(first, below);
+      const __mmask16 take1 = later_wins(t0, t1), take3 = later_wins(t2, t3);
+      const __m512 top_best = _mm512_mask_mov_ps(t0, take1, t1), bottom_best = _mm512_mask_mov_ps(t2, take3, t3);
+      const __m512i top_at = _mm512_mask_add_epi32(first, take1, first, one);
+      const __m512i bottom_at = _mm512_mask_add_epi32(second, take3, second, one);
+      const __mmask16 take_bottom = later_wins(top_best, bottom_best);
+      const __m512 best = _mm512_mask_mov_ps(top_best, take_bottom, bottom_best);
+      const __m512i at = _mm512_mask_mov_epi32(top_at, take_bottom, bottom_at);
+      _mm512_mask_storeu_ps(out + r * g.ow + x, lanes, best);
+      std::int64_t* idx = index + r * g.ow + x;
+      _mm512_mask_storeu_epi64(idx, static_cast<__mmask8>(lanes), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
+      _mm512_mask_storeu_epi64(idx + 8, static_cast<__mmask8>(lanes >> 8),
+                               _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
     }
-    // Positions in the plane (int32: the caller checks that a plane has fewer than 2^31).
-    const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(static_cast<std::int32_t>(top + 2 * x)), even);
-    __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    __m512i at = first;
-    for (int k = 0; k < 4; ++k) {
-      const __mmask16 take = _mm512_cmp_ps_mask(taps[k], best, _CMP_GT_OQ) |
-                             _mm512_cmp_ps_mask(taps[k], taps[k], _CMP_UNORD_Q);
-      best = _mm512_mask_mov_ps(best, take, taps[k]);
-      at = _mm512_mask_mov_epi32(at, take, _mm512_add_epi32(first, _mm512_set1_epi32(offsets[k])));
-    }
-    _mm512_mask_storeu_ps(out + x, lanes, best);
-    _mm512_mask_storeu_epi64(index + x, static_cast<__mmask8>(lanes), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
-    _mm512_mask_storeu_epi64(index + x + 8, static_cast<__mmask8>(lanes >> 8),
-                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
   }
 }
 #endif
@@ -163,16 +176,13 @@ void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, co
   constexpr bool two_by_two = false;
 #endif
   parallel_for(g.planes() * g.oh, grain_for(g.ow * o.kernel[0] * o.kernel[1]), [&](std::int64_t b, std::int64_t e) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      if (two_by_two) return max_pool_rows_2x2(in, dst, idx, b, e, g);
+    }
+#endif
     for (std::int64_t r = b; r < e; ++r) {
       const std::int64_t p = r / g.oh, oh = r % g.oh;
-#if defined(__AVX512F__)
-      if constexpr (std::is_same_v<T, float>) {
-        if (two_by_two) {
-          max_pool_row_2x2(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g);
-          continue;
-        }
-      }
-#endif
       max_pool_row(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g, o);
     }
   });
@@ -465,11 +475,11 @@ std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, co
     auto [out, indices] = max_pool2d(cast(x, DType::f32), options);
     return {cast(out, x.dtype), indices};
   }
-  const CpuTensor in = cpu::contiguous(x);
+  const cpu::ContiguousInput in(x);
   CpuTensor out = cpu::empty(out_shape, x.dtype), indices = cpu::empty(out_shape, DType::i64);
   const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
   cpu::dispatch_float("max_pool2d", x.dtype,
-                      [&]<class T>() { cpu::max_pool_forward<T>(in, out, indices, g, options); });
+                      [&]<class T>() { cpu::max_pool_forward<T>(*in, out, indices, g, options); });
   return {out, indices};
 }
 

@@ -11,12 +11,7 @@ using cpu::CpuTensor;
 Cpu::Primitive Cpu::reshape(const Primitive& x, const Shape& shape) {
   KILN_CHECK(shape.numel() == x.numel(), "reshape: cannot reshape {} ({} elements) to {} ({} elements)", x.shape,
              x.numel(), shape, shape.numel());
-  if (auto strides = strided::reshape_strides(x, shape)) {
-    CpuTensor v = x;
-    v.shape = shape;
-    v.strides = std::move(*strides);
-    return v;
-  }
+  if (auto strides = strided::reshape_strides(x, shape)) return cpu::view_of(x, shape, std::move(*strides), x.offset);
   CpuTensor v = cpu::contiguous(x);
   v.shape = shape;
   v.strides = shape.contiguous_strides();
