@@ -192,7 +192,7 @@ inline Operand ints_from(const Context& c, std::string_view attribute, std::size
 inline InferredValue tensor(std::optional<DType> dtype, std::optional<Dims> dims) {
   return {dtype, std::move(dims), std::nullopt};
 }
-inline InferredValue known_value(TensorData data) { return {data.dtype(), data.shape().dims(), std::move(data)}; }
+inline InferredValue known_value(TensorData data) { return {data.dtype(), data.shape().to_vector(), std::move(data)}; }
 // A tensor of `rank` unknown dims, or of unknown rank.
 inline InferredValue of_rank(std::optional<DType> dtype, std::optional<std::size_t> rank) {
   if (!rank) return tensor(dtype, std::nullopt);

@@ -171,19 +171,21 @@ SafetensorsTensorInfo parse_tensor(const std::string& file, const std::string& n
              where, json::kind_name(shape->kind));
   // The product of the non-zero dims must fit int64, so that Shape::numel never overflows.
   std::int64_t nonzero_product = 1;
+  std::vector<std::int64_t> dims;
   for (std::size_t i = 0; i < shape->array.size(); ++i) {
     const std::optional<std::uint64_t> dim = shape->array[i].as_uint64();
     KILN_CHECK(dim && *dim <= static_cast<std::uint64_t>(INT64_MAX),
                "{}: shape must be an array of non-negative integers; dim {} is {}", where, i,
                shape->array[i].kind == json::Value::Kind::number ? shape->array[i].text
                                                                  : std::string(json::kind_name(shape->array[i].kind)));
-    info.shape.dims().push_back(static_cast<std::int64_t>(*dim));
+    dims.push_back(static_cast<std::int64_t>(*dim));
     if (*dim != 0) {
       const auto product = detail::checked_mul(nonzero_product, static_cast<std::int64_t>(*dim));
-      KILN_CHECK(product.has_value(), "{}: shape {} has more elements than fit in 64 bits", where, info.shape);
+      KILN_CHECK(product.has_value(), "{}: shape {} has more elements than fit in 64 bits", where, Shape(dims));
       nonzero_product = *product;
     }
   }
+  info.shape = Shape(dims);
 
   KILN_CHECK(offsets->kind == json::Value::Kind::array && offsets->array.size() == 2 && offsets->array[0].as_uint64() &&
                  offsets->array[1].as_uint64(),

@@ -205,7 +205,7 @@ int generate(const fs::path& model_path, const fs::path& out, const std::string&
       const Field& f = fields[i];
       h << (i > first ? ",\n" + indent + "    " : "\n" + indent + "  : ") << f.name
         << "(kiln::onnx::zeros_like_initializer<" << tensor_type(f.init->type, f.shape.rank()) << ">(kiln::Shape"
-        << ints(f.shape.dims()) << ", kiln::DType::" << dtype_name(f.init->data->dtype()) << ", device))";
+        << ints(f.shape.to_vector()) << ", kiln::DType::" << dtype_name(f.init->data->dtype()) << ", device))";
     }
     h << " {}\n";
   };

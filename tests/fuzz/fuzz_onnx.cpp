@@ -26,7 +26,7 @@ void walk(const TensorValue& tensor) {
     return;
   }
   const TensorData& data = tensor.values("fuzz");
-  if (data.shape().dims() != tensor.dims || onnx::dtype_of(tensor.type) != data.dtype()) std::abort();
+  if (data.shape().to_vector() != tensor.dims || onnx::dtype_of(tensor.type) != data.dtype()) std::abort();
   // Every element read as its type: a bool byte other than 0 or 1 would trip UBSan here.
   (void)data.to_vec<double>();
 }

@@ -84,13 +84,13 @@ std::vector<TensorData> run_node(const std::string& op, std::vector<onnx::Attrib
   for (const auto& p : model.run(std::span<const TensorData>(in))) out.push_back(Cpu::into_data(p));
   for (std::size_t k = 0; k < out.size(); ++k) {
     const std::optional<Dims>& dims = inferred.at(names[k]).dims;
-    EXPECT_TRUE(dims && *dims == out[k].shape().dims()) << op << " output " << names[k] << ": shape inference differs";
+    EXPECT_TRUE(dims && *dims == out[k].shape().to_vector()) << op << " output " << names[k] << ": shape inference differs";
   }
   return out;
 }
 
 void expect_near(const TensorData& got, const Dims& want_dims, const std::vector<float>& want) {
-  ASSERT_EQ(got.shape().dims(), want_dims);
+  ASSERT_EQ(got.shape().to_vector(), want_dims);
   const std::vector<float> values = got.to_vec<float>();
   ASSERT_EQ(values.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(values[i], want[i], 1e-5) << "at flat position " << i;
@@ -164,7 +164,7 @@ void check_max_pool(const Window3& win, const Dims& x_dims, unsigned seed, bool 
   const std::vector<TensorData> got = run_node("MaxPool", attributes, x_dims, x, 2);
   const Dims y_dims{x_dims[0], x_dims[1], out[0], out[1], out[2]};
   expect_near(got.at(0), y_dims, want);
-  ASSERT_EQ(got.at(1).shape().dims(), y_dims);
+  ASSERT_EQ(got.at(1).shape().to_vector(), y_dims);
   EXPECT_EQ(got.at(1).to_vec<std::int64_t>(), want_index);
 }
 

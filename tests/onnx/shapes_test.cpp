@@ -81,7 +81,7 @@ onnx::Graph small_inputs_constant(const onnx::Graph& graph, const std::vector<on
     onnx::TensorValue t;
     t.name = inputs[i].name;
     t.type = onnx::element_type_of(data[i].dtype());
-    t.dims = data[i].shape().dims();
+    t.dims = data[i].shape().to_vector();
     t.data = data[i];
     g.initializers.push_back(std::move(t));
     dims.erase(inputs[i].name);
@@ -121,7 +121,7 @@ TEST(OnnxShapes, NodeTestsInferWhatRunningGives) {
     }
     if (inputs.size() != model->inputs().size()) continue;  // omitted optional inputs: the runner skips these too
     std::map<std::string, Dims> dims;
-    for (std::size_t i = 0; i < inputs.size(); ++i) dims[model->inputs()[i].name] = inputs[i].shape().dims();
+    for (std::size_t i = 0; i < inputs.size(); ++i) dims[model->inputs()[i].name] = inputs[i].shape().to_vector();
     std::vector<Dispatch::Primitive> results;
     try {
       results = model->run(std::span<const TensorData>(inputs));

@@ -118,7 +118,7 @@ TEST_F(VulkanIndexing, IndexAddMatchesTheCpu) {
   std::uint64_t seed = 500;
   for (DType dtype : device_dtypes()) {
     for_each_case(dtype, seed, [&](std::int64_t dim, DType index_dtype, const auto& cx, const auto& gx) {
-      std::vector<std::int64_t> vdims = kShape.dims();
+      std::vector<std::int64_t> vdims = kShape.to_vector();
       vdims[static_cast<std::size_t>(dim)] = 9;  // more entries than slices: duplicates
       const auto [cv, gv] = both(sample(Shape(vdims), dtype, ++seed));
       const auto [ci, gi] = both(indices(Shape{9}, kShape[static_cast<std::size_t>(dim)], index_dtype, ++seed));

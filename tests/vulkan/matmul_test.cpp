@@ -19,7 +19,7 @@ void check(const Shape& a_shape, const Shape& b_shape, DType dtype, bool transpo
   SCOPED_TRACE(fmt::format("{} @ {} {}{}{}", a_shape, b_shape, dtype_name(dtype), transpose_a ? " a^T" : "",
                            transpose_b ? " b^T" : ""));
   auto make = [&](const Shape& shape, bool transposed, std::uint64_t s) {
-    std::vector<std::int64_t> dims = shape.dims();
+    std::vector<std::int64_t> dims = shape.to_vector();
     const std::size_t r = dims.size();
     if (!transposed) return both(dense(shape, dtype, s));
     std::swap(dims[r - 2], dims[r - 1]);

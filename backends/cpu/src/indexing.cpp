@@ -129,7 +129,7 @@ Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitiv
   // output and threads never collide; within a fiber, indices apply in order (for assign, the
   // last duplicate wins). The fiber loop is innermost when dim is the index's last dim (its
   // contiguous one), else outermost, so the inner loop runs along the contiguous dim.
-  const Shape rest(cpu::without_dim(index.shape.dims(), d));
+  const Shape rest(cpu::without_dim(index.shape.to_vector(), d));
   const std::vector<std::int64_t> out_strides = cpu::without_dim(out.strides, d);
   const std::vector<std::int64_t> src_strides = cpu::without_dim(src.strides, d);
   const std::vector<std::int64_t> idx_strides = cpu::without_dim(index.strides, d);
@@ -196,7 +196,7 @@ Cpu::Primitive Cpu::index_select(const Primitive& x, std::int64_t dim, const Pri
   ops::check_index_vector("index_select", index.shape);
   const std::vector<std::int64_t> idx = cpu::read_indices("index_select", index, x.shape[d]);
   const auto n = static_cast<std::int64_t>(idx.size());
-  std::vector<std::int64_t> out_dims = x.shape.dims();
+  std::vector<std::int64_t> out_dims = x.shape.to_vector();
   out_dims[d] = n;
   CpuTensor out = cpu::empty(Shape(out_dims), x.dtype);
   if (out.numel() == 0) return out;

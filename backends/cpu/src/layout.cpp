@@ -40,7 +40,7 @@ Cpu::Primitive Cpu::cat(std::span<const Primitive> xs, std::int64_t dim) {
   const Shape& first = xs[0].shape;
   const std::size_t rank = first.rank();
   const auto d = static_cast<std::size_t>(dim);
-  const std::vector<std::int64_t> out_dims = out_shape.dims();
+  const std::vector<std::int64_t> out_dims = out_shape.to_vector();
   CpuTensor out = cpu::empty(out_shape, xs[0].dtype);
   if (out.numel() == 0) return out;
 

@@ -40,7 +40,7 @@ GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch) {
     source = contiguous(x);
     layout = gemm_layout(rows, cols, source.strides[r - 2], source.strides[r - 1]);
   }
-  std::vector<std::int64_t> full = batch.dims();
+  std::vector<std::int64_t> full = batch.to_vector();
   full.push_back(rows);
   full.push_back(cols);
   GemmOperand op{broadcast_view(source, Shape(full)), *layout, {}};

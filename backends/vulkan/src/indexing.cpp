@@ -157,7 +157,7 @@ Vulkan::Primitive Vulkan::index_select(const Primitive& x, std::int64_t dim, con
   ops::check_index_vector("index_select", index.shape);
   vulkan::check_dtype_supported("index_select", x.dtype);
   const std::vector<std::int32_t> indices = vulkan::read_indices("index_select", index, x.shape[d]);
-  std::vector<std::int64_t> out_dims = x.shape.dims();
+  std::vector<std::int64_t> out_dims = x.shape.to_vector();
   out_dims[d] = static_cast<std::int64_t>(indices.size());
   const Shape out_shape(out_dims);
   if (out_shape.numel() == 0) return vulkan::empty(out_shape, x.dtype);

@@ -278,7 +278,7 @@ template <Backend B> struct Autodiff {
     const std::int64_t n = xs[static_cast<std::size_t>(dim)];
     if (n <= 1) return provided::full<B>(xs, 1.0, B::dtype(x), B::device(x));
     const std::array<std::int64_t, 1> d{dim};
-    std::vector<std::int64_t> one_dims = xs.dims();
+    std::vector<std::int64_t> one_dims = xs.to_vector();
     one_dims[static_cast<std::size_t>(dim)] = 1;
     const InnerPrimitive ones = provided::full<B>(Shape(one_dims), 1.0, B::dtype(x), B::device(x));
     const InnerPrimitive before = B::cumulative(x, ops::CumulativeOp::prod, dim);

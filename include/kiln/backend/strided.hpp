@@ -146,7 +146,7 @@ inline Shape cat_shape(std::span<const Shape> shapes, std::span<const DType> dty
   const std::size_t rank = first.rank();
   KILN_CHECK(dim >= 0 && static_cast<std::size_t>(dim) < rank, "cat: dim {} is out of range for shape {}", dim, first);
   const auto d = static_cast<std::size_t>(dim);
-  std::vector<std::int64_t> out = first.dims();
+  std::vector<std::int64_t> out = first.to_vector();
   out[d] = 0;
   for (std::size_t k = 0; k < shapes.size(); ++k) {
     KILN_CHECK(dtypes[k] == dtypes[0], "cat: dtypes {} and {} differ", dtypes[0], dtypes[k]);

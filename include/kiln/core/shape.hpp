@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -23,27 +24,28 @@ namespace detail {
 }
 }  // namespace detail
 
+// The dims are held inline up to rank 8 (a copy allocates nothing), on the heap beyond.
 class Shape {
  public:
   Shape() = default;
-  Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
-  explicit Shape(std::span<const std::int64_t> dims) : dims_(dims.begin(), dims.end()) {}
+  Shape(std::initializer_list<std::int64_t> dims) { assign(dims.begin(), dims.size()); }
+  explicit Shape(const std::vector<std::int64_t>& dims) { assign(dims.data(), dims.size()); }
+  explicit Shape(std::span<const std::int64_t> dims) { assign(dims.data(), dims.size()); }
 
-  std::size_t rank() const { return dims_.size(); }
-  std::int64_t operator[](std::size_t i) const { return dims_[i]; }
-  std::int64_t& operator[](std::size_t i) { return dims_[i]; }
-  const std::vector<std::int64_t>& dims() const { return dims_; }
-  std::vector<std::int64_t>& dims() { return dims_; }
-  auto begin() const { return dims_.begin(); }
-  auto end() const { return dims_.end(); }
+  std::size_t rank() const { return rank_; }
+  std::int64_t operator[](std::size_t i) const { return data()[i]; }
+  std::int64_t& operator[](std::size_t i) { return data()[i]; }
+  std::span<const std::int64_t> dims() const { return {data(), rank_}; }
+  std::vector<std::int64_t> to_vector() const { return {begin(), end()}; }
+  const std::int64_t* begin() const { return data(); }
+  const std::int64_t* end() const { return data() + rank_; }
 
   // The number of elements. A shape whose dims multiply past 2^63 - 1 is an error (a
   // shape with a zero dim holds 0 elements, whatever the others are).
   std::int64_t numel() const {
     std::int64_t n = 1;
     bool overflow = false;
-    for (auto d : dims_) {
+    for (auto d : dims()) {
       if (d == 0) return 0;
       overflow |= __builtin_mul_overflow(n, d, &n);
     }
@@ -56,11 +58,11 @@ class Shape {
   // no element is ever addressed through them.
   std::vector<std::int64_t> contiguous_strides() const {
     const bool empty = numel() == 0;
-    std::vector<std::int64_t> strides(dims_.size());
+    std::vector<std::int64_t> strides(rank_);
     std::int64_t s = 1;
-    for (std::size_t i = dims_.size(); i-- > 0;) {
+    for (std::size_t i = rank_; i-- > 0;) {
       strides[i] = s;
-      if (__builtin_mul_overflow(s, dims_[i], &s)) {
+      if (__builtin_mul_overflow(s, (*this)[i], &s)) {
         if (!empty) detail::shape_overflow("contiguous_strides", str());
         s = 0;
       }
@@ -68,17 +70,31 @@ class Shape {
     return strides;
   }
 
-  friend bool operator==(const Shape&, const Shape&) = default;
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
 
   // "[2, 3]": built by hand, not by fmt, so that error messages cost no fmt templates.
   std::string str() const {
     std::string out = "[";
-    for (std::size_t i = 0; i < dims_.size(); ++i) out += (i ? ", " : "") + std::to_string(dims_[i]);
+    for (std::size_t i = 0; i < rank_; ++i) out += (i ? ", " : "") + std::to_string((*this)[i]);
     return out + "]";
   }
 
  private:
-  std::vector<std::int64_t> dims_;
+  static constexpr std::size_t kInline = 8;
+
+  void assign(const std::int64_t* dims, std::size_t rank) {
+    rank_ = rank;
+    if (rank > kInline) heap_.assign(dims, dims + rank);
+    else std::copy(dims, dims + rank, inline_.begin());
+  }
+  std::int64_t* data() { return rank_ > kInline ? heap_.data() : inline_.data(); }
+  const std::int64_t* data() const { return rank_ > kInline ? heap_.data() : inline_.data(); }
+
+  std::size_t rank_ = 0;
+  std::array<std::int64_t, kInline> inline_{};
+  std::vector<std::int64_t> heap_;  // used beyond kInline dims only
 };
 
 // Normalizes a possibly negative dim into [0, rank); `op` names the caller in the error.

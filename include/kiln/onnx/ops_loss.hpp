@@ -28,9 +28,9 @@ template <class B>
 P<B> nll(const Args<B>& a, const P<B>& log_prob, std::size_t labels_input, std::optional<std::size_t> weight_input) {
   const Shape xs = B::shape(log_prob), ls = a.shape(labels_input);
   KILN_CHECK(xs.rank() >= 2, "expected an input [N, C] or [N, C, d1, ..., dk], got {}", xs);
-  Dims expected = xs.dims();
+  Dims expected = xs.to_vector();
   expected.erase(expected.begin() + 1);
-  KILN_CHECK(ls.dims() == expected, "the labels {} must have the input's {} shape without its class dim, {}", ls, xs,
+  KILN_CHECK(ls.to_vector() == expected, "the labels {} must have the input's {} shape without its class dim, {}", ls, xs,
              Shape(expected));
   const std::int64_t classes = xs[1];
   const std::string reduction = a.node.attr_string("reduction", "mean");
@@ -55,7 +55,7 @@ P<B> nll(const Args<B>& a, const P<B>& log_prob, std::size_t labels_input, std::
     ignored = provided::binary_scalar<B, ops::Equal>(labels, static_cast<double>(*ignore));
     labels = provided::where<B>(*ignored, detail::full<B>(Shape{1}, 0, DType::i64, device), labels);
   }
-  Dims at_class = ls.dims();
+  Dims at_class = ls.to_vector();
   at_class.insert(at_class.begin() + 1, 1);
   const P<B> picked = B::reshape(B::gather(log_prob, 1, B::reshape(labels, Shape(at_class))), ls);
 

@@ -236,7 +236,7 @@ template <class B> Outs<B> center_crop_pad(const Args<B>& a) {
   const std::vector<std::size_t> axes = detail::axes(listed, s.rank());
   KILN_CHECK(sizes.size() == axes.size(), "shape {} must hold one size per axis {} of input {}", sizes, listed, s);
   std::vector<ops::SliceRange> crop, place;
-  Dims out = s.dims();
+  Dims out = s.to_vector();
   for (std::size_t d = 0; d < s.rank(); ++d) {
     crop.push_back({0, s[d], 1});
     place.push_back({0, s[d], 1});

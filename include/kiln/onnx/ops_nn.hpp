@@ -69,12 +69,12 @@ template <class B> P<B> slice_dim(const P<B>& x, std::size_t dim, std::int64_t s
 }
 
 template <class B> P<B> insert_dim(const P<B>& x, std::size_t dim) {
-  Dims dims = B::shape(x).dims();
+  Dims dims = B::shape(x).to_vector();
   dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(dim), 1);
   return B::reshape(x, Shape(std::move(dims)));
 }
 template <class B> P<B> erase_dim(const P<B>& x, std::size_t dim) {
-  Dims dims = B::shape(x).dims();
+  Dims dims = B::shape(x).to_vector();
   dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(dim));
   return B::reshape(x, Shape(std::move(dims)));
 }
@@ -499,7 +499,7 @@ template <class B> Outs<B> matmul(const Args<B>& a) {
   KILN_CHECK(as.rank() >= 1 && bs.rank() >= 1, "MatMul takes operands of rank 1 or more, got {} and {}", as, bs);
   KILN_CHECK(a.dtype(0) == a.dtype(1), "the operands' element types differ: {} {} and {} {}", as, a.dtype(0), bs,
              a.dtype(1));
-  Dims ad = as.dims(), bd = bs.dims();
+  Dims ad = as.to_vector(), bd = bs.to_vector();
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   KILN_CHECK(ad.back() == bd[bd.size() - 2], "the inner dims of {} and {} differ", as, bs);

@@ -299,7 +299,7 @@ template <class B> Outs<B> max_unpool(const Args<B>& a) {
   const Dims kernel = nn_detail::kernel_attr(a.node, n, xs);
   const Dims stride = nn_detail::spatial_attr(a.node, "strides", n, 1, xs);
   const Dims pads = nn_detail::spatial_attr(a.node, "pads", 2 * n, 0, xs);
-  Dims dims = xs.dims();
+  Dims dims = xs.to_vector();
   for (std::size_t i = 0; i < n; ++i) dims[2 + i] = (xs[2 + i] - 1) * stride[i] - pads[i] - pads[n + i] + kernel[i];
   const Shape unpooled(dims);
   const std::vector<std::int64_t> index = reduce_detail::wrapped_indices(a, 1, unpooled.numel(), "indices");

@@ -131,7 +131,7 @@ inline void check_index_vector(std::string_view op, const Shape& index) {
 inline void check_index_add_values(const Shape& x, DType x_dtype, const Shape& values, DType values_dtype,
                                    std::size_t dim, std::int64_t count) {
   KILN_CHECK(values_dtype == x_dtype, "index_add: values are {}, the tensor is {}", values_dtype, x_dtype);
-  std::vector<std::int64_t> expected = x.dims();
+  std::vector<std::int64_t> expected = x.to_vector();
   expected[dim] = count;
   KILN_CHECK(values == Shape(expected),
              "index_add: values of shape {} do not match: {} indices into dim {} of shape {} need values of shape {}",

@@ -31,13 +31,13 @@ template <class B> std::optional<typename B::Primitive> bias_primitive(const std
 
 // Inserts a height of 1 before the last dim: [N, C, L] -> [N, C, 1, L].
 template <class B> typename B::Primitive with_unit_height(const typename B::Primitive& p) {
-  std::vector<std::int64_t> dims = B::shape(p).dims();
+  std::vector<std::int64_t> dims = B::shape(p).to_vector();
   dims.insert(dims.end() - 1, 1);
   return B::reshape(p, Shape(std::move(dims)));
 }
 
 template <class B> typename B::Primitive without_height(const typename B::Primitive& p) {
-  std::vector<std::int64_t> dims = B::shape(p).dims();
+  std::vector<std::int64_t> dims = B::shape(p).to_vector();
   dims.erase(dims.end() - 2);
   return B::reshape(p, Shape(std::move(dims)));
 }

@@ -286,7 +286,7 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
     if (before == 0 && after == 0) return self();
     if (mode == ops::PadMode::constant) {
       KILN_CHECK(before >= 0 && after >= 0, "pad: negative padding {} / {} on dim {}", before, after, d);
-      std::vector<std::int64_t> dims = s.dims();
+      std::vector<std::int64_t> dims = s.to_vector();
       dims[d] = size + before + after;
       const Primitive filled = provided::full<B>(Shape(dims), value, self().dtype(), self().device());
       std::vector<ops::SliceRange> ranges(D);

@@ -21,17 +21,17 @@ namespace detail {
 // The primitive of `x` as NCHW: `spatial` (1 or 2) trailing spatial dims, batch optional.
 template <class B, std::size_t D, class K>
 typename B::Primitive as_nchw(const Tensor<B, D, K>& x, std::size_t spatial) {
-  std::vector<std::int64_t> dims = x.shape().dims();
+  std::vector<std::int64_t> dims = x.shape().to_vector();
   if (D == spatial + 1) dims.insert(dims.begin(), 1);  // unbatched
   if (spatial == 1) dims.insert(dims.end() - 1, 1);    // height 1
-  if (dims == x.shape().dims()) return x.primitive();
+  if (dims == x.shape().to_vector()) return x.primitive();
   return B::reshape(x.primitive(), Shape(std::move(dims)));
 }
 
 // The NCHW result `p` back in the layout of a rank-D input with `spatial` spatial dims.
 template <class B, std::size_t D, class K = Float>
 Tensor<B, D, K> from_nchw(const typename B::Primitive& p, std::size_t spatial) {
-  std::vector<std::int64_t> dims = B::shape(p).dims();
+  std::vector<std::int64_t> dims = B::shape(p).to_vector();
   if (spatial == 1) dims.erase(dims.end() - 2);
   if (D == spatial + 1) dims.erase(dims.begin());
   if (dims.size() == 4) return Tensor<B, D, K>(p);

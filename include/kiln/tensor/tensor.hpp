@@ -200,7 +200,7 @@ class Tensor : public ElementwiseApi<B, D, K>,
   // Inserts a dim of size 1 at position `dim` (which may be D, or negative).
   Tensor<B, D + 1, K> unsqueeze_dim(std::int64_t dim) const {
     const std::size_t d = normalize_dim("unsqueeze_dim", dim, D + 1);
-    std::vector<std::int64_t> dims = shape().dims();
+    std::vector<std::int64_t> dims = shape().to_vector();
     dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(d), 1);
     return Tensor<B, D + 1, K>(B::reshape(primitive_, Shape(dims)));
   }
@@ -210,7 +210,7 @@ class Tensor : public ElementwiseApi<B, D, K>,
   {
     const std::size_t d = normalize_dim("squeeze_dim", dim, D);
     KILN_CHECK(shape()[d] == 1, "squeeze_dim: dim {} of shape {} has size {}, not 1", d, shape(), shape()[d]);
-    std::vector<std::int64_t> dims = shape().dims();
+    std::vector<std::int64_t> dims = shape().to_vector();
     dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d));
     return Tensor<B, D - 1, K>(B::reshape(primitive_, Shape(dims)));
   }
