@@ -156,10 +156,12 @@ std::map<std::string, InferredValue> infer_shapes(const Graph& graph, std::int64
     trim(v);
     values.emplace(init.name, std::move(v));  // the first of a name counts, as in Model
   }
-  for (const auto& [name, dims] : input_dims)
+  for (const auto& given : input_dims) {
+    const std::string& name = given.first;
     KILN_CHECK(
         std::any_of(graph.inputs.begin(), graph.inputs.end(), [&](const ValueInfo& v) { return v.name == name; }),
         "onnx: infer_shapes: dims are given for '{}', which is not a graph input", name);
+  }
   for (const ValueInfo& input : graph.inputs) {
     if (values.count(input.name)) continue;  // IR < 4 lists initializers as inputs
     values.emplace(input.name,

@@ -1,4 +1,5 @@
-// libFuzzer target: bytes → onnx::parse_model, and the same bytes → onnx::parse_tensor. Any
+// libFuzzer target: bytes → onnx::parse_model, and the same bytes → onnx::parse_tensor and
+// onnx::parse_value as a sequence and as an optional. Any
 // input must either be rejected with kiln::Error or parse completely; an accepted model is then
 // walked (every node, attribute, subgraph and tensor, each tensor's values read as its dtype
 // and each attribute through the typed read of its kind), which must not crash, trip a
@@ -16,6 +17,13 @@ void walk(const Graph& graph);
 
 void walk(const TensorValue& tensor) {
   (void)element_type_name(tensor.type);
+  if (tensor.type == ElementType::string) {
+    // A STRING tensor holds one string per element.
+    std::int64_t count = 1;
+    for (const std::int64_t d : tensor.dims) count *= d;
+    if (static_cast<std::int64_t>(tensor.strings.size()) != count) std::abort();
+    return;
+  }
   if (!tensor.data) {
     // Without data, values() must say why, with a kiln::Error.
     try {
@@ -26,7 +34,7 @@ void walk(const TensorValue& tensor) {
     return;
   }
   const TensorData& data = tensor.values("fuzz");
-  if (data.shape().to_vector() != tensor.dims || onnx::dtype_of(tensor.type) != data.dtype()) std::abort();
+  if (data.shape().to_vector() != tensor.dims || onnx::held_dtype_of(tensor.type) != data.dtype()) std::abort();
   // Every element read as its type: a bool byte other than 0 or 1 would trip UBSan here.
   (void)data.to_vec<double>();
 }
@@ -65,6 +73,12 @@ void walk(const Graph& graph) {
     for (const ValueInfo& info : *infos) (void)element_type_name(info.type);
 }
 
+void walk(const DataValue& value) {
+  if (value.kind == ValueInfo::Kind::tensor) walk(value.tensor);
+  if (value.kind == ValueInfo::Kind::optional && value.elements.size() > 1) std::abort();
+  for (const DataValue& e : value.elements) walk(e);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -83,6 +97,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     walk(parse_tensor(bytes, "fuzz.pb"));
   } catch (const Error&) {
+  }
+  for (const ValueInfo::Kind kind : {ValueInfo::Kind::sequence, ValueInfo::Kind::optional}) {
+    try {
+      walk(parse_value(bytes, kind, "fuzz.pb"));
+    } catch (const Error&) {
+    }
   }
   return 0;
 }

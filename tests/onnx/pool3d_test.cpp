@@ -135,13 +135,26 @@ std::vector<PoolVisit> pool_windows(const Window3& win, const Index3& in, Index3
   return visits;
 }
 
+// A pooling test's input (random values) and the windows it visits, with the sizes the
+// reference loops index by.
+struct PoolCase {
+  std::vector<float> x;
+  Index3 in{}, out{};
+  std::vector<PoolVisit> visits;
+  std::int64_t channels = 0, per_in = 0, per_out = 0;
+
+  PoolCase(const Window3& win, const Dims& x_dims, unsigned seed)
+      : x(random_values(numel(x_dims), seed)), in{x_dims[2], x_dims[3], x_dims[4]} {
+    visits = pool_windows(win, in, out);
+    channels = x_dims[0] * x_dims[1];
+    per_in = in[0] * in[1] * in[2];
+    per_out = out[0] * out[1] * out[2];
+  }
+};
+
 void check_max_pool(const Window3& win, const Dims& x_dims, unsigned seed, bool column_major) {
-  const std::vector<float> x = random_values(numel(x_dims), seed);
-  const Index3 in{x_dims[2], x_dims[3], x_dims[4]};
-  Index3 out{};
-  const std::vector<PoolVisit> visits = pool_windows(win, in, out);
-  const std::int64_t channels = x_dims[0] * x_dims[1], per_in = in[0] * in[1] * in[2],
-                     per_out = out[0] * out[1] * out[2];
+  const PoolCase pc(win, x_dims, seed);
+  const auto& [x, in, out, visits, channels, per_in, per_out] = pc;
   std::vector<float> want(static_cast<std::size_t>(channels * per_out));
   std::vector<std::int64_t> want_index(want.size());
   for (std::int64_t c = 0; c < channels; ++c)
@@ -169,12 +182,8 @@ void check_max_pool(const Window3& win, const Dims& x_dims, unsigned seed, bool 
 }
 
 void check_average_pool(const Window3& win, const Dims& x_dims, unsigned seed, bool include_pad) {
-  const std::vector<float> x = random_values(numel(x_dims), seed);
-  const Index3 in{x_dims[2], x_dims[3], x_dims[4]};
-  Index3 out{};
-  const std::vector<PoolVisit> visits = pool_windows(win, in, out);
-  const std::int64_t channels = x_dims[0] * x_dims[1], per_in = in[0] * in[1] * in[2],
-                     per_out = out[0] * out[1] * out[2];
+  const PoolCase pc(win, x_dims, seed);
+  const auto& [x, in, out, visits, channels, per_in, per_out] = pc;
   std::vector<float> want(static_cast<std::size_t>(channels * per_out));
   for (std::int64_t c = 0; c < channels; ++c)
     for (const PoolVisit& v : visits) {
