@@ -65,6 +65,10 @@ TYPED_TEST(Pool, MaxPool2dValuesIndicesAndBackwardMatchTorch) {
       EXPECT_CLOSE(out, c["out"], rtol(dtype), atol(dtype));
       EXPECT_CLOSE(indices, c["indices"], 0, 0);
       EXPECT_CLOSE(F::max_pool2d(x, options), c["out"], rtol(dtype), atol(dtype));
+      if constexpr (requires { B::max_pool2d_values(x.primitive(), options); }) {
+        // The inference form, without indices, where a backend has one.
+        EXPECT_CLOSE(B::into_data(B::max_pool2d_values(x.primitive(), options)), c["out"], rtol(dtype), atol(dtype));
+      }
       const auto dx = provided::max_pool2d_backward<B>(x.primitive(), primitive<B>(c, "dy", dtype), indices.primitive(), options);
       EXPECT_CLOSE(B::into_data(dx), c["dx"], rtol(dtype), atol(dtype));
     }
@@ -134,6 +138,10 @@ TYPED_TEST(Pool, MaxPool2dOfTwoByTwoWindowsMatchesADirectScanAcrossWidths) {
       const auto [out, at] = F::max_pool2d_with_indices(x, {.kernel = {2, 2}, .stride = {2, 2}});
       EXPECT_CLOSE(out, TensorData::from(values, out_shape), 0, 0);
       EXPECT_CLOSE(at, TensorData::from(indices, out_shape), 0, 0);
+      if constexpr (requires { B::max_pool2d_values(x.primitive(), ops::Pool2dOptions{}); }) {
+        const ops::Pool2dOptions two{.kernel = {2, 2}, .stride = {2, 2}};
+        EXPECT_CLOSE(B::into_data(B::max_pool2d_values(x.primitive(), two)), TensorData::from(values, out_shape), 0, 0);
+      }
     }
   }
 }

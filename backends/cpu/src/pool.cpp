@@ -103,7 +103,7 @@ void max_pool_row(const T* in, T* out, std::int64_t* index, std::int64_t oh, con
       }
     }
     out[x] = best;
-    index[x] = at;
+    if (index) index[x] = at;
   }
 }
 
@@ -152,6 +152,7 @@ void max_pool_rows_2x2(const float* in, float* out, std::int64_t* index, std::in
       const __m512 best = _mm512_mask_mov_ps(top_best, take_bottom, bottom_best);
       const __m512i at = _mm512_mask_mov_epi32(top_at, take_bottom, bottom_at);
       _mm512_mask_storeu_ps(out + r * g.ow + x, lanes, best);
+      if (!index) continue;
       std::int64_t* idx = index + r * g.ow + x;
       _mm512_mask_storeu_epi64(idx, static_cast<__mmask8>(lanes), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
       _mm512_mask_storeu_epi64(idx + 8, static_cast<__mmask8>(lanes >> 8),
@@ -161,12 +162,13 @@ void max_pool_rows_2x2(const float* in, float* out, std::int64_t* index, std::in
 }
 #endif
 
+// `indices` null: the maxima only (inference's form).
 template <class T>
-void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, const Geometry& g,
+void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor* indices, const Geometry& g,
                       const ops::Pool2dOptions& o) {
   const T* in = x.data<T>();
   T* dst = out.data<T>();
-  std::int64_t* idx = indices.data<std::int64_t>();
+  std::int64_t* idx = indices ? indices->data<std::int64_t>() : nullptr;
 #if defined(__AVX512F__)
   const bool two_by_two = std::is_same_v<T, float> && o.kernel == std::array<std::int64_t, 2>{2, 2} &&
                           o.stride == o.kernel && o.padding == std::array<std::int64_t, 2>{0, 0} &&
@@ -183,7 +185,7 @@ void max_pool_forward(const CpuTensor& x, CpuTensor& out, CpuTensor& indices, co
 #endif
     for (std::int64_t r = b; r < e; ++r) {
       const std::int64_t p = r / g.oh, oh = r % g.oh;
-      max_pool_row(in + p * g.h * g.w, dst + r * g.ow, idx + r * g.ow, oh, g, o);
+      max_pool_row(in + p * g.h * g.w, dst + r * g.ow, idx ? idx + r * g.ow : nullptr, oh, g, o);
     }
   });
 }
@@ -479,8 +481,20 @@ std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, co
   CpuTensor out = cpu::empty(out_shape, x.dtype), indices = cpu::empty(out_shape, DType::i64);
   const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
   cpu::dispatch_float("max_pool2d", x.dtype,
-                      [&]<class T>() { cpu::max_pool_forward<T>(*in, out, indices, g, options); });
+                      [&]<class T>() { cpu::max_pool_forward<T>(*in, out, &indices, g, options); });
   return {out, indices};
+}
+
+Cpu::Primitive Cpu::max_pool2d_values(const Primitive& x, const ops::Pool2dOptions& options) {
+  ops::check_pool_input_float("max_pool2d", x.shape, x.dtype);
+  const Shape out_shape = ops::pool2d_output_shape("max_pool2d", x.shape, options);
+  if (!cpu::is_native_float(x.dtype)) return cast(max_pool2d_values(cast(x, DType::f32), options), x.dtype);
+  const cpu::ContiguousInput in(x);
+  CpuTensor out = cpu::empty(out_shape, x.dtype);
+  const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
+  cpu::dispatch_float("max_pool2d", x.dtype,
+                      [&]<class T>() { cpu::max_pool_forward<T>(*in, out, nullptr, g, options); });
+  return out;
 }
 
 Cpu::Primitive Cpu::max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,

@@ -363,6 +363,13 @@ template <class B> P<B> max_pool_plane(P<B> x, const Window& win, bool ceil_mode
   if (explicit_pad) x = pad<B>(x, win, -std::numeric_limits<double>::infinity());
   else o.padding = win.begin;
   ops::pool2d_output_shape("MaxPool", B::shape(x), o);
+  if constexpr (requires { B::max_pool2d_values(x, o); }) {
+    // Without Indices asked for, a backend that pools without them skips writing them.
+    if (!index) {
+      P<B> y = B::max_pool2d_values(x, o);
+      return explicit_pad && ceil_mode ? drop_end_windows<B>(y, plane, win) : y;
+    }
+  }
   auto [y, at] = B::max_pool2d(x, o);
   if (explicit_pad && ceil_mode) {
     y = drop_end_windows<B>(y, plane, win);

@@ -116,6 +116,9 @@ struct Cpu {
   static Primitive conv2d_backward_weight(const Primitive& x, const Primitive& dy, const Shape& weight_shape,
                                           const ops::Conv2dOptions& options);
   static std::pair<Primitive, Primitive> max_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
+  // max_pool2d's maxima without the indices (inference: kiln::onnx's MaxPool takes it where a
+  // backend has it).
+  static Primitive max_pool2d_values(const Primitive& x, const ops::Pool2dOptions& options);
   static Primitive max_pool2d_backward(const Primitive& x, const Primitive& dy, const Primitive& indices,
                                        const ops::Pool2dOptions& options);
   static Primitive avg_pool2d(const Primitive& x, const ops::Pool2dOptions& options);
