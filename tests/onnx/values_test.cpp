@@ -73,6 +73,10 @@ TEST(OnnxValues, NarrowIntegersReachOnlyOpsWhoseResultsStayInRange) {
     for (const char* part : {"Add node 'sum'", "input 0 is an INT8 tensor (held as i32)", "Kiln runs Add on Kiln's dtypes only"})
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
+  // A tensor of another narrow type is not retyped.
+  test::expect_error([&] {
+    (void)max.run_values({Value::typed(host<std::int32_t>({1, 2, 3}, Shape{3}), E::uint16), host<std::int32_t>({0, 0, 0}, Shape{3})});
+  }, {"input 'x' must be INT8", "a UINT16 tensor"});
   // An input given in the dtype that holds its type must fit the type.
   test::expect_error([&] { (void)max.run_values({host<std::int32_t>({200, 0, 0}, Shape{3}), host<std::int32_t>({0, 0, 0}, Shape{3})}); },
                      {"input 'x' is INT8", "element 0 is 200", "-128 to 127"});
@@ -147,6 +151,11 @@ TEST(OnnxValues, LoopAndIfReadOuterValues) {
   // terms: 0, 3, 2 * 6, 9
   EXPECT_EQ(out[1].data().to_vec<float>(), (std::vector<float>{0, 3, 12, 9}));
   EXPECT_EQ(out[0].data().to_vec<float>(), (std::vector<float>{24.5f}));
+  // No iteration: the carried value as given, the scan output empty, of its declared type.
+  const auto none = model.run_values({host<std::int64_t>({0}, Shape{}), host<float>({0.5f}, Shape{}), host<float>({3}, Shape{})});
+  EXPECT_EQ(none[0].data().to_vec<float>(), (std::vector<float>{0.5f}));
+  EXPECT_EQ(none[1].shape(), (Shape{0}));
+  EXPECT_EQ(none[1].type(), E::float32);
   // A body that reads a name defined nowhere is an error naming the node and the subgraph.
   onnx::Graph broken = body;
   broken.nodes[1].inputs = {"fi", "nowhere"};

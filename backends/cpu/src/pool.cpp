@@ -486,13 +486,13 @@ std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::max_pool2d(const Primitive& x, co
 }
 
 Cpu::Primitive Cpu::max_pool2d_values(const Primitive& x, const ops::Pool2dOptions& options) {
-  ops::check_pool_input_float("max_pool2d", x.shape, x.dtype);
-  const Shape out_shape = ops::pool2d_output_shape("max_pool2d", x.shape, options);
+  ops::check_pool_input_float("max_pool2d_values", x.shape, x.dtype);
+  const Shape out_shape = ops::pool2d_output_shape("max_pool2d_values", x.shape, options);
   if (!cpu::is_native_float(x.dtype)) return cast(max_pool2d_values(cast(x, DType::f32), options), x.dtype);
   const cpu::ContiguousInput in(x);
   CpuTensor out = cpu::empty(out_shape, x.dtype);
   const cpu::Geometry g = cpu::geometry(x.shape, out_shape);
-  cpu::dispatch_float("max_pool2d", x.dtype,
+  cpu::dispatch_float("max_pool2d_values", x.dtype,
                       [&]<class T>() { cpu::max_pool_forward<T>(*in, out, nullptr, g, options); });
   return out;
 }

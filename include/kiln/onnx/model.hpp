@@ -105,6 +105,8 @@ template <class B> class GraphRunner {
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
   // The names of the outer values a subgraph reads, in the order run() takes them.
   const std::vector<std::string>& capture_names() const { return capture_names_; }
+  // The graph's declared outputs.
+  const std::vector<ValueInfo>& outputs() const { return graph_->outputs; }
 
   // Runs the graph: `inputs` in the order of inputs(), `constants` in the order of the names
   // the runner was made with, `captures` in the order of capture_names(). Returns one value
@@ -352,6 +354,8 @@ template <class B> class GraphRunner {
       return v;
     }
     KILN_CHECK(v.is_tensor(), "onnx: input '{}' must be a tensor, got {}", info.name, v.describe());
+    KILN_CHECK(!v.widened() || v.type() == info.type, "onnx: input '{}' must be {}, got {}", info.name,
+               element_type_name(info.type), v.describe());
     if (info.type == ElementType::string || v.kind() == Kind::strings) {
       KILN_CHECK(info.type == v.type() || info.type == ElementType::undefined, "onnx: input '{}' must be {}, got {}",
                  info.name, element_type_name(info.type), v.describe());
@@ -397,15 +401,18 @@ template <class B> class GraphRunner {
   std::size_t slot_count_ = 0;
 };
 
+template <class B> const Subgraph<B>& Args<B>::subgraph(std::string_view attribute) const {
+  for (const Subgraph<B>& sub : subgraphs)
+    if (sub.attribute == attribute) return sub;
+  KILN_FAIL("the graph attribute '{}' is missing", attribute);
+}
+
 template <class B>
 std::vector<Value<B>> Args<B>::run_subgraph(std::string_view attribute, std::vector<Value<B>> inputs) const {
-  for (const Subgraph<B>& sub : subgraphs) {
-    if (sub.attribute != attribute) continue;
-    std::vector<Value<B>> captures;
-    for (const std::size_t k : sub.captures) captures.push_back(*captured[k]);
-    return sub.runner->run_values({}, std::move(inputs), device, captures);
-  }
-  KILN_FAIL("the graph attribute '{}' is missing", attribute);
+  const Subgraph<B>& sub = subgraph(attribute);
+  std::vector<Value<B>> captures;
+  for (const std::size_t k : sub.captures) captures.push_back(*captured[k]);
+  return sub.runner->run_values({}, std::move(inputs), device, captures);
 }
 
 // The opset of the default domain a model imports, or an Unsupported error when it imports

@@ -35,10 +35,8 @@ template <class B> void expect_outputs(const Outs<B>& outs, std::size_t count, s
 }
 
 // Scan outputs of a loop: the values of each iteration stacked along `axis` (reversed first
-// where `reverse`), or, when the loop ran no iteration, an empty tensor.
-template <class B>
-Value<B> stacked(std::vector<Value<B>> parts, std::int64_t axis, bool reverse, const typename B::Device& device) {
-  if (parts.empty()) return Value<B>::host(TensorData::from(std::vector<float>{}, Shape{0}), device);
+// where `reverse`).
+template <class B> Value<B> stacked(std::vector<Value<B>> parts, std::int64_t axis, bool reverse) {
   if (reverse) std::reverse(parts.begin(), parts.end());
   return sequence_detail::join<B>(parts, axis, true, "the scan outputs");
 }
@@ -58,6 +56,7 @@ template <class B> Outs<B> loop_op(const Args<B>& a) {
   for (std::size_t i = 2; i < a.size(); ++i) carried.push_back(a.value(i));
   const std::size_t scans = a.node.outputs.size() > carried.size() ? a.node.outputs.size() - carried.size() : 0;
   std::vector<std::vector<Value<B>>> scanned(scans);
+  const std::size_t carried_count = carried.size();
   for (std::int64_t i = 0; i < trip && keep; ++i) {
     std::vector<Value<B>> inputs{host_scalar<B>(i, a.device), host_bool<B>(keep, a.device)};
     inputs.insert(inputs.end(), carried.begin(), carried.end());
@@ -68,7 +67,21 @@ template <class B> Outs<B> loop_op(const Args<B>& a) {
     for (std::size_t k = 0; k < scans; ++k) scanned[k].push_back(std::move(outs[1 + carried.size() + k]));
   }
   Outs<B> out = std::move(carried);
-  for (auto& parts : scanned) out.push_back(stacked<B>(std::move(parts), 0, false, a.device));
+  for (std::size_t k = 0; k < scans; ++k) {
+    if (!scanned[k].empty()) {
+      out.push_back(stacked<B>(std::move(scanned[k]), 0, false));
+      continue;
+    }
+    // No iteration ran: an empty tensor [0] of the body output's declared element type.
+    const std::vector<ValueInfo>& declared = a.subgraph("body").runner->outputs();
+    const std::size_t at = 1 + carried_count + k;
+    const ElementType type = at < declared.size() ? declared[at].type : ElementType::undefined;
+    const std::optional<DType> held = held_dtype_of(type);
+    KILN_CHECK(held.has_value(), "the loop ran no iteration, and the body declares no element type for scan output {}",
+               k);
+    Value<B> empty = Value<B>::host(TensorData(std::vector<std::byte>{}, Shape{0}, *held), a.device);
+    out.push_back(dtype_of(type) ? empty : Value<B>::typed(std::move(empty), type));
+  }
   return out;
 }
 
@@ -113,7 +126,7 @@ template <class B> Outs<B> scan_unbatched(const Args<B>& a, std::vector<Value<B>
     const std::int64_t rank = static_cast<std::int64_t>(scanned[k][0].rank()) + 1;
     KILN_CHECK(out_axes[k] >= -rank && out_axes[k] < rank, "scan_output_axes entry {} is out of range for rank {}",
                out_axes[k], rank);
-    out.push_back(stacked<B>(std::move(scanned[k]), out_axes[k], out_dirs[k] != 0, a.device));
+    out.push_back(stacked<B>(std::move(scanned[k]), out_axes[k], out_dirs[k] != 0));
   }
   return out;
 }
@@ -148,8 +161,9 @@ template <class B> Outs<B> scan_op(const Args<B>& a) {
     Outs<B> outs = scan_unbatched(a, std::move(state), std::move(inputs));
     for (std::size_t k = 0; k < outs.size() && k < per_output.size(); ++k) per_output[k].push_back(std::move(outs[k]));
   }
+  KILN_CHECK(batch > 0, "the batch is empty, so the outputs' shapes are unknown");
   Outs<B> out;
-  for (auto& parts : per_output) out.push_back(stacked<B>(std::move(parts), 0, false, a.device));
+  for (auto& parts : per_output) out.push_back(stacked<B>(std::move(parts), 0, false));
   return out;
 }
 

@@ -116,7 +116,7 @@ template <class B> class Value {
       case Kind::none: return "an empty optional";
       default: {
         const std::string name = element_type_name(type());
-        return (name[0] == 'I' || name[0] == 'U' ? "an " : "a ") + name + " tensor";
+        return (name[0] == 'I' || name == "UNDEFINED" ? "an " : "a ") + name + " tensor";
       }
     }
   }
@@ -224,6 +224,8 @@ template <class B> struct Args {
   // Runs the subgraph of graph attribute `attribute` on `inputs` (its formal inputs, in
   // order); returns its outputs. Defined in kiln/onnx/model.hpp, after GraphRunner.
   std::vector<Value<B>> run_subgraph(std::string_view attribute, std::vector<Value<B>> inputs) const;
+  // The subgraph of a graph attribute (its runner: declared outputs...); a kiln::Error when absent.
+  const Subgraph<B>& subgraph(std::string_view attribute) const;
 };
 
 template <class B> using Kernel = std::function<std::vector<Value<B>>(const Args<B>&)>;
