@@ -104,7 +104,7 @@ inline TensorData take(const TensorData& data, const std::vector<Dims>& index) {
   const Shape out_shape(out_dims);
   const std::int64_t n = out_shape.numel();
   std::vector<std::byte> bytes(static_cast<std::size_t>(n) * size);
-  const Dims strides = data.shape().contiguous_strides();
+  const Strides strides = data.shape().contiguous_strides();
   Dims at(index.size(), 0);
   for (std::int64_t k = 0; k < n; ++k) {
     std::int64_t from = 0;

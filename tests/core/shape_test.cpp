@@ -17,10 +17,10 @@ TEST(Shape, NumelIsTheProductOfDims) {
 }
 
 TEST(Shape, ContiguousStridesAreRowMajor) {
-  EXPECT_EQ((Shape{2, 3, 4}).contiguous_strides(), (std::vector<std::int64_t>{12, 4, 1}));
-  EXPECT_EQ((Shape{5}).contiguous_strides(), (std::vector<std::int64_t>{1}));
-  EXPECT_EQ((Shape{3, 1, 2}).contiguous_strides(), (std::vector<std::int64_t>{2, 2, 1}));
-  EXPECT_EQ((Shape{2, 0, 3}).contiguous_strides(), (std::vector<std::int64_t>{0, 3, 1}));
+  EXPECT_EQ((Shape{2, 3, 4}).contiguous_strides().to_vector(), (std::vector<std::int64_t>{12, 4, 1}));
+  EXPECT_EQ((Shape{5}).contiguous_strides().to_vector(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ((Shape{3, 1, 2}).contiguous_strides().to_vector(), (std::vector<std::int64_t>{2, 2, 1}));
+  EXPECT_EQ((Shape{2, 0, 3}).contiguous_strides().to_vector(), (std::vector<std::int64_t>{0, 3, 1}));
   EXPECT_TRUE(Shape().contiguous_strides().empty());
 }
 
@@ -36,7 +36,7 @@ TEST(Shape, OverflowingDimsAreAnErrorUnlessTheShapeIsEmpty) {
   }
   EXPECT_THROW((void)Shape({3, big, big}).contiguous_strides(), kiln::Error);
   EXPECT_EQ(Shape({big, big, 0}).numel(), 0);
-  EXPECT_EQ(Shape({0, big, big, big}).contiguous_strides(), (std::vector<std::int64_t>{0, 0, big, 1}));
+  EXPECT_EQ(Shape({0, big, big, big}).contiguous_strides().to_vector(), (std::vector<std::int64_t>{0, 0, big, 1}));
 }
 
 TEST(Shape, ConstructsFromVectorAndSpanAndCompares) {
@@ -45,6 +45,35 @@ TEST(Shape, ConstructsFromVectorAndSpanAndCompares) {
   EXPECT_EQ(Shape(std::span<const std::int64_t>(dims)), (Shape{4, 5}));
   EXPECT_NE((Shape{4, 5}), (Shape{5, 4}));
   EXPECT_NE((Shape{4, 5}), (Shape{4, 5, 1}));
+}
+
+// Extents (a Shape's dims, a view's strides) keep their values across the move between
+// inline storage (up to 8) and the heap, both ways.
+TEST(Extents, KeepsValuesAcrossInlineAndHeapStorage) {
+  kiln::Extents e{1, 2, 3};
+  for (std::int64_t v = 4; v <= 11; ++v) e.push_back(v);  // 11 values: on the heap
+  ASSERT_EQ(e.size(), 11u);
+  for (std::size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i], static_cast<std::int64_t>(i + 1));
+  const kiln::Extents copy = e;
+  EXPECT_EQ(copy, e);
+  e.erase(0);  // 10 values, still on the heap
+  EXPECT_EQ(e.to_vector(), (std::vector<std::int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  e.resize(5);  // back inline
+  EXPECT_EQ(e.to_vector(), (std::vector<std::int64_t>{2, 3, 4, 5, 6}));
+  e.resize(7, -1);
+  EXPECT_EQ(e.to_vector(), (std::vector<std::int64_t>{2, 3, 4, 5, 6, -1, -1}));
+  e.erase(6);
+  EXPECT_EQ(e.back(), -1);
+  EXPECT_EQ(e.size(), 6u);
+  EXPECT_NE(e, copy);
+  e.assign(9, 4);  // on the heap again, every value replaced
+  EXPECT_EQ(e.to_vector(), std::vector<std::int64_t>(9, 4));
+  // A shape of rank 10 copies and compares like a short one.
+  const Shape big(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const Shape same = big;
+  EXPECT_EQ(same, big);
+  EXPECT_EQ(same.contiguous_strides()[0], 3628800);
+  EXPECT_EQ(same.contiguous_strides().back(), 1);
 }
 
 TEST(Shape, FormatsAsBracketedList) {

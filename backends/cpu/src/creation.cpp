@@ -49,7 +49,7 @@ CpuTensor contiguous(const CpuTensor& x) {
   return out;
 }
 
-CpuTensor view_of(const CpuTensor& x, Shape shape, std::vector<std::int64_t> strides, std::int64_t offset) {
+CpuTensor view_of(const CpuTensor& x, Shape shape, Strides strides, std::int64_t offset) {
   CpuTensor v;  // not a copy of x: its shape and strides would be copied only to be replaced
   v.shape = std::move(shape);
   v.strides = std::move(strides);

@@ -143,7 +143,7 @@ void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& 
     default: {
       // 5 to kMaxInputs: the operands from k on walk with the output's strides, so the
       // output's offset is offsets[k].
-      std::array<const std::vector<std::int64_t>*, kMaxInputs + 1> strides;
+      std::array<const Strides*, kMaxInputs + 1> strides;
       strides.fill(&out.strides);
       for (std::size_t i = 0; i < k; ++i) strides[i] = &views[i].strides;
       strided_walk<kMaxInputs + 1>(shape, strides, kWalkChunk, run);

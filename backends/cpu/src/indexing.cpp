@@ -53,8 +53,8 @@ template <class I> std::int64_t wrap_index(I v, std::int64_t size) {
 }
 
 // A stride vector (or dims) without entry `dim`.
-std::vector<std::int64_t> without_dim(std::vector<std::int64_t> v, std::size_t dim) {
-  v.erase(v.begin() + static_cast<std::ptrdiff_t>(dim));
+Extents without_dim(Extents v, std::size_t dim) {
+  v.erase(dim);
   return v;
 }
 
@@ -78,7 +78,7 @@ Cpu::Primitive Cpu::gather(const Primitive& x, std::int64_t dim, const Primitive
   }
   if (size == 0) cpu::fail_on_bad_index("gather", index, size);
   // Walk the output; x's offset counts every coordinate but dim's, which comes from the index.
-  std::vector<std::int64_t> x_strides = x.strides;
+  Strides x_strides = x.strides;
   x_strides[d] = 0;
   const std::int64_t dim_stride = x.strides[d];
   std::atomic<bool> bad{false};
@@ -129,10 +129,10 @@ Cpu::Primitive Cpu::scatter(const Primitive& x, std::int64_t dim, const Primitiv
   // output and threads never collide; within a fiber, indices apply in order (for assign, the
   // last duplicate wins). The fiber loop is innermost when dim is the index's last dim (its
   // contiguous one), else outermost, so the inner loop runs along the contiguous dim.
-  const Shape rest(cpu::without_dim(index.shape.to_vector(), d));
-  const std::vector<std::int64_t> out_strides = cpu::without_dim(out.strides, d);
-  const std::vector<std::int64_t> src_strides = cpu::without_dim(src.strides, d);
-  const std::vector<std::int64_t> idx_strides = cpu::without_dim(index.strides, d);
+  const Shape rest(cpu::without_dim(Extents(index.shape.dims()), d));
+  const Strides out_strides = cpu::without_dim(out.strides, d);
+  const Strides src_strides = cpu::without_dim(src.strides, d);
+  const Strides idx_strides = cpu::without_dim(index.strides, d);
   const std::int64_t out_dim_stride = out.strides[d], src_dim_stride = src.strides[d],
                      idx_dim_stride = index.strides[d];
   const std::int64_t fiber = index.shape[d];

@@ -48,7 +48,7 @@ class ContiguousInput {
   CpuTensor copy_;
 };
 // A view of `x`'s storage with another shape and strides.
-CpuTensor view_of(const CpuTensor& x, Shape shape, std::vector<std::int64_t> strides, std::int64_t offset);
+CpuTensor view_of(const CpuTensor& x, Shape shape, Strides strides, std::int64_t offset);
 // A view of `x` broadcast to `shape` (stride 0 on broadcast dims); `shape` must be a valid broadcast target.
 CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape);
 // Copies the elements of `src` (any strides) into `dst` (same shape and dtype, any strides).
@@ -79,13 +79,13 @@ template <class F> void parallel_for(std::int64_t n, std::int64_t grain, F&& fn)
 // fn(offsets, inner_strides, count) is called for runs of at most `chunk` elements along the
 // innermost dim, from the OpenMP threads.
 template <std::size_t N, class F>
-void strided_walk(const Shape& shape, const std::array<const std::vector<std::int64_t>*, N>& strides,
+void strided_walk(const Shape& shape, const std::array<const Strides*, N>& strides,
                   std::int64_t chunk, F&& fn) {
   const std::int64_t total = shape.numel();
   if (total == 0) return;
   // Coalesce: drop size-1 dims, merge dim i into i+1 when stride[i] == stride[i+1] * size[i+1] for all.
-  std::vector<std::int64_t> dims;
-  std::array<std::vector<std::int64_t>, N> st;
+  Extents dims;
+  std::array<Extents, N> st;
   for (std::size_t d = 0; d < shape.rank(); ++d) {
     if (shape[d] == 1) continue;
     dims.push_back(shape[d]);
@@ -100,10 +100,10 @@ void strided_walk(const Shape& shape, const std::array<const std::vector<std::in
     for (std::size_t k = 0; k < N; ++k) mergeable = mergeable && st[k][d] == st[k][d + 1] * dims[d + 1];
     if (!mergeable) continue;
     dims[d] *= dims[d + 1];
-    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    dims.erase(d + 1);
     for (std::size_t k = 0; k < N; ++k) {
       st[k][d] = st[k][d + 1];
-      st[k].erase(st[k].begin() + static_cast<std::ptrdiff_t>(d) + 1);
+      st[k].erase(d + 1);
     }
   }
   const std::size_t rank = dims.size();

@@ -240,7 +240,7 @@ template <class T> struct RowContext {
   const RowPlan<T>* plan = nullptr;
   std::unique_ptr<Value<T>[]> uniforms;          // per step: a constant's or parameter's register
   std::vector<const std::byte*> inputs;          // per input: its first element
-  std::vector<std::vector<std::int64_t>> strides;  // per input: its element strides over the domain
+  std::vector<Strides> strides;  // per input: its element strides over the domain
   std::vector<std::byte*> outputs;               // per output: its first element
   std::vector<std::int64_t> output_sizes;        // per output: its element size
   Shape domain;

@@ -55,7 +55,7 @@ void run(std::string_view op, DType dtype, const std::string& variant, std::vect
 // out (contiguous, shape `shape`) = x at the output's coordinates, dim `d` taken from the
 // index buffer at sum(coordinate * index_strides).
 VulkanTensor run_gather(std::string_view op, const VulkanTensor& x, std::size_t d, const Shape& shape,
-                        const std::vector<std::int32_t>& indices, const std::vector<std::int64_t>& index_strides) {
+                        const std::vector<std::int32_t>& indices, const Strides& index_strides) {
   KILN_CHECK(x.shape.rank() <= kMaxRank, "{}: tensors of rank {} (the Vulkan kernels take at most {})", op,
              x.shape.rank(), kMaxRank);
   VulkanTensor out = empty(shape, x.dtype);
@@ -80,7 +80,7 @@ VulkanTensor run_gather(std::string_view op, const VulkanTensor& x, std::size_t 
 // buffer (read at sum(position * index_strides)).
 VulkanTensor run_scatter(std::string_view op, const VulkanTensor& x, std::size_t d, const VulkanTensor& src,
                          const Shape& index_shape, const std::vector<std::int32_t>& indices,
-                         const std::vector<std::int64_t>& index_strides, ops::ScatterMode mode) {
+                         const Strides& index_strides, ops::ScatterMode mode) {
   KILN_CHECK(x.shape.rank() <= kMaxRank, "{}: tensors of rank {} (the Vulkan kernels take at most {})", op,
              x.shape.rank(), kMaxRank);
   VulkanTensor out = empty(x.shape, x.dtype);
@@ -111,8 +111,8 @@ VulkanTensor copy(const VulkanTensor& x) {
 }
 
 // Index strides of a 1-d index used along dim d of a rank-r tensor: 1 on d, 0 elsewhere.
-std::vector<std::int64_t> along(std::size_t rank, std::size_t d) {
-  std::vector<std::int64_t> s(rank, 0);
+Strides along(std::size_t rank, std::size_t d) {
+  Strides s(rank, 0);
   s[d] = 1;
   return s;
 }

@@ -18,7 +18,7 @@ namespace kiln {
 
 struct StridedView {
   Shape shape;
-  std::vector<std::int64_t> strides;  // in elements; 0 on broadcast dims
+  Strides strides;  // in elements; 0 on broadcast dims
   std::int64_t offset = 0;            // in elements
   DType dtype = DType::f32;
 
@@ -42,31 +42,30 @@ namespace strided {
 // cannot. x's dims (size-1 dims aside) fall into blocks that are contiguous among
 // themselves, each one evenly spaced run of elements; a reshape is a view when every new
 // dim lies within one block.
-inline std::optional<std::vector<std::int64_t>> reshape_strides(const StridedView& x, const Shape& shape) {
+inline std::optional<Strides> reshape_strides(const StridedView& x, const Shape& shape) {
   if (x.numel() == 0) return shape.contiguous_strides();
-  struct Block {
-    std::int64_t numel;
-    std::int64_t stride;  // of the block's innermost dim
-  };
-  std::vector<Block> blocks;
+  // Block b: block_numel[b] elements, block_stride[b] the stride of its innermost dim.
+  Extents block_numel, block_stride;
   for (std::size_t d = 0; d < x.shape.rank(); ++d) {
     if (x.shape[d] == 1) continue;
-    if (!blocks.empty() && blocks.back().stride == x.strides[d] * x.shape[d]) {
-      blocks.back().numel *= x.shape[d];
-      blocks.back().stride = x.strides[d];
+    if (!block_stride.empty() && block_stride.back() == x.strides[d] * x.shape[d]) {
+      block_numel[block_numel.size() - 1] *= x.shape[d];
+      block_stride[block_stride.size() - 1] = x.strides[d];
     } else {
-      blocks.push_back({x.shape[d], x.strides[d]});
+      block_numel.push_back(x.shape[d]);
+      block_stride.push_back(x.strides[d]);
     }
   }
-  std::vector<std::int64_t> strides(shape.rank(), 1);
+  const std::size_t blocks = block_numel.size();
+  Strides strides(shape.rank(), 1);
   std::size_t b = 0;
-  std::int64_t left = blocks.empty() ? 1 : blocks[0].numel;  // elements of block b not yet given to a new dim
+  std::int64_t left = blocks == 0 ? 1 : block_numel[0];  // elements of block b not yet given to a new dim
   for (std::size_t i = 0; i < shape.rank(); ++i) {
     if (shape[i] == 1) continue;
-    if (b == blocks.size() || left % shape[i] != 0) return std::nullopt;
+    if (b == blocks || left % shape[i] != 0) return std::nullopt;
     left /= shape[i];
-    strides[i] = blocks[b].stride * left;
-    if (left == 1 && ++b < blocks.size()) left = blocks[b].numel;
+    strides[i] = block_stride[b] * left;
+    if (left == 1 && ++b < blocks) left = block_numel[b];
   }
   return strides;
 }
@@ -74,11 +73,11 @@ inline std::optional<std::vector<std::int64_t>> reshape_strides(const StridedVie
 // x with its dims in the order `dims` (a permutation).
 template <class View> View permute(const View& x, std::span<const std::int64_t> dims) {
   KILN_CHECK(dims.size() == x.shape.rank(), "permute: {} dims given for a tensor of shape {}", dims.size(), x.shape);
-  std::vector<bool> seen(dims.size(), false);
+  Extents seen(dims.size(), 0);
   for (auto d : dims) {
     KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < dims.size() && !seen[static_cast<std::size_t>(d)],
                "permute: dims {} are not a permutation of the dims of shape {}", Shape(dims), x.shape);
-    seen[static_cast<std::size_t>(d)] = true;
+    seen[static_cast<std::size_t>(d)] = 1;
   }
   View v = x;
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -126,13 +125,13 @@ template <class View> View slice(const View& x, std::span<const ops::SliceRange>
 // x read backwards along each of `dims` (negated strides).
 template <class View> View flip(const View& x, std::span<const std::int64_t> dims) {
   View view = x;
-  std::vector<bool> flipped(x.shape.rank(), false);
+  Extents flipped(x.shape.rank(), 0);
   for (auto d : dims) {
     KILN_CHECK(d >= 0 && static_cast<std::size_t>(d) < x.shape.rank(), "flip: dim {} is out of range for shape {}", d,
                x.shape);
     const auto i = static_cast<std::size_t>(d);
     KILN_CHECK(!flipped[i], "flip: dim {} appears twice in the dims given for shape {}", d, x.shape);
-    flipped[i] = true;
+    flipped[i] = 1;
     if (x.shape[i] > 0) view.offset += (x.shape[i] - 1) * x.strides[i];
     view.strides[i] = -x.strides[i];
   }

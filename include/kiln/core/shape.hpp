@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/core/error.hpp"
+#include "kiln/core/extents.hpp"
 
 #include <fmt/format.h>
 
@@ -28,17 +29,18 @@ namespace detail {
 class Shape {
  public:
   Shape() = default;
-  Shape(std::initializer_list<std::int64_t> dims) { assign(dims.begin(), dims.size()); }
-  explicit Shape(const std::vector<std::int64_t>& dims) { assign(dims.data(), dims.size()); }
-  explicit Shape(std::span<const std::int64_t> dims) { assign(dims.data(), dims.size()); }
+  Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
+  explicit Shape(const std::vector<std::int64_t>& dims) : dims_(dims) {}
+  explicit Shape(std::span<const std::int64_t> dims) : dims_(dims) {}
+  explicit Shape(const Extents& dims) : dims_(dims) {}
 
-  std::size_t rank() const { return rank_; }
-  std::int64_t operator[](std::size_t i) const { return data()[i]; }
-  std::int64_t& operator[](std::size_t i) { return data()[i]; }
-  std::span<const std::int64_t> dims() const { return {data(), rank_}; }
-  std::vector<std::int64_t> to_vector() const { return {begin(), end()}; }
-  const std::int64_t* begin() const { return data(); }
-  const std::int64_t* end() const { return data() + rank_; }
+  std::size_t rank() const { return dims_.size(); }
+  std::int64_t operator[](std::size_t i) const { return dims_[i]; }
+  std::int64_t& operator[](std::size_t i) { return dims_[i]; }
+  std::span<const std::int64_t> dims() const { return dims_.span(); }
+  std::vector<std::int64_t> to_vector() const { return dims_.to_vector(); }
+  const std::int64_t* begin() const { return dims_.begin(); }
+  const std::int64_t* end() const { return dims_.end(); }
 
   // The number of elements. A shape whose dims multiply past 2^63 - 1 is an error (a
   // shape with a zero dim holds 0 elements, whatever the others are).
@@ -56,11 +58,11 @@ class Shape {
   // Row-major strides, in elements. An empty shape's strides count only its trailing dims
   // up to the last zero one, as PyTorch's do, and are 0 where that product would overflow:
   // no element is ever addressed through them.
-  std::vector<std::int64_t> contiguous_strides() const {
+  Strides contiguous_strides() const {
     const bool empty = numel() == 0;
-    std::vector<std::int64_t> strides(rank_);
+    Strides strides(rank(), 0);
     std::int64_t s = 1;
-    for (std::size_t i = rank_; i-- > 0;) {
+    for (std::size_t i = rank(); i-- > 0;) {
       strides[i] = s;
       if (__builtin_mul_overflow(s, (*this)[i], &s)) {
         if (!empty) detail::shape_overflow("contiguous_strides", str());
@@ -77,27 +79,12 @@ class Shape {
   // "[2, 3]": built by hand, not by fmt, so that error messages cost no fmt templates.
   std::string str() const {
     std::string out = "[";
-    for (std::size_t i = 0; i < rank_; ++i) out += (i ? ", " : "") + std::to_string((*this)[i]);
+    for (std::size_t i = 0; i < rank(); ++i) out += (i ? ", " : "") + std::to_string((*this)[i]);
     return out + "]";
   }
 
  private:
-  static constexpr std::size_t kInline = 8;
-
-  // Element by element: GCC's overread warning cannot tell the heap branch from the inline one
-  // when the source is a short vector, and flags a block copy there.
-  void assign(const std::int64_t* dims, std::size_t rank) {
-    rank_ = rank;
-    if (rank > kInline) heap_.resize(rank);
-    std::int64_t* out = data();
-    for (std::size_t i = 0; i < rank; ++i) out[i] = dims[i];
-  }
-  std::int64_t* data() { return rank_ > kInline ? heap_.data() : inline_.data(); }
-  const std::int64_t* data() const { return rank_ > kInline ? heap_.data() : inline_.data(); }
-
-  std::size_t rank_ = 0;
-  std::array<std::int64_t, kInline> inline_{};
-  std::vector<std::int64_t> heap_;  // used beyond kInline dims only
+  Extents dims_;
 };
 
 // Normalizes a possibly negative dim into [0, rank); `op` names the caller in the error.

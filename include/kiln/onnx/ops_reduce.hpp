@@ -310,7 +310,7 @@ template <class B> Outs<B> scatter_elements(const Args<B>& a) {
     return {B::scatter(a[0], static_cast<std::int64_t>(d), upload_i64<B>(idx, is, a.device), a[2],
                        how == Combine::add ? ops::ScatterMode::add : ops::ScatterMode::assign)};
   // The flat position in data of each update: its own position with dim d replaced by its index.
-  const std::vector<std::int64_t> strides = s.contiguous_strides();
+  const Strides strides = s.contiguous_strides();
   std::vector<std::int64_t> targets(idx.size());
   for (std::size_t i = 0; i < idx.size(); ++i) {
     std::int64_t rest = static_cast<std::int64_t>(i), flat = 0;

@@ -160,7 +160,7 @@ class TensorPrinter {
 
   Shape shape_;
   DType dtype_;
-  std::vector<std::int64_t> strides_;
+  Strides strides_;
   std::vector<double> values_;
   PrintOptions options_;
   bool summarize_;
