@@ -101,6 +101,12 @@ std::vector<std::int64_t> Node::attr_ints(std::string_view attribute, std::vecto
   return a != nullptr ? a->ints : fallback;
 }
 
+std::optional<std::span<const std::int64_t>> Node::find_ints(std::string_view attribute) const {
+  const Attribute* a = find_typed(*this, attribute, Attribute::Kind::ints);
+  if (a == nullptr) return std::nullopt;
+  return std::span<const std::int64_t>(a->ints);
+}
+
 std::vector<double> Node::attr_floats(std::string_view attribute, std::vector<double> fallback) const {
   const Attribute* a = find_typed(*this, attribute, Attribute::Kind::floats);
   return a != nullptr ? a->floats : fallback;

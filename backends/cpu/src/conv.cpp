@@ -3,9 +3,9 @@
 // f64 (and degenerate shapes) through direct reference loops; f16/bf16 compute in f32.
 #include "internal.hpp"
 #include "gemm.hpp"
+#include "post_ops.hpp"
 #if KILN_CPU_ONEDNN
 #include "onednn.hpp"
-#include "post_ops.hpp"
 
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
@@ -389,10 +389,11 @@ const T* padded_planes(const ConvGeometry& g, const T* x, std::int64_t hp, std::
 
 // Output channels [oc, oc + Block) of one group: `in` the group's padded planes, `w` and
 // `bias` the group's weights and biases, `y` the group's output planes. Width is the
-// kernel's width where it is known at compile time (0: read from g).
+// kernel's width where it is known at compile time (0: read from g). `post`: relu and linear
+// steps applied to each tile in registers before it is stored (f32 only; empty otherwise).
 template <class T, std::int64_t Block, std::int64_t Width>
 void conv_direct_block(const ConvGeometry& g, const T* in, std::int64_t hp, std::int64_t wp, const T* w, const T* bias,
-                       T* y, std::int64_t oc) {
+                       T* y, std::int64_t oc, std::span<const PostOp> post) {
   using Packet = PacketOf<T>;
   constexpr std::int64_t lanes = packet_lanes<T>;
   namespace ei = Eigen::internal;
@@ -430,6 +431,14 @@ void conv_direct_block(const ConvGeometry& g, const T* in, std::int64_t hp, std:
           }
         }
       }
+      for (const PostOp& op : post) {
+        if (op.alg == PostAlg::relu) {
+          each([&](auto b) { acc[b] = ei::pmax(acc[b], ei::pset1<Packet>(T(0))); });
+        } else {
+          const Packet alpha = ei::pset1<Packet>(static_cast<T>(op.alpha)), beta = ei::pset1<Packet>(static_cast<T>(op.beta));
+          each([&](auto b) { acc[b] = ei::pmadd(acc[b], alpha, beta); });
+        }
+      }
       // A row's last tile may be partial. Its whole vector is stored where the lanes past the
       // row land in the rest of the same plane (rows this loop writes later); only a plane's
       // last row goes lane by lane.
@@ -452,17 +461,19 @@ void conv_direct_block(const ConvGeometry& g, const T* in, std::int64_t hp, std:
 // The group's output channels in blocks of kDirectBlock, then 4, 2 and 1.
 template <class T, std::int64_t Width>
 void conv_direct_channels(const ConvGeometry& g, const T* in, std::int64_t hp, std::int64_t wp, const T* w,
-                          const T* bias, T* y) {
+                          const T* bias, T* y, std::span<const PostOp> post) {
   const std::int64_t og = g.og();
   std::int64_t oc = 0;
   for (; oc + kDirectBlock <= og; oc += kDirectBlock)
-    conv_direct_block<T, kDirectBlock, Width>(g, in, hp, wp, w, bias, y, oc);
-  if (og - oc >= 4) conv_direct_block<T, 4, Width>(g, in, hp, wp, w, bias, y, oc), oc += 4;
-  if (og - oc >= 2) conv_direct_block<T, 2, Width>(g, in, hp, wp, w, bias, y, oc), oc += 2;
-  if (og - oc >= 1) conv_direct_block<T, 1, Width>(g, in, hp, wp, w, bias, y, oc);
+    conv_direct_block<T, kDirectBlock, Width>(g, in, hp, wp, w, bias, y, oc, post);
+  if (og - oc >= 4) conv_direct_block<T, 4, Width>(g, in, hp, wp, w, bias, y, oc, post), oc += 4;
+  if (og - oc >= 2) conv_direct_block<T, 2, Width>(g, in, hp, wp, w, bias, y, oc, post), oc += 2;
+  if (og - oc >= 1) conv_direct_block<T, 1, Width>(g, in, hp, wp, w, bias, y, oc, post);
 }
 
-template <class T> void conv_forward_direct(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+template <class T>
+void conv_forward_direct(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y,
+                         std::span<const PostOp> post) {
   const std::int64_t cg = g.cg(), og = g.og(), per_channel = cg * g.kh * g.kw, plane = g.oh * g.ow;
   const std::int64_t hp = g.h + 2 * g.padding[0], wp = g.w + 2 * g.padding[1];
   for (std::int64_t ni = 0; ni < g.n; ++ni) {
@@ -473,10 +484,10 @@ template <class T> void conv_forward_direct(const ConvGeometry& g, const T* x, c
       T* yg = y + (ni * g.o + group * og) * plane;
       // The common kernel widths unrolled.
       switch (g.kw) {
-        case 1: conv_direct_channels<T, 1>(g, in, hp, wp, wg, bg, yg); break;
-        case 3: conv_direct_channels<T, 3>(g, in, hp, wp, wg, bg, yg); break;
-        case 5: conv_direct_channels<T, 5>(g, in, hp, wp, wg, bg, yg); break;
-        default: conv_direct_channels<T, 0>(g, in, hp, wp, wg, bg, yg); break;
+        case 1: conv_direct_channels<T, 1>(g, in, hp, wp, wg, bg, yg, post); break;
+        case 3: conv_direct_channels<T, 3>(g, in, hp, wp, wg, bg, yg, post); break;
+        case 5: conv_direct_channels<T, 5>(g, in, hp, wp, wg, bg, yg, post); break;
+        default: conv_direct_channels<T, 0>(g, in, hp, wp, wg, bg, yg, post); break;
       }
     }
   }
@@ -542,6 +553,31 @@ ConvGeometry checked_conv2d(const CpuTensor& x, const CpuTensor& weight, const s
   return g;
 }
 
+#if !KILN_CPU_ONEDNN
+// The embedded build's forward convolution into `out`: direct where the stride along W is 1,
+// as im2col and GEMM otherwise; `post` (f32, relu and linear steps) applied to the output.
+void conv_forward_embedded(const ConvGeometry& g, const CpuTensor& x, const CpuTensor& weight,
+                           const std::optional<CpuTensor>& bias, std::span<const PostOp> post, CpuTensor& out) {
+  const ContiguousInput xc(x), wc(weight);
+  std::optional<ContiguousInput> bc;
+  if (bias) bc.emplace(*bias);
+  dispatch_float("conv2d", x.dtype, [&]<class T>() {
+    const T *xp = xc->data<T>(), *wp = wc->data<T>(), *bp = bc ? (*bc)->data<T>() : nullptr;
+    // f32 directly; f64 through the columns only (its direct kernels would add 30 KB to a
+    // static program).
+    if constexpr (std::is_same_v<T, float>) {
+      if (use_direct(g, packet_lanes<T>)) {
+        conv_forward_direct<T>(g, xp, wp, bp, out.data<T>(), post);
+        return;
+      }
+    }
+    conv_forward_columns<T>(g, xp, wp, bp, out.data<T>());
+    if constexpr (std::is_same_v<T, float>)
+      if (!post.empty()) apply_post_ops(post, out.data<float>(), out.numel(), 0, {}, {});
+  });
+}
+#endif
+
 // oneDNN needs at least one element in every operand; empty problems take the reference path.
 bool use_onednn(const ConvGeometry& g, DType dtype) {
   return dtype == DType::f32 && g.n > 0 && g.c > 0 && g.o > 0;
@@ -577,14 +613,7 @@ Cpu::Primitive Cpu::conv2d(const Primitive& x, const Primitive& weight, const st
     cpu::conv_forward_ref<T>(g, xc.data<T>(), wc.data<T>(), bc ? bc->data<T>() : nullptr, out.data<T>());
   });
 #else
-  const cpu::ContiguousInput xc(x), wc(weight);
-  std::optional<cpu::ContiguousInput> bc;
-  if (bias) bc.emplace(*bias);
-  cpu::dispatch_float("conv2d", x.dtype, [&]<class T>() {
-    const T *xp = xc->data<T>(), *wp = wc->data<T>(), *bp = bc ? (*bc)->data<T>() : nullptr;
-    if (cpu::use_direct(g, cpu::packet_lanes<T>)) cpu::conv_forward_direct<T>(g, xp, wp, bp, out.data<T>());
-    else cpu::conv_forward_columns<T>(g, xp, wp, bp, out.data<T>());
-  });
+  cpu::conv_forward_embedded(g, x, weight, bias, {}, out);
 #endif
   return out;
 }
@@ -597,15 +626,19 @@ std::vector<Cpu::Primitive> Cpu::conv2d_program(const Primitive& x, const Primit
   KILN_CHECK(program.inputs().size() == inputs.size() + 1 && static_cast<int>(params.size()) == program.param_count(),
              "conv2d_program: the program reads {} inputs and {} parameters, given the output and {} inputs and {} "
              "parameters", program.inputs().size(), program.param_count(), inputs.size(), params.size());
-#if !KILN_CPU_ONEDNN
-  (void)g;
-  return {};  // the embedded build: no post-ops; the caller runs the program apart
-#else
-  // oneDNN's convolution writes its own blocked layout, in which a binary step's tensor would
-  // need a reorder first: eltwise steps only (no inputs beside the output).
-  if (!inputs.empty() || !cpu::use_onednn(g, x.dtype)) return {};
-  const std::optional<std::vector<cpu::PostOp>> post_ops = cpu::post_op_chain(program, params);
+  // Eltwise steps only (no inputs beside the output): oneDNN's convolution writes its own
+  // blocked layout, in which a binary step's tensor would need a reorder first.
+  if (!inputs.empty() || x.dtype != DType::f32 || g.y_shape().numel() == 0) return {};
+  const auto post_ops = cpu::post_op_chain(program, params);
   if (!post_ops) return {};
+#if !KILN_CPU_ONEDNN
+  // The embedded build applies relu and linear steps to each tile before it is stored.
+  if (!cpu::applies(*post_ops)) return {};
+  CpuTensor out = cpu::empty(g.y_shape(), x.dtype);
+  cpu::conv_forward_embedded(g, x, weight, bias, *post_ops, out);
+  return {out};
+#else
+  if (!cpu::use_onednn(g, x.dtype)) return {};
   CpuTensor out = cpu::empty(g.y_shape(), x.dtype);
   const CpuTensor xc = cpu::contiguous(x), wc = cpu::contiguous(weight);
   std::optional<CpuTensor> bc;

@@ -22,7 +22,7 @@ struct GemmLayout {
 struct GemmOperand {
   CpuTensor view;  // shape batch + [rows, cols]
   GemmLayout layout;
-  std::vector<std::int64_t> batch_offsets;  // element offset of each batch matrix, in row-major batch order
+  Extents batch_offsets;  // element offset of each batch matrix, in row-major batch order
 };
 
 // x [..., rows, cols] broadcast over `batch`, as a GEMM operand (copied only where its

@@ -40,7 +40,7 @@ GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch) {
     source = contiguous(x);
     layout = gemm_layout(rows, cols, source.strides[r - 2], source.strides[r - 1]);
   }
-  std::vector<std::int64_t> full = batch.to_vector();
+  Extents full(batch.dims());
   full.push_back(rows);
   full.push_back(cols);
   GemmOperand op{broadcast_view(source, Shape(full)), *layout, {}};
@@ -239,7 +239,7 @@ using cpu::CpuTensor;
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
   const std::int64_t m = shape.m, k = shape.k, n = shape.n;
-  const std::vector<std::int64_t>& batch = shape.batch;
+  const Extents& batch = shape.batch;
 
   if (!cpu::is_native_float(a.dtype)) return cast(matmul(cast(a, DType::f32), cast(b, DType::f32)), a.dtype);
 

@@ -60,7 +60,7 @@ std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive& a, const Primit
   if (a.dtype != DType::f32 || product.numel() == 0 || shape.k == 0) return {};
   for (const Primitive& x : inputs)
     if (x.dtype != DType::f32 || broadcast_shapes("matmul_program", x.shape, product) != product) return {};
-  const std::optional<std::vector<PostOp>> chain = cpu::post_op_chain(program, params);
+  const auto chain = cpu::post_op_chain(program, params);
   if (!chain) return {};
   const std::vector<PostOp>& post_ops = *chain;
 
@@ -134,15 +134,58 @@ std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive& a, const Primit
 
 }  // namespace kiln
 #else
-// The embedded build has no oneDNN: no program runs inside the GEMM, and the caller
-// (Fusion<Cpu>) runs the product and the program apart.
+// The embedded build has no oneDNN: the product is computed, then the program's relu, linear
+// and binary steps (each operand a row [n] or one value) are applied to it row by row in
+// place; for any other program it returns nothing, and the caller runs the product and the
+// program apart.
 #include "internal.hpp"
+#include "post_ops.hpp"
+
+#include "kiln/ops/matmul.hpp"
+
+#include <array>
 
 namespace kiln {
 
-std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive&, const Primitive&, const codegen::Program&,
-                                                std::span<const Primitive>, std::span<const double>) {
-  return {};
+using cpu::CpuTensor;
+
+std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive& a, const Primitive& b, const codegen::Program& program,
+                                                std::span<const Primitive> inputs, std::span<const double> params) {
+  const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
+  const Shape product = shape.out();
+  KILN_CHECK(program.inputs().size() == inputs.size() + 1 && static_cast<int>(params.size()) == program.param_count(),
+             "matmul_program: the program reads {} inputs and {} parameters, given the product and {} inputs and {} "
+             "parameters", program.inputs().size(), program.param_count(), inputs.size(), params.size());
+  if (a.dtype != DType::f32 || b.dtype != DType::f32 || product.numel() == 0 || shape.k == 0) return {};
+  const auto chain = cpu::post_op_chain(program, params);
+  if (!chain || !cpu::applies(*chain)) return {};
+  // At most kOperands binary steps (a bias, a residual...): their operands held here.
+  constexpr std::size_t kOperands = 4;
+  std::array<CpuTensor, kOperands> held;
+  std::array<const float*, kOperands> operands{};
+  std::array<std::int64_t, kOperands> widths{};
+  std::size_t count_operands = 0;
+  for (const cpu::PostOp& op : *chain) {
+    if (!op.binary) continue;
+    if (count_operands == kOperands) return {};
+    const CpuTensor& x = inputs[static_cast<std::size_t>(op.input - 1)];
+    if (x.dtype != DType::f32) return {};
+    const std::int64_t count = x.numel();
+    bool row = count == shape.n && x.shape.rank() >= 1 && x.shape[x.shape.rank() - 1] == shape.n;
+    for (std::size_t d = 0; row && d + 1 < x.shape.rank(); ++d) row = x.shape[d] == 1;
+    if (!row && count != 1) return {};
+    if (broadcast_shapes("matmul_program", x.shape, product) != product) return {};
+    held[count_operands] = cpu::contiguous(x);
+    operands[count_operands] = held[count_operands].data<float>();
+    widths[count_operands++] = count;
+  }
+  CpuTensor out = matmul(a, b);
+  float* y = out.data<float>();
+  const std::int64_t rows = out.numel() / shape.n;
+  const std::span<const float* const> ops(operands.data(), count_operands);
+  const std::span<const std::int64_t> op_widths(widths.data(), count_operands);
+  for (std::int64_t r = 0; r < rows; ++r) cpu::apply_post_ops(*chain, y + r * shape.n, shape.n, 0, ops, op_widths);
+  return {out};
 }
 
 }  // namespace kiln

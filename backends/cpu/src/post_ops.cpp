@@ -1,5 +1,4 @@
-// The program chains that the CPU's oneDNN kernels run as post-ops (post_ops.hpp).
-#if KILN_CPU_ONEDNN  // the embedded build has no oneDNN, and no post-ops
+// The program chains that the CPU's kernels run as post-ops (post_ops.hpp).
 #include "post_ops.hpp"
 
 #include "program_eval.hpp"
@@ -7,53 +6,55 @@
 #include "kiln/ops/elementwise.hpp"
 
 #include <bit>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 namespace kiln::cpu {
 namespace {
 
 using codegen::Instruction;
 using codegen::Kind;
-using dnnl::algorithm;
 
 // The catalogue formulas that are oneDNN eltwise steps, traced once as program trees.
 struct EltwiseFormula {
   codegen::NodePtr tree;
-  algorithm alg;
+  PostAlg alg;
   float alpha;
 };
 const std::vector<EltwiseFormula>& eltwise_formulas() {
   static const std::vector<EltwiseFormula> table = [] {
     const auto t = codegen::ScalarType::f32;
     return std::vector<EltwiseFormula>{
-        {codegen::trace_unary<ops::Relu>(t), algorithm::eltwise_relu, 0.0f},
-        {codegen::trace_unary<ops::GeluErf>(t), algorithm::eltwise_gelu_erf, 0.0f},
-        {codegen::trace_unary<ops::GeluTanh>(t), algorithm::eltwise_gelu_tanh, 0.0f},
-        {codegen::trace_unary<ops::Sigmoid>(t), algorithm::eltwise_logistic, 0.0f},
-        {codegen::trace_unary<ops::Silu>(t), algorithm::eltwise_swish, 1.0f},
+        {codegen::trace_unary<ops::Relu>(t), PostAlg::relu, 0.0f},
+        {codegen::trace_unary<ops::GeluErf>(t), PostAlg::gelu_erf, 0.0f},
+        {codegen::trace_unary<ops::GeluTanh>(t), PostAlg::gelu_tanh, 0.0f},
+        {codegen::trace_unary<ops::Sigmoid>(t), PostAlg::logistic, 0.0f},
+        {codegen::trace_unary<ops::Silu>(t), PostAlg::swish, 1.0f},
     };
   }();
   return table;
 }
 
-std::optional<algorithm> unary_step(Kind kind) {
+std::optional<PostAlg> unary_step(Kind kind) {
   switch (kind) {
-    case Kind::tanh: return algorithm::eltwise_tanh;
-    case Kind::exp: return algorithm::eltwise_exp;
-    case Kind::abs: return algorithm::eltwise_abs;
-    case Kind::sqrt: return algorithm::eltwise_sqrt;
-    case Kind::log: return algorithm::eltwise_log;
+    case Kind::tanh: return PostAlg::tanh;
+    case Kind::exp: return PostAlg::exp;
+    case Kind::abs: return PostAlg::abs;
+    case Kind::sqrt: return PostAlg::sqrt;
+    case Kind::log: return PostAlg::log;
     default: return std::nullopt;
   }
 }
 
-std::optional<algorithm> binary_step(Kind kind) {
+std::optional<PostAlg> binary_step(Kind kind) {
   switch (kind) {
-    case Kind::add: return algorithm::binary_add;
-    case Kind::sub: return algorithm::binary_sub;
-    case Kind::mul: return algorithm::binary_mul;
-    case Kind::div: return algorithm::binary_div;
-    case Kind::max: return algorithm::binary_max;
-    case Kind::min: return algorithm::binary_min;
+    case Kind::add: return PostAlg::add;
+    case Kind::sub: return PostAlg::sub;
+    case Kind::mul: return PostAlg::mul;
+    case Kind::div: return PostAlg::div;
+    case Kind::max: return PostAlg::max;
+    case Kind::min: return PostAlg::min;
     default: return std::nullopt;
   }
 }
@@ -75,7 +76,7 @@ bool chain(std::span<const Instruction> code, std::uint32_t s, std::span<const d
   }
   if (step.kind == Kind::neg) {
     if (!chain(code, step.args[0], params, out)) return false;
-    out.push_back({false, algorithm::eltwise_linear, -1.0f, 0.0f, 0});
+    out.push_back({false, PostAlg::linear, -1.0f, 0.0f, 0});
     return true;
   }
   if (const auto alg = unary_step(step.kind)) {
@@ -98,8 +99,8 @@ bool chain(std::span<const Instruction> code, std::uint32_t s, std::span<const d
   if (other.kind == Kind::input) {
     if (rhs_chain && step.kind == Kind::div) return false;
     if (rhs_chain && step.kind == Kind::sub) {  // x - chain is (-chain) + x
-      out.push_back({false, algorithm::eltwise_linear, -1.0f, 0.0f, 0});
-      out.push_back({true, algorithm::binary_add, 0.0f, 0.0f, other.index});
+      out.push_back({false, PostAlg::linear, -1.0f, 0.0f, 0});
+      out.push_back({true, PostAlg::add, 0.0f, 0.0f, other.index});
       return true;
     }
     out.push_back({true, *alg, 0.0f, 0.0f, other.index});
@@ -110,10 +111,10 @@ bool chain(std::span<const Instruction> code, std::uint32_t s, std::span<const d
   const double c = other.kind == Kind::param ? params[static_cast<std::size_t>(other.index)] : other.value;
   const auto v = static_cast<float>(c);
   switch (step.kind) {
-    case Kind::add: out.push_back({false, algorithm::eltwise_linear, 1.0f, v, 0}); return true;
-    case Kind::mul: out.push_back({false, algorithm::eltwise_linear, v, 0.0f, 0}); return true;
+    case Kind::add: out.push_back({false, PostAlg::linear, 1.0f, v, 0}); return true;
+    case Kind::mul: out.push_back({false, PostAlg::linear, v, 0.0f, 0}); return true;
     case Kind::sub:
-      out.push_back({false, algorithm::eltwise_linear, lhs_chain ? 1.0f : -1.0f, lhs_chain ? -v : v, 0});
+      out.push_back({false, PostAlg::linear, lhs_chain ? 1.0f : -1.0f, lhs_chain ? -v : v, 0});
       return true;
     default: return false;
   }
@@ -126,8 +127,8 @@ bool chain(std::span<const Instruction> code, std::uint32_t s, std::span<const d
 bool merge_linear_steps(std::vector<PostOp>& ops) {
   std::vector<PostOp> merged;
   for (const PostOp& op : ops) {
-    if (!merged.empty() && !op.binary && op.alg == algorithm::eltwise_linear && !merged.back().binary &&
-        merged.back().alg == algorithm::eltwise_linear) {
+    if (!merged.empty() && !op.binary && op.alg == PostAlg::linear && !merged.back().binary &&
+        merged.back().alg == PostAlg::linear) {
       PostOp& last = merged.back();
       last.beta = op.alpha * last.beta + op.beta;
       last.alpha *= op.alpha;
@@ -144,9 +145,7 @@ bool merge_linear_steps(std::vector<PostOp>& ops) {
   return true;
 }
 
-}  // namespace
-
-std::optional<std::vector<PostOp>> post_op_chain(const codegen::Program& program, std::span<const double> params) {
+std::optional<std::vector<PostOp>> chain_of(const codegen::Program& program, std::span<const double> params) {
   if (program.type() != codegen::ScalarType::f32 || program.outputs().size() != 1 ||
       program.outputs()[0].dtype != DType::f32 || program.reduces_rows())
     return std::nullopt;
@@ -157,12 +156,64 @@ std::optional<std::vector<PostOp>> post_op_chain(const codegen::Program& program
   return ops;
 }
 
+}  // namespace
+
+std::shared_ptr<const std::vector<PostOp>> post_op_chain(const codegen::Program& program,
+                                                         std::span<const double> params) {
+  const auto made = [&]() -> std::shared_ptr<const std::vector<PostOp>> {
+    auto ops = chain_of(program, params);
+    return ops ? std::make_shared<const std::vector<PostOp>>(std::move(*ops)) : nullptr;
+  };
+  // A program without parameters is recognized once per structure (its id): a network's
+  // epilogues come back on every call. With parameters (scalars that may change every call)
+  // it is recognized each time.
+  if (!params.empty()) return made();
+  static std::mutex mutex;
+  static auto& known = *new std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<PostOp>>>();
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(program.id()); it != known.end()) return it->second;
+  }
+  auto ops = made();
+  const std::lock_guard lock(mutex);
+  return known.emplace(program.id(), std::move(ops)).first->second;
+}
+
+#if KILN_CPU_ONEDNN
+namespace {
+
+dnnl::algorithm dnnl_algorithm(PostAlg alg) {
+  using dnnl::algorithm;
+  switch (alg) {
+    case PostAlg::relu: return algorithm::eltwise_relu;
+    case PostAlg::gelu_erf: return algorithm::eltwise_gelu_erf;
+    case PostAlg::gelu_tanh: return algorithm::eltwise_gelu_tanh;
+    case PostAlg::logistic: return algorithm::eltwise_logistic;
+    case PostAlg::swish: return algorithm::eltwise_swish;
+    case PostAlg::tanh: return algorithm::eltwise_tanh;
+    case PostAlg::exp: return algorithm::eltwise_exp;
+    case PostAlg::abs: return algorithm::eltwise_abs;
+    case PostAlg::sqrt: return algorithm::eltwise_sqrt;
+    case PostAlg::log: return algorithm::eltwise_log;
+    case PostAlg::linear: return algorithm::eltwise_linear;
+    case PostAlg::add: return algorithm::binary_add;
+    case PostAlg::sub: return algorithm::binary_sub;
+    case PostAlg::mul: return algorithm::binary_mul;
+    case PostAlg::div: return algorithm::binary_div;
+    case PostAlg::max: return algorithm::binary_max;
+    case PostAlg::min: return algorithm::binary_min;
+  }
+  return algorithm::undef;
+}
+
+}  // namespace
+
 dnnl::post_ops to_dnnl(std::span<const PostOp> ops, std::span<const dnnl::memory::desc> operands) {
   dnnl::post_ops out;
   std::size_t next = 0;
   for (const PostOp& op : ops) {
-    if (op.binary) out.append_binary(op.alg, operands[next++]);
-    else out.append_eltwise(1.0f, op.alg, op.alpha, op.beta);
+    if (op.binary) out.append_binary(dnnl_algorithm(op.alg), operands[next++]);
+    else out.append_eltwise(1.0f, dnnl_algorithm(op.alg), op.alpha, op.beta);
   }
   return out;
 }
@@ -177,6 +228,47 @@ void append_key(std::span<const PostOp> ops, std::span<const dnnl::memory::desc>
     for (const auto d : operands[next++].dims()) key.push_back(d);
   }
 }
+#endif
+
+bool applies(std::span<const PostOp> ops) {
+  for (const PostOp& op : ops)
+    if (!op.binary && op.alg != PostAlg::relu && op.alg != PostAlg::linear) return false;
+  return true;
+}
+
+void apply_post_ops(std::span<const PostOp> ops, float* y, std::int64_t count, std::int64_t column,
+                    std::span<const float* const> operands, std::span<const std::int64_t> operand_width) {
+  std::size_t next = 0;
+  for (const PostOp& op : ops) {
+    if (!op.binary) {
+      if (op.alg == PostAlg::relu) {
+        for (std::int64_t i = 0; i < count; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+      } else {
+        const float alpha = op.alpha, beta = op.beta;
+        for (std::int64_t i = 0; i < count; ++i) y[i] = alpha * y[i] + beta;
+      }
+      continue;
+    }
+    const bool row = operand_width[next] > 1;
+    const float* b = operands[next++] + (row ? column : 0);
+    const auto each = [&](auto fn) {
+      if (row) {
+        for (std::int64_t i = 0; i < count; ++i) y[i] = fn(y[i], b[i]);
+      } else {
+        const float v = b[0];
+        for (std::int64_t i = 0; i < count; ++i) y[i] = fn(y[i], v);
+      }
+    };
+    switch (op.alg) {
+      case PostAlg::add: each([](float u, float v) { return u + v; }); break;
+      case PostAlg::sub: each([](float u, float v) { return u - v; }); break;
+      case PostAlg::mul: each([](float u, float v) { return u * v; }); break;
+      case PostAlg::div: each([](float u, float v) { return u / v; }); break;
+      case PostAlg::max: each([](float u, float v) { return u > v ? u : v; }); break;
+      case PostAlg::min: each([](float u, float v) { return u < v ? u : v; }); break;
+      default: break;
+    }
+  }
+}
 
 }  // namespace kiln::cpu
-#endif

@@ -29,7 +29,7 @@ struct Operand {
 // x's matrices [rows, cols] over the output's batch dims `batch`, read in place where their
 // layout allows. `row_major_op`: the cuBLAS operation when the matrix is row-major (in the
 // swapped column-major call, a row-major matrix is its own transpose's column-major form).
-Operand operand(const Tensor& x, const std::vector<std::int64_t>& batch, std::int64_t rows, std::int64_t cols) {
+Operand operand(const Tensor& x, const Extents& batch, std::int64_t rows, std::int64_t cols) {
   const std::size_t r = x.shape.rank();
   const std::size_t nb = batch.size();
   // The operand's strides over the output's batch dims (0 where it broadcasts).
@@ -70,7 +70,7 @@ Operand operand(const Tensor& x, const std::vector<std::int64_t>& batch, std::in
     }
   }
   // A dense copy over the whole batch.
-  std::vector<std::int64_t> dims = batch;
+  Extents dims = batch;
   dims.push_back(rows);
   dims.push_back(cols);
   const Tensor c = gpu::contiguous(strided::broadcast(x, Shape(dims)));

@@ -32,7 +32,7 @@ using vulkan::VulkanTensor;
 Vulkan::Primitive Vulkan::matmul(const Primitive& a, const Primitive& b) {
   const ops::MatmulShape shape = ops::matmul_shape(a.shape, a.dtype, b.shape, b.dtype);
   const std::int64_t m = shape.m, k = shape.k, n = shape.n;
-  const std::vector<std::int64_t>& batch = shape.batch;
+  const Extents& batch = shape.batch;
   const std::size_t nb = batch.size();
   const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
   vulkan::check_dtype_supported("matmul", a.dtype);

@@ -100,6 +100,8 @@ struct Node {
   double attr_float(std::string_view attribute, double fallback) const;
   std::string attr_string(std::string_view attribute, std::string_view fallback) const;
   std::vector<std::int64_t> attr_ints(std::string_view attribute, std::vector<std::int64_t> fallback = {}) const;
+  // An ints attribute's values in place (no copy), nullopt when absent.
+  std::optional<std::span<const std::int64_t>> find_ints(std::string_view attribute) const;
   std::vector<double> attr_floats(std::string_view attribute, std::vector<double> fallback = {}) const;
   std::vector<std::string> attr_strings(std::string_view attribute) const;
   const TensorValue* attr_tensor(std::string_view attribute) const;  // nullptr when absent

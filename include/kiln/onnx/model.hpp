@@ -128,6 +128,7 @@ template <class B> class GraphRunner {
     std::vector<std::optional<Value<B>>> args, captured;
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const Step& step = steps_[i];
+      if (step.folded) continue;
       const Node& node = g.nodes[i];
       const auto gather = [&](std::span<const std::size_t> slots, std::span<const std::string> names,
                               std::vector<std::optional<Value<B>>>& out) {
@@ -148,7 +149,8 @@ template <class B> class GraphRunner {
       std::vector<Value<B>> outs;
       try {
         const std::optional<WidenedRule> rule = check_widened(node, args);
-        outs = (*step.kernel)(Args<B>{node, args, opset_, device, step.subgraphs, captured});
+        outs = (*step.kernel)(
+            Args<B>{node, args, opset_, device, step.subgraphs, captured, step.epilogue ? &*step.epilogue : nullptr});
         if (rule && rule->source >= 0 && static_cast<std::size_t>(rule->source) < args.size() && args[rule->source] &&
             args[rule->source]->widened()) {
           const Value<B>& source = *args[rule->source];
@@ -189,13 +191,16 @@ template <class B> class GraphRunner {
   static constexpr std::size_t kKeep = static_cast<std::size_t>(-2);
 
   // One node: its kernel, the slots of its inputs and outputs (kNone where omitted), the slots
-  // of the outer values its subgraphs read, and the slots it frees after it runs.
+  // of the outer values its subgraphs read, and the slots it frees after it runs; the
+  // activation folded into it, or whether it is itself folded into the node before.
   struct Step {
     const Kernel<B>* kernel;
     std::vector<std::size_t> inputs, outputs, frees;
     std::vector<Subgraph<B>> subgraphs;
     std::vector<std::size_t> captured;
     std::vector<std::string> captured_names;
+    std::optional<Epilogue> epilogue = {};
+    bool folded = false;
   };
 
   // `outer`: for a subgraph, the names of the values visible around it; nullptr for a model's graph.
@@ -300,6 +305,7 @@ template <class B> class GraphRunner {
       output_slots_.push_back(*slot);
     }
     slot_count_ = slots.size();
+    fold_activations();
     // Each value is freed after its last reader (graph outputs never), and an output that no
     // node and no graph output reads is dropped as soon as it is made.
     std::vector<std::size_t> last(slot_count_, kNone);
@@ -322,6 +328,43 @@ template <class B> class GraphRunner {
   }
 
   static std::string describe(const Node& node) { return "onnx: " + node.describe(); }
+
+  // A Conv, Gemm or MatMul whose output one Relu alone reads, where the backend runs programs
+  // as the convolution's or the product's epilogue: the Relu becomes the node's epilogue (one
+  // kernel, no tensor in between), the node writes the Relu's output, and the Relu's step is
+  // skipped.
+  void fold_activations() {
+    constexpr bool conv = ConvPrograms<B>, product = MatmulPrograms<B>;
+    if constexpr (conv || product) {
+      const Graph& g = *graph_;
+      std::vector<std::size_t> reads(slot_count_, 0);
+      for (const Step& step : steps_)
+        for (const auto* list : {&step.inputs, &step.captured})
+          for (const std::size_t in : *list)
+            if (in != kNone) ++reads[in];
+      for (const std::size_t out : output_slots_) reads[out] += 2;  // a graph output stays
+      for (std::size_t i = 0; i < steps_.size(); ++i) {
+        const std::string& op = g.nodes[i].op_type;
+        if (!((conv && op == "Conv") || (product && (op == "Gemm" || op == "MatMul")))) continue;
+        Step& producer = steps_[i];
+        if (producer.outputs.size() != 1 || producer.outputs[0] == kNone || reads[producer.outputs[0]] != 1) continue;
+        const std::size_t slot = producer.outputs[0];
+        for (std::size_t j = i + 1; j < steps_.size(); ++j) {
+          Step& reader = steps_[j];
+          if (std::find(reader.inputs.begin(), reader.inputs.end(), slot) == reader.inputs.end()) continue;
+          if (g.nodes[j].op_type == "Relu" && reader.inputs.size() == 1 && reader.captured.empty() &&
+              reader.outputs.size() == 1 && reader.outputs[0] != kNone) {
+            producer.epilogue = Epilogue{"Relu", [](const codegen::Expr& x) { return ops::Relu::apply(x); }};
+            producer.outputs[0] = reader.outputs[0];
+            reader.folded = true;
+            reader.inputs.clear();
+            reader.outputs.clear();
+          }
+          break;
+        }
+      }
+    }
+  }
 
   // Inputs of an integer type held wider reach only the ops that take them (widened_rule).
   static std::optional<WidenedRule> check_widened(const Node& node, std::span<const std::optional<Value<B>>> args) {

@@ -116,19 +116,20 @@ inline Window plane_window(const WindowAxis& h, const WindowAxis& w) {
 }
 
 // An ints attribute with one entry per spatial dim (`count` of them), `fallback` when absent.
-inline Dims spatial_attr(const Node& node, std::string_view name, std::size_t count, std::int64_t fallback,
-                         const Shape& x) {
-  Dims v = node.attr_ints(name, Dims(count, fallback));
-  KILN_CHECK(v.size() == count, "{} has {} entries, expected {} for input {}", name, v.size(), count, x);
-  return v;
+inline Extents spatial_attr(const Node& node, std::string_view name, std::size_t count, std::int64_t fallback,
+                            const Shape& x) {
+  const auto given = node.find_ints(name);
+  if (!given) return Extents(count, fallback);
+  KILN_CHECK(given->size() == count, "{} has {} entries, expected {} for input {}", name, given->size(), count, x);
+  return Extents(*given);
 }
 
 // The window of a Conv or pooling node over input x, one axis per spatial dim of x, with
 // `kernel`: strides, dilations, and the padding from `pads` or auto_pad.
-inline std::vector<WindowAxis> window_axes(const Node& node, const Shape& x, const Dims& kernel) {
+inline std::vector<WindowAxis> window_axes(const Node& node, const Shape& x, std::span<const std::int64_t> kernel) {
   const std::size_t n = x.rank() - 2;
-  const Dims stride = spatial_attr(node, "strides", n, 1, x), dilation = spatial_attr(node, "dilations", n, 1, x);
-  const Dims pads = spatial_attr(node, "pads", 2 * n, 0, x);
+  const Extents stride = spatial_attr(node, "strides", n, 1, x), dilation = spatial_attr(node, "dilations", n, 1, x);
+  const Extents pads = spatial_attr(node, "pads", 2 * n, 0, x);
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   std::vector<WindowAxis> axes(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -156,13 +157,13 @@ inline std::vector<WindowAxis> window_axes(const Node& node, const Shape& x, con
 }
 
 // The window of a node over a 1-d or 2-d input x in 2-d form (a 1-d window fills the width).
-inline Window window(const Node& node, const Shape& x, const Dims& kernel) {
+inline Window window(const Node& node, const Shape& x, std::span<const std::int64_t> kernel) {
   const std::vector<WindowAxis> axes = window_axes(node, x, kernel);
   return axes.size() == 1 ? plane_window({}, axes[0]) : plane_window(axes[0], axes[1]);
 }
 
 // The kernel_shape attribute (required by pooling; optional for Conv, where it must match the weight).
-inline Dims kernel_attr(const Node& node, std::size_t n, const Shape& x) {
+inline Extents kernel_attr(const Node& node, std::size_t n, const Shape& x) {
   KILN_CHECK(node.find("kernel_shape") != nullptr, "the kernel_shape attribute is required");
   return spatial_attr(node, "kernel_shape", n, 1, x);
 }
@@ -198,9 +199,9 @@ template <class B> P<B> drop_end_windows(P<B> y, const Shape& x, const Window& w
 
 // The kernel's spatial dims, from the weight [O, C/G, k...] of the input's rank, checked
 // against kernel_shape where the node gives it.
-inline Dims weight_kernel(const Node& node, std::size_t n, const Shape& xs, const Shape& ws) {
+inline Extents weight_kernel(const Node& node, std::size_t n, const Shape& xs, const Shape& ws) {
   KILN_CHECK(ws.rank() == xs.rank(), "the weight {} must have the rank of the input {}", ws, xs);
-  const Dims kernel(ws.begin() + 2, ws.end());
+  const Extents kernel(std::span<const std::int64_t>(ws.begin() + 2, ws.end()));
   if (node.find("kernel_shape"))
     KILN_CHECK(kernel_attr(node, n, xs) == kernel, "kernel_shape {} differs from the weight's kernel {}",
                kernel_attr(node, n, xs), ws);
@@ -210,7 +211,7 @@ inline Dims weight_kernel(const Node& node, std::size_t n, const Shape& xs, cons
 template <class B> Outs<B> conv(const Args<B>& a) {
   const std::size_t n = spatial_dims(a, "convolution");
   const Shape xs = a.shape(0), ws = a.shape(1);
-  const Dims kernel = weight_kernel(a.node, n, xs, ws);
+  const Extents kernel = weight_kernel(a.node, n, xs, ws);
   std::optional<P<B>> bias;
   if (a.has(2)) bias = a[2];
   ops::check_conv_dtypes("Conv", xs, a.dtype(0), ws, a.dtype(1),
@@ -222,8 +223,17 @@ template <class B> Outs<B> conv(const Args<B>& a) {
   if (win.begin == win.end) o.padding = win.begin;
   else x = pad<B>(x, win, 0.0);
   ops::conv_output_shape("Conv", B::shape(x), B::shape(w), o.stride, o.padding, o.dilation, o.groups);
-  const P<B> y = B::conv2d(x, w, bias, o);
-  return {n == 1 ? erase_dim<B>(y, 2) : y};
+  // The folded activation inside the convolution where the backend takes it.
+  std::optional<P<B>> y;
+  if constexpr (ConvPrograms<B>) {
+    if (a.epilogue) {
+      std::vector<P<B>> fused =
+          B::conv2d_program(x, w, bias, o, detail::epilogue_program(a.epilogue, B::dtype(x), false), {}, {});
+      if (!fused.empty()) y = std::move(fused.front());
+    }
+  }
+  if (!y) y = detail::apply_epilogue(a, B::conv2d(x, w, bias, o));
+  return {n == 1 ? erase_dim<B>(*y, 2) : *y};
 }
 
 // The whole unpadded output of a transposed convolution of x [N, IC, spatial...] by w [IC,
@@ -232,7 +242,7 @@ template <class B> Outs<B> conv(const Args<B>& a) {
 // depth at once, x as [N*D, IC, H, W] and the depth taps folded into the output channels
 // (w as [IC, OC/group*KD, KH, KW], no copy), then the depth taps scattered and summed along
 // D by a transposed convolution with a one-hot kernel [KD, 1, KD, 1] over [N*OC, KD, D, HW].
-template <class B> P<B> conv_transpose_full(const P<B>& x, const P<B>& w, const Dims& stride, const Dims& dilation,
+template <class B> P<B> conv_transpose_full(const P<B>& x, const P<B>& w, const Extents& stride, const Extents& dilation,
                                             std::int64_t group) {
   const Shape xs = B::shape(x), ws = B::shape(w);
   const std::size_t n = xs.rank() - 2;
@@ -279,9 +289,9 @@ template <class B> Outs<B> conv_transpose(const Args<B>& a) {
   const std::size_t n = spatial_dims(a, "transposed convolution", 3), rank = n + 2;
   const Shape xs = a.shape(0), ws = a.shape(1);
   (void)weight_kernel(a.node, n, xs, ws);
-  const Dims stride = spatial_attr(a.node, "strides", n, 1, xs), dilation = spatial_attr(a.node, "dilations", n, 1, xs);
-  const Dims output_padding = spatial_attr(a.node, "output_padding", n, 0, xs);
-  const Dims pads = spatial_attr(a.node, "pads", 2 * n, 0, xs);
+  const Extents stride = spatial_attr(a.node, "strides", n, 1, xs), dilation = spatial_attr(a.node, "dilations", n, 1, xs);
+  const Extents output_padding = spatial_attr(a.node, "output_padding", n, 0, xs);
+  const Extents pads = spatial_attr(a.node, "pads", 2 * n, 0, xs);
   Dims output_shape = a.node.attr_ints("output_shape");
   if (output_shape.size() == n + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   KILN_CHECK(output_shape.empty() || output_shape.size() == n, "output_shape {} must have {} entries (input {})",
@@ -501,6 +511,25 @@ template <class B> Outs<B> global_pool(const Args<B>& a, ops::ReduceOp op) {
 
 // NumPy's matmul: a 1-d left operand is a row, a 1-d right operand a column (both dropped
 // from the result), batch dims broadcast.
+// lhs @ rhs, plus `bias` (broadcast to the product) where given, with the node's folded
+// activation: in one kernel where the backend takes the program as the product's epilogue
+// (B::matmul_program), as a product and a program otherwise.
+template <class B> P<B> product(const Args<B>& a, const P<B>& lhs, const P<B>& rhs, const std::optional<P<B>>& bias) {
+  const DType dtype = B::dtype(lhs);
+  if constexpr (MatmulPrograms<B>) {
+    if (a.epilogue || bias) {
+      const codegen::Program& program = detail::epilogue_program(a.epilogue, dtype, bias.has_value());
+      std::vector<P<B>> inputs;
+      if (bias) inputs.push_back(*bias);
+      std::vector<P<B>> fused = B::matmul_program(lhs, rhs, program, inputs, {});
+      if (!fused.empty()) return std::move(fused.front());
+    }
+  }
+  P<B> y = B::matmul(lhs, rhs);
+  if (bias) y = add<B>(y, detail::broadcast_to<B>(*bias, B::shape(y)));
+  return detail::apply_epilogue(a, y);
+}
+
 template <class B> Outs<B> matmul(const Args<B>& a) {
   const Shape as = a.shape(0), bs = a.shape(1);
   KILN_CHECK(as.rank() >= 1 && bs.rank() >= 1, "MatMul takes operands of rank 1 or more, got {} and {}", as, bs);
@@ -520,8 +549,8 @@ template <class B> Outs<B> matmul(const Args<B>& a) {
   }
   if (as.rank() > 1) out.push_back(ad[rank - 2]);
   if (bs.rank() > 1) out.push_back(bd[rank - 1]);
-  const P<B> y = B::matmul(B::reshape(a[0], Shape(ad)), B::reshape(a[1], Shape(bd)));
-  return {B::reshape(y, Shape(std::move(out)))};
+  const P<B> lhs = B::reshape(a[0], Shape(ad)), rhs = B::reshape(a[1], Shape(bd));
+  return {B::reshape(product<B>(a, lhs, rhs, std::nullopt), Shape(std::move(out)))};
 }
 
 template <class B> Outs<B> gemm(const Args<B>& a) {
@@ -535,13 +564,18 @@ template <class B> Outs<B> gemm(const Args<B>& a) {
   const P<B> lhs = ta ? B::permute(a[0], swap) : a[0], rhs = tb ? B::permute(a[1], swap) : a[1];
   const Shape ls = B::shape(lhs), rs = B::shape(rhs);
   KILN_CHECK(ls[1] == rs[0], "A {} (transA {}) and B {} (transB {}) do not multiply", as, ta, bs, tb);
-  P<B> y = B::matmul(lhs, rhs);
-  if (alpha != 1.0) y = provided::binary_scalar<B, ops::Mul>(y, alpha);
+  std::optional<P<B>> c;
   if (a.has(2) && beta != 0.0) {
-    const P<B> c = detail::broadcast_to<B>(with_dtype<B>(a[2], a.dtype(0)), Shape{ls[0], rs[1]});
-    y = add<B>(y, beta == 1.0 ? c : provided::binary_scalar<B, ops::Mul>(c, beta));
+    c = with_dtype<B>(a[2], a.dtype(0));
+    KILN_CHECK(broadcast_shapes("Gemm", B::shape(*c), Shape{ls[0], rs[1]}) == Shape({ls[0], rs[1]}),
+               "C {} does not broadcast to the product [{}, {}]", B::shape(*c), ls[0], rs[1]);
   }
-  return {y};
+  // alpha (A @ B) + beta C: one kernel with the bias and the activation where alpha and beta are 1.
+  if (alpha == 1.0 && (!c || beta == 1.0)) return {product<B>(a, lhs, rhs, c)};
+  P<B> y = provided::binary_scalar<B, ops::Mul>(B::matmul(lhs, rhs), alpha);
+  if (c) y = add<B>(y, detail::broadcast_to<B>(beta == 1.0 ? *c : provided::binary_scalar<B, ops::Mul>(*c, beta),
+                                                B::shape(y)));
+  return {detail::apply_epilogue(a, y)};
 }
 
 // ---------------------------------------------------------------- softmax family

@@ -296,9 +296,9 @@ template <class B> Outs<B> max_unpool(const Args<B>& a) {
   KILN_CHECK(xs.rank() >= 3 && is == xs, "expected an input [N, C, spatial...] and indices of its shape, got {} and {}",
              xs, is);
   const std::size_t n = xs.rank() - 2;
-  const Dims kernel = nn_detail::kernel_attr(a.node, n, xs);
-  const Dims stride = nn_detail::spatial_attr(a.node, "strides", n, 1, xs);
-  const Dims pads = nn_detail::spatial_attr(a.node, "pads", 2 * n, 0, xs);
+  const Extents kernel = nn_detail::kernel_attr(a.node, n, xs);
+  const Extents stride = nn_detail::spatial_attr(a.node, "strides", n, 1, xs);
+  const Extents pads = nn_detail::spatial_attr(a.node, "pads", 2 * n, 0, xs);
   Dims dims = xs.to_vector();
   for (std::size_t i = 0; i < n; ++i) dims[2 + i] = (xs[2 + i] - 1) * stride[i] - pads[i] - pads[n + i] + kernel[i];
   const Shape unpooled(dims);

@@ -187,9 +187,19 @@ template <class B> struct Subgraph {
   std::vector<std::size_t> captures;
 };
 
+// An activation that the runner folded into the node computing its input (GraphRunner: a
+// Conv, Gemm or MatMul whose one reader is a Relu, on a backend with convolution or matmul
+// epilogues). The node's kernel applies `formula` to its result: inside the convolution or
+// the product where the backend takes it (B::conv2d_program, B::matmul_program), after it
+// otherwise (epilogue_program, apply_epilogue).
+struct Epilogue {
+  std::string op_type;  // the activation's
+  std::function<codegen::Expr(const codegen::Expr&)> formula;
+};
+
 // What a kernel receives: its node, its inputs (nullopt where the node omits an optional
 // one), the model's opset and the device; for a node with subgraphs, the subgraphs and the
-// outer values they read.
+// outer values they read; for a node with an activation folded in, that activation.
 template <class B> struct Args {
   using Primitive = typename B::Primitive;
   const Node& node;
@@ -198,6 +208,7 @@ template <class B> struct Args {
   typename B::Device device;
   std::span<const Subgraph<B>> subgraphs = {};
   std::span<const std::optional<Value<B>>> captured = {};
+  const Epilogue* epilogue = nullptr;
 
   std::size_t size() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i].has_value(); }
@@ -444,6 +455,22 @@ template <class B> typename B::Primitive drop_dims(const typename B::Primitive& 
   for (std::size_t i = 0; i < s.rank(); ++i)
     if (std::find(dims.begin(), dims.end(), i) == dims.end()) out.push_back(s[i]);
   return B::reshape(x, Shape(out));
+}
+
+// The program of a node's result, with `extra` more inputs added to it first (a bias: in0 +
+// in1), then the node's folded activation applied: act(in0 [+ in1]). Traced once per kind.
+inline const codegen::Program& epilogue_program(const Epilogue* epilogue, DType dtype, bool bias) {
+  const std::string name = std::string("epilogue ") + (epilogue ? epilogue->op_type : "") + (bias ? " +bias" : "");
+  return program(name, dtype, bias ? 2 : 1, 0, [&](std::span<const codegen::Expr> in, std::span<const codegen::Expr>) {
+    const codegen::Expr x = bias ? in[0] + in[1] : in[0];
+    return epilogue ? epilogue->formula(x) : x;
+  });
+}
+
+// y with the node's folded activation applied (y itself where none is folded in).
+template <class B> typename B::Primitive apply_epilogue(const Args<B>& a, const typename B::Primitive& y) {
+  if (!a.epilogue) return y;
+  return run<B>(epilogue_program(a.epilogue, B::dtype(y), false), {y});
 }
 
 }  // namespace detail

@@ -13,14 +13,14 @@
 namespace kiln::ops {
 
 struct MatmulShape {
-  std::vector<std::int64_t> batch;  // the broadcast batch dims
+  Extents batch;  // the broadcast batch dims
   std::int64_t m = 0, k = 0, n = 0;
 
   Shape out() const {
-    std::vector<std::int64_t> dims = batch;
+    Extents dims = batch;
     dims.push_back(m);
     dims.push_back(n);
-    return Shape(std::move(dims));
+    return Shape(dims);
   }
 };
 

@@ -149,7 +149,7 @@ inline Shape conv_output_shape(std::string_view op, const Shape& x, const Shape&
   KILN_CHECK(w[1] * groups == x[1],
              "{}: weight {} expects {} input channels (groups = {}, {} per group), but input {} has {}", op, w,
              w[1] * groups, groups, w[1], x, x[1]);
-  std::vector<std::int64_t> out{x[0], w[0]};
+  Extents out{x[0], w[0]};
   for (std::size_t i = 0; i < spatial; ++i) {
     const std::int64_t o = window_output_size(x[2 + i], w[2 + i], stride[i], padding[i], dilation[i]);
     KILN_CHECK(o >= 1,
@@ -158,7 +158,7 @@ inline Shape conv_output_shape(std::string_view op, const Shape& x, const Shape&
                op, x, detail::conv_dims(padding), w, detail::conv_dims(dilation));
     out.push_back(o);
   }
-  return Shape(std::move(out));
+  return Shape(out);
 }
 
 // A convolution's dtypes and bias after PyTorch's checks: input and weight of one dtype, and a
