@@ -189,13 +189,13 @@ TYPED_TEST(AutodiffGraph, TrainingStepsLeakNothing) {
   };
   step();  // warm the allocator's cache
   const auto nodes = autodiff::live_node_count().load();
-  cpu::AllocatorStats memory{};
-  if constexpr (std::same_as<B, Cpu>) memory = cpu::allocator_stats();
+  cpu::MemoryStats memory{};
+  if constexpr (std::same_as<B, Cpu>) memory = cpu::memory_stats();
   for (int i = 0; i < 100; ++i) step();
   // The parameters are the only nodes and buffers that outlive a step.
   EXPECT_EQ(autodiff::live_node_count().load(), nodes);
   if constexpr (std::same_as<B, Cpu>) {
-    const auto after = cpu::allocator_stats();
+    const auto after = cpu::memory_stats();
     EXPECT_EQ(after.live_buffers, memory.live_buffers);
     EXPECT_EQ(after.live_bytes, memory.live_bytes);
   }

@@ -3,6 +3,7 @@
 // more than the arithmetic of most ops (about 3 ms per MiB).
 #include "internal.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -30,7 +31,7 @@ struct Pool {
   // (a model run again and again) neither taking nor giving a block allocates: a multimap
   // allocated and freed a node for each.
   std::map<std::size_t, std::vector<void*>> free_blocks;
-  AllocatorStats stats;
+  MemoryStats stats;
 
   void* take(std::size_t bytes) {
     {
@@ -40,8 +41,7 @@ struct Pool {
         void* p = it->second.back();
         it->second.pop_back();
         stats.cached_bytes -= bytes;
-        stats.live_bytes += bytes;
-        ++stats.live_buffers;
+        hold(bytes);
         return p;
       }
     }
@@ -52,9 +52,14 @@ struct Pool {
     }
     KILN_CHECK(p != nullptr, "cpu allocator: out of memory allocating {} bytes", bytes);
     std::lock_guard lock(mutex);
-    stats.live_bytes += bytes;
-    ++stats.live_buffers;
+    hold(bytes);
     return p;
+  }
+
+  void hold(std::size_t bytes) {  // under the lock
+    stats.live_bytes += bytes;
+    stats.peak_live_bytes = std::max(stats.peak_live_bytes, stats.live_bytes);
+    ++stats.live_buffers;
   }
 
   void give(void* p, std::size_t bytes) {
@@ -90,13 +95,15 @@ Storage::Storage(std::size_t requested) : bytes(size_class(requested)) {
 }
 Storage::~Storage() { pool().give(ptr, bytes); }
 
-AllocatorStats allocator_stats() {
+MemoryStats memory_stats() {
   std::lock_guard lock(pool().mutex);
   return pool().stats;
 }
-void release_cached_memory() { pool().release(); }
+void reset_peak_memory_stats() {
+  std::lock_guard lock(pool().mutex);
+  pool().stats.peak_live_bytes = pool().stats.live_bytes;
+}
+void empty_cache() { pool().release(); }
 
-void set_num_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs()); }
-int num_threads() { return omp_get_max_threads(); }
 
 }  // namespace kiln::cpu

@@ -54,22 +54,27 @@ CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape);
 // Copies the elements of `src` (any strides) into `dst` (same shape and dtype, any strides).
 void copy_into(const CpuTensor& src, const CpuTensor& dst);
 
-// Makes the OpenMP worker threads of the calling thread's team block asynchronous signals
-// (SIGINT, SIGTERM, SIGUSR1...), once per team size: a signal frame pushed on a worker in
-// the middle of oneDNN's JIT-compiled kernels corrupted the heap. Signals then go
-// to the program's own threads. Cheap after the first call (a thread_local compare); called
-// before every parallel region and oneDNN call (threads.cpp).
-void keep_signals_off_workers();
+// Readies the calling thread's OpenMP team and returns its size: applies the process-wide
+// thread count (KILN_NUM_THREADS, kiln::cpu::set_num_threads) to this thread, and makes the
+// team's workers block asynchronous signals (SIGINT, SIGTERM, SIGUSR1...), once per team
+// size: a signal frame pushed on a worker in the middle of oneDNN's JIT-compiled kernels
+// corrupted the heap, so signals go to the program's own threads. Cheap after the first
+// call (thread_local compares); called before every parallel region and oneDNN call
+// (threads.cpp).
+int prepare_team();
 
 // Splits [0, n) into blocks of at least `grain` and runs fn(begin, end) on the OpenMP threads.
 template <class F> void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
-  const std::int64_t blocks = std::min<std::int64_t>((n + grain - 1) / grain, omp_get_max_threads());
-  if (blocks <= 1 || omp_in_parallel()) {
+  if ((n + grain - 1) / grain <= 1 || omp_in_parallel()) {
     fn(std::int64_t{0}, n);
     return;
   }
-  keep_signals_off_workers();  // ~20 ns, beside the microseconds a parallel region costs
+  const std::int64_t blocks = std::min<std::int64_t>((n + grain - 1) / grain, prepare_team());
+  if (blocks <= 1) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
 #pragma omp parallel for num_threads(static_cast<int>(blocks)) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) fn(n * b / blocks, n * (b + 1) / blocks);
 }

@@ -116,7 +116,7 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
     pb = misaligned_copy(pb, b.ld, k, n);
     b.ld = n;
   }
-  keep_signals_off_workers();  // oneDNN's sgemm runs on this thread's OpenMP team
+  prepare_team();  // oneDNN's sgemm runs on this thread's OpenMP team
   const dnnl_status_t status = dnnl_sgemm(a.transposed ? 'T' : 'N', b.transposed ? 'T' : 'N', m, n, k, 1.0f, pa, a.ld,
                                           pb, b.ld, 0.0f, pc, ldc);
   KILN_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status {}) for m={}, n={}, k={}",
@@ -215,7 +215,7 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
       gemm<T>(a.layout, b.layout, m, n, k, pa + a.batch_offsets[s], pb + b.batch_offsets[s], pc + i * m * n, n);
     }
   };
-  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * omp_get_max_threads()) parallel_for(count, 1, run);
+  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * prepare_team()) parallel_for(count, 1, run);
   else run(0, count);
 }
 

@@ -15,7 +15,7 @@ dnnl::engine& onednn_engine() {
 }
 
 dnnl::stream& onednn_stream() {
-  keep_signals_off_workers();  // oneDNN's primitives run on this thread's OpenMP team
+  prepare_team();  // oneDNN's primitives run on this thread's OpenMP team
   thread_local dnnl::stream stream(onednn_engine());
   return stream;
 }

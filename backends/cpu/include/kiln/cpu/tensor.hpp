@@ -29,17 +29,25 @@ struct CpuTensor : StridedView {
   template <class T> T* data() const { return reinterpret_cast<T*>(bytes()); }
 };
 
-// Memory statistics of the caching allocator, for tests and benchmarks.
-struct AllocatorStats {
-  std::size_t live_bytes = 0;     // held by live tensors
-  std::size_t cached_bytes = 0;   // freed, kept for reuse
+// The caching allocator behind every CPU tensor, as PyTorch reports and empties its CUDA
+// cache: bytes in size classes (a buffer is rounded up to its class).
+struct MemoryStats {
+  std::size_t live_bytes = 0;       // held by live tensors
+  std::size_t peak_live_bytes = 0;  // the most held at once, since the start or the last reset
+  std::size_t cached_bytes = 0;     // freed, kept for reuse
   std::size_t live_buffers = 0;
 };
-AllocatorStats allocator_stats();
-void release_cached_memory();
+MemoryStats memory_stats();
+// Starts the peak over from the bytes held now.
+void reset_peak_memory_stats();
+// Returns every cached (freed) buffer to the system; live tensors keep theirs.
+void empty_cache();
 
-// Threads used by Kiln's CPU kernels (OpenMP and oneDNN share them). 0 = the default.
+// The threads Kiln's CPU kernels use (OpenMP's; oneDNN runs on the same ones), for the whole
+// process: `threads`, or 0 for the default (KILN_NUM_THREADS where it is set, else OpenMP's:
+// OMP_NUM_THREADS, else one per core). Takes effect at each thread's next op.
 void set_num_threads(int threads);
+// The number of threads the calling thread's next op may use.
 int num_threads();
 
 }  // namespace kiln::cpu

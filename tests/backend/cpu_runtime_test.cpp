@@ -1,0 +1,78 @@
+// The CPU backend's process-wide settings: the thread count (kiln::cpu::set_num_threads,
+// KILN_NUM_THREADS) reaching every thread, and the caching allocator's statistics and
+// empty_cache.
+#include <kiln/cpu/backend.hpp>
+#include <kiln/tensor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+using namespace kiln;
+
+namespace {
+
+TEST(CpuRuntime, TheThreadCountReachesEveryThread) {
+  const int before = cpu::num_threads();
+  ASSERT_GE(before, 1);
+  cpu::set_num_threads(1);
+  EXPECT_EQ(cpu::num_threads(), 1);
+  int seen = 0;
+  std::thread([&] { seen = cpu::num_threads(); }).join();  // a thread started after the change
+  EXPECT_EQ(seen, 1);
+  // Work on more threads than asked still gives the same result.
+  const double total = Tensor<Cpu, 1>::ones({1 << 20}).sum().item();
+  EXPECT_DOUBLE_EQ(total, 1048576.0);
+  cpu::set_num_threads(0);  // the default again
+  EXPECT_EQ(cpu::num_threads(), before);
+  std::thread([&] { seen = cpu::num_threads(); }).join();
+  EXPECT_EQ(seen, before);
+}
+
+TEST(CpuRuntime, ABadThreadCountIsAnError) {
+  try {
+    cpu::set_num_threads(-2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu::set_num_threads: -2 is not a thread count"), std::string::npos)
+        << e.what();
+  }
+}
+
+// ctest runs this one again with KILN_NUM_THREADS=1 (cpu.threads_from_environment).
+TEST(CpuRuntime, KilnNumThreadsSetsTheDefault) {
+  const char* text = std::getenv("KILN_NUM_THREADS");
+  if (text == nullptr) GTEST_SKIP() << "KILN_NUM_THREADS is not set (ctest's cpu.threads_from_environment sets it)";
+  EXPECT_EQ(cpu::num_threads(), std::atoi(text));
+  int seen = 0;
+  std::thread([&] { seen = cpu::num_threads(); }).join();
+  EXPECT_EQ(seen, std::atoi(text));
+}
+
+TEST(CpuRuntime, MemoryStatsCountLivePeakAndCachedBytes) {
+  cpu::empty_cache();
+  const cpu::MemoryStats start = cpu::memory_stats();
+  EXPECT_EQ(start.cached_bytes, 0u);
+  cpu::reset_peak_memory_stats();
+  EXPECT_EQ(cpu::memory_stats().peak_live_bytes, start.live_bytes);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  {
+    const auto x = Tensor<Cpu, 1>::zeros({static_cast<std::int64_t>(bytes / 4)}, {});
+    const cpu::MemoryStats held = cpu::memory_stats();
+    EXPECT_GE(held.live_bytes, start.live_bytes + bytes);
+    EXPECT_EQ(held.live_buffers, start.live_buffers + 1);
+    EXPECT_EQ(held.peak_live_bytes, held.live_bytes);
+  }
+  const cpu::MemoryStats freed = cpu::memory_stats();
+  EXPECT_EQ(freed.live_bytes, start.live_bytes);
+  EXPECT_GE(freed.cached_bytes, bytes);                       // kept for reuse
+  EXPECT_GE(freed.peak_live_bytes, start.live_bytes + bytes);  // the peak stays
+  cpu::empty_cache();
+  EXPECT_EQ(cpu::memory_stats().cached_bytes, 0u);
+  cpu::reset_peak_memory_stats();
+  EXPECT_EQ(cpu::memory_stats().peak_live_bytes, start.live_bytes);
+}
+
+}  // namespace
