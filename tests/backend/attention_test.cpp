@@ -2,7 +2,7 @@
 // backend has it (FusedAttention: the CPU's flash-attention kernels, and the decorators over
 // it) against the composition of primitives written out here, values and, through
 // Autodiff, gradients of q, k and v; on every backend (one without the primitive compares
-// the composition with itself). Sizes that are not multiples of the 64-row tiles, L != S,
+// the composition with itself). Sizes that are not multiples of the kernels' tiles, L != S,
 // D != Dv, several heads and batches, causal and boolean masks; then the errors.
 #include "backends.hpp"
 #include "expect_error.hpp"
@@ -36,7 +36,7 @@ struct Case {
   bool causal;
 };
 
-// Cases on both sides of the tile sizes (64 queries, 64 or 256 keys), L != S both ways, D != Dv.
+// Cases on both sides of the tile sizes (128 queries, 128 or 256 keys), L != S both ways, D != Dv.
 const Case kCases[] = {
     {1, 1, 1, 1, 8, 8, MaskKind::none, false},      {2, 3, 7, 7, 16, 16, MaskKind::none, true},
     {1, 2, 65, 130, 32, 24, MaskKind::full, false}, {2, 2, 130, 65, 16, 8, MaskKind::per_query_key, true},

@@ -19,15 +19,16 @@
 namespace kiln::cpu {
 namespace {
 
-// Tiles of 64 queries. The forward pass takes 256 keys at a time, so that its products are
-// 64 x 256 x D and the online softmax rescales each row once per 256 keys (15% faster than
-// 64 keys at L = S = 512, one thread), and runs them through the backend's GEMM (oneDNN's
-// sgemm: 25% faster than Eigen's products on these tiles). The backward pass keeps 64 x 64
-// tiles and Eigen's products: its dK and dV accumulators live per key tile, and smaller key
-// tiles give its first pass more work items to share out.
-constexpr std::int64_t kQueryTile = 64;
+// Tile sizes, measured on one thread at L = S = 512 and 2048, D = 64 (docs/benchmarks.md).
+// 128 queries at a time. The forward pass takes 256 keys at a time, so that its products
+// are 128 x 256 x D and the online softmax rescales each row once per 256 keys, and runs
+// them through the backend's GEMM (oneDNN's sgemm: 25% faster than Eigen's products on
+// these tiles). The backward pass takes 128 keys at a time (10% faster than 64): its dK and
+// dV accumulators live per key tile, and smaller key tiles give it more work items to share
+// out. Everything here is an online softmax over tiles: correct for any sizes.
+constexpr std::int64_t kQueryTile = 128;
 constexpr std::int64_t kForwardKeyTile = 256;
-constexpr std::int64_t kKeyTile = 64;
+constexpr std::int64_t kKeyTile = 128;  // backward
 
 template <class T> using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T> using ConstMap = Eigen::Map<const Matrix<T>>;
@@ -92,6 +93,10 @@ void mask_tile(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t 
 template <class T>
 void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa, const T* pb,
                T* pc, std::int64_t ldc) {
+  if (k == 0) {  // an empty sum: zeros, which a GEMM given k = 0 need not write
+    for (std::int64_t i = 0; i < m; ++i) std::fill(pc + i * ldc, pc + i * ldc + n, T(0));
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc);
   else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc);
 }
@@ -151,20 +156,24 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
   });
 }
 
-// The weights of one tile, recomputed: exp(q kᵀ · scale - lse) with the masked ones 0.
-template <class Q, class K, class Scores>
-void recompute_weights(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t j0, const Q& qt, const K& kt,
-                       const typename Scores::Scalar* lse, typename Scores::Scalar scale, Scores& st) {
-  st.noalias() = qt * kt.transpose();
+// The weights of one tile, recomputed: exp(q kᵀ · scale - lse) with the masked ones 0, into
+// st (a block of rows x cols whose rows are st.outerStride() apart).
+template <class T, class Scores>
+void recompute_weights(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t j0, const T* qt, const T* kt,
+                       const T* lse, T scale, Scores& st) {
+  tile_gemm<T>({false, p.d}, {true, p.d}, st.rows(), st.cols(), p.d, qt, kt, st.data(), st.outerStride());
   st *= scale;
   mask_tile(p, bh, i0, j0, st);
   for (std::int64_t r = 0; r < st.rows(); ++r) st.row(r) = (st.row(r).array() - lse[r]).exp().matrix();
 }
 
-// Backward, in two passes so that each output has one writer: dK and dV per (head, key
-// tile), over the query tiles; then dQ per (head, query tile), over the key tiles. Both
-// recompute the weights P of each tile, and dS = P ∘ (dO vᵀ - δ) with δ = rowsum(dO ∘ O),
-// the softmax gradient without the row of weights.
+// Backward, one pass over (head, key tile) work items (flash-attention 2's order): each
+// recomputes the weights P of its key tile against every query tile that sees it, and with
+// dS = P ∘ (dO vᵀ - δ), δ = rowsum(dO ∘ O) (the softmax gradient without the row of weights),
+// accumulates dV += Pᵀ dO and dK += dSᵀ q for its keys and dQ += dS k for the queries. dQ rows
+// take contributions from every key tile, so each thread adds them into its own buffer over
+// the heads its items cover, and the buffers are summed after: five tile products per tile
+// pair, where recomputing dQ in a second pass took seven.
 template <class T>
 void attention_backward(const Problem& p, const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout,
                         T scale, T* dq, T* dk, T* dv) {
@@ -176,55 +185,60 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
       delta[r] = (ConstMap<T>(dout + r * p.dv, 1, p.dv).array() * ConstMap<T>(out + r * p.dv, 1, p.dv).array()).sum();
   });
 
-  const std::int64_t key_tiles = p.key_tiles();
-  parallel_for(heads * key_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dk_acc(kKeyTile, p.d), dv_acc(kKeyTile, p.dv);
-    for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t bh = item / key_tiles, j0 = item % key_tiles * kKeyTile, cols = std::min(kKeyTile, p.s - j0);
-      const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
-      auto dkt = dk_acc.topRows(cols);
-      auto dvt = dv_acc.topRows(cols);
-      dkt.setZero();
-      dvt.setZero();
-      for (std::int64_t i0 = p.query_begin(j0); i0 < p.l; i0 += kQueryTile) {
-        const std::int64_t rows = std::min(kQueryTile, p.l - i0), row0 = bh * p.l + i0;
-        const ConstMap<T> qt(q + row0 * p.d, rows, p.d), dot(dout + row0 * p.dv, rows, p.dv);
-        auto pt = weights.topLeftCorner(rows, cols);
-        auto ds = grad.topLeftCorner(rows, cols);
-        recompute_weights(p, bh, i0, j0, qt, kt, lse + row0, scale, pt);
-        dvt.noalias() += pt.transpose() * dot;
-        ds.noalias() = dot * vt.transpose();
-        for (std::int64_t r = 0; r < rows; ++r)
-          ds.row(r) = (pt.row(r).array() * (ds.row(r).array() - delta[row0 + r])).matrix();
-        dkt.noalias() += ds.transpose() * qt;
+  const std::int64_t key_tiles = p.key_tiles(), items = heads * key_tiles, head_size = p.l * p.d;
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(items, omp_get_max_threads()));
+  auto block_items = [&](std::int64_t b) { return std::pair{items * b / blocks, items * (b + 1) / blocks}; };
+  std::vector<std::vector<T>> dq_parts(static_cast<std::size_t>(blocks));
+  parallel_for(blocks, 1, [&](std::int64_t block_begin, std::int64_t block_end) {
+    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dk_acc(kKeyTile, p.d), dv_acc(kKeyTile, p.dv),
+        dk_product(kKeyTile, p.d), dv_product(kKeyTile, p.dv), dq_product(kQueryTile, p.d);
+    for (std::int64_t b = block_begin; b < block_end; ++b) {
+      const auto [begin, end] = block_items(b);
+      const std::int64_t first_head = begin / key_tiles;
+      std::vector<T>& part = dq_parts[static_cast<std::size_t>(b)];
+      part.assign(static_cast<std::size_t>(((end - 1) / key_tiles - first_head + 1) * head_size), T(0));
+      for (std::int64_t item = begin; item < end; ++item) {
+        const std::int64_t bh = item / key_tiles, j0 = item % key_tiles * kKeyTile, cols = std::min(kKeyTile, p.s - j0);
+        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
+        auto dkt = dk_acc.topRows(cols);
+        auto dvt = dv_acc.topRows(cols);
+        dkt.setZero();
+        dvt.setZero();
+        for (std::int64_t i0 = p.query_begin(j0); i0 < p.l; i0 += kQueryTile) {
+          const std::int64_t rows = std::min(kQueryTile, p.l - i0), row0 = bh * p.l + i0;
+          const ConstMap<T> qt(q + row0 * p.d, rows, p.d), dot(dout + row0 * p.dv, rows, p.dv);
+          auto pt = weights.topLeftCorner(rows, cols);
+          auto ds = grad.topLeftCorner(rows, cols);
+          recompute_weights(p, bh, i0, j0, qt.data(), kt.data(), lse + row0, scale, pt);
+          // dV += Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - δ); dK += dSᵀ Q; dQ += dS K (both scaled at the end)
+          tile_gemm<T>({true, kKeyTile}, {false, p.dv}, cols, p.dv, rows, pt.data(), dot.data(), dv_product.data(), p.dv);
+          dvt += dv_product.topRows(cols);
+          tile_gemm<T>({false, p.dv}, {true, p.dv}, rows, cols, p.dv, dot.data(), vt.data(), ds.data(), kKeyTile);
+          for (std::int64_t r = 0; r < rows; ++r)
+            ds.row(r) = (pt.row(r).array() * (ds.row(r).array() - delta[row0 + r])).matrix();
+          tile_gemm<T>({true, kKeyTile}, {false, p.d}, cols, p.d, rows, ds.data(), qt.data(), dk_product.data(), p.d);
+          dkt += dk_product.topRows(cols);
+          tile_gemm<T>({false, kKeyTile}, {false, p.d}, rows, p.d, cols, ds.data(), kt.data(), dq_product.data(), p.d);
+          Map<T>(part.data() + (bh - first_head) * head_size + i0 * p.d, rows, p.d) += dq_product.topRows(rows);
+        }
+        Map<T>(dk + (bh * p.s + j0) * p.d, cols, p.d) = dkt * scale;
+        Map<T>(dv + (bh * p.s + j0) * p.dv, cols, p.dv) = dvt;
       }
-      Map<T>(dk + (bh * p.s + j0) * p.d, cols, p.d) = dkt * scale;
-      Map<T>(dv + (bh * p.s + j0) * p.dv, cols, p.dv) = dvt;
     }
   });
 
-  const std::int64_t query_tiles = p.query_tiles();
-  parallel_for(heads * query_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dq_acc(kQueryTile, p.d);
-    for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t bh = item / query_tiles, i0 = item % query_tiles * kQueryTile;
-      const std::int64_t rows = std::min(kQueryTile, p.l - i0), row0 = bh * p.l + i0;
-      const ConstMap<T> qt(q + row0 * p.d, rows, p.d), dot(dout + row0 * p.dv, rows, p.dv);
-      auto dqt = dq_acc.topRows(rows);
-      dqt.setZero();
-      const std::int64_t key_end = p.key_end(i0, rows);
-      for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
-        const std::int64_t cols = std::min(kKeyTile, key_end - j0);
-        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
-        auto pt = weights.topLeftCorner(rows, cols);
-        auto ds = grad.topLeftCorner(rows, cols);
-        recompute_weights(p, bh, i0, j0, qt, kt, lse + row0, scale, pt);
-        ds.noalias() = dot * vt.transpose();
-        for (std::int64_t r = 0; r < rows; ++r)
-          ds.row(r) = (pt.row(r).array() * (ds.row(r).array() - delta[row0 + r])).matrix();
-        dqt.noalias() += ds * kt;
+  // dQ of each head: the sum of the buffers of the blocks that cover it, scaled.
+  parallel_for(heads, 1, [&](std::int64_t head_begin, std::int64_t head_end) {
+    for (std::int64_t bh = head_begin; bh < head_end; ++bh) {
+      Map<T> dqh(dq + bh * head_size, p.l, p.d);
+      dqh.setZero();
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const auto [begin, end] = block_items(b);
+        const std::int64_t first_head = begin / key_tiles, last_head = (end - 1) / key_tiles;
+        if (bh < first_head || bh > last_head) continue;
+        dqh += ConstMap<T>(dq_parts[static_cast<std::size_t>(b)].data() + (bh - first_head) * head_size, p.l, p.d);
       }
-      Map<T>(dq + row0 * p.d, rows, p.d) = dqt * scale;
+      dqh *= scale;
     }
   });
 }
