@@ -12,8 +12,8 @@
 #include <Eigen/Core>
 
 #include <cmath>
-#include <type_traits>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::cpu {

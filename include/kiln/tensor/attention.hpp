@@ -31,8 +31,7 @@ namespace detail {
 template <class B>
 Tensor<B, 4> attention_composition(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
                                    const std::optional<Tensor<std::type_identity_t<B>, 4, Bool>>& mask, bool causal,
-                                   double dropout,
-                                   double scale) {
+                                   double dropout, double scale) {
   Tensor<B, 4> scores = q.matmul(k.transpose()) * scale;
   const double ninf = -std::numeric_limits<double>::infinity();
   if (causal) {
