@@ -89,6 +89,27 @@ def workloads(compile_mode):
     w["mlp_train_step_784_1024_1024_10_b256"] = [mlp_step(compile_mode, fused) for fused in (False, True)
                                                  if fused is False or adam_has_fused()]
     w["transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32"] = transformer_step(compile_mode)
+    # bench/transformer_bench.cpp's attention rows: q, k, v [1, 8, seq, 64], no mask; forward,
+    # and forward + backward at 512 and 2048.
+    for seq in (128, 512, 2048):
+        q, k, v = (torch.randn(1, 8, seq, 64) for _ in range(3))
+        sdpa = maybe_compile(lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(q, k, v))
+
+        def sdpa_forward(sdpa=sdpa):
+            with torch.no_grad():
+                return sdpa()
+
+        w[f"sdpa_fwd_n1_h8_d64/{seq}"] = sdpa_forward
+        if seq == 128:
+            continue
+        gq, gk, gv = (t.clone().requires_grad_() for t in (q, k, v))
+        sdpa_grad = maybe_compile(lambda gq=gq, gk=gk, gv=gv: torch.nn.functional.scaled_dot_product_attention(gq, gk, gv))
+
+        def sdpa_forward_backward(sdpa_grad=sdpa_grad, gq=gq, gk=gk, gv=gv):
+            gq.grad = gk.grad = gv.grad = None
+            sdpa_grad().sum().backward()
+
+        w[f"sdpa_fwd_bwd_n1_h8_d64/{seq}"] = sdpa_forward_backward
     w["cnn_train_step_fashion_b64"] = [cnn_step(compile_mode, fused) for fused in (False, True)
                                        if fused is False or adam_has_fused()]
     return w

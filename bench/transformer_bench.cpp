@@ -1,10 +1,14 @@
 // A transformer encoder layer (d_model 256, 4 heads, feed-forward 1024, no dropout) on a
 // batch of 32 sequences of 128, forward + backward on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>, @fusion_cpu), built from kiln::nn as
 // a user writes it. Its twin in bench/torch_workloads.py is torch.nn.TransformerEncoderLayer.
+// Below it, scaled-dot-product attention alone.
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
 
 namespace {
 
@@ -28,5 +32,58 @@ BENCHMARK(transformer_encoder_layer<kiln::Fusion<kiln::Cpu>>)
     ->Name("transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32@fusion_cpu")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Scaled-dot-product attention, q, k, v [1, 8, seq, 64] f32, no mask: the fused
+// kernel (flash-attention form) and, @composition, the matmul-softmax-matmul it replaces.
+// Twins in bench/torch_workloads.py: torch.nn.functional.scaled_dot_product_attention.
+// Forward alone:
+template <bool Fused> void sdpa_forward(benchmark::State& state, std::int64_t seq) {
+  using T = kiln::Tensor<kiln::Cpu, 4>;
+  kiln::manual_seed(0);
+  const T q = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1));
+  const T k = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1));
+  const T v = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1));
+  for (auto _ : state) {
+    const T out = Fused ? kiln::functional::scaled_dot_product_attention(q, k, v)
+                        : kiln::functional::detail::attention_composition(q, k, v, std::nullopt, false, 0.0, 0.125);
+    benchmark::DoNotOptimize(out.primitive().storage->ptr);
+  }
+}
+// Forward and backward (Autodiff<Cpu>): out.backward with dy of ones, gradients of q, k, v.
+template <bool Fused> void sdpa_forward_backward(benchmark::State& state, std::int64_t seq) {
+  using AD = kiln::Autodiff<kiln::Cpu>;
+  using T = kiln::Tensor<AD, 4>;
+  kiln::manual_seed(0);
+  const T q = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1)).require_grad();
+  const T k = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1)).require_grad();
+  const T v = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1)).require_grad();
+  for (auto _ : state) {
+    const T out = Fused ? kiln::functional::scaled_dot_product_attention(q, k, v)
+                        : kiln::functional::detail::attention_composition(q, k, v, std::nullopt, false, 0.0, 0.125);
+    const auto grads = out.sum().backward();
+    benchmark::DoNotOptimize(q.grad(grads)->primitive().storage->ptr);
+  }
+}
+// Registered by full name, so that a composition row reads <workload>@composition (with the
+// sequence before the @) and compare_torch.py sets it beside the same PyTorch twin.
+const bool sdpa_registered = [] {
+  for (const std::int64_t seq : {128, 512, 2048}) {
+    const std::string name = "sdpa_fwd_n1_h8_d64/" + std::to_string(seq);
+    benchmark::RegisterBenchmark(name.c_str(), sdpa_forward<true>, seq)->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark((name + "@composition").c_str(), sdpa_forward<false>, seq)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (const std::int64_t seq : {512, 2048}) {
+    const std::string name = "sdpa_fwd_bwd_n1_h8_d64/" + std::to_string(seq);
+    benchmark::RegisterBenchmark(name.c_str(), sdpa_forward_backward<true>, seq)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark((name + "@composition").c_str(), sdpa_forward_backward<false>, seq)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  return true;
+}();
 
 }  // namespace

@@ -9,7 +9,11 @@
 #include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <vector>
 
 namespace {
 
@@ -119,6 +123,72 @@ TYPED_TEST(NnTransformer, DecoderRejectsBadShapesAndMasks) {
   EXPECT_KILN_ERROR(layer.forward(tgt, memory, {}, {.key_padding_mask = Tensor<B, 2>::zeros({2, 3}).gt(0.0)}),
                     "nn::MultiHeadAttention: key_padding_mask [2, 3] must be [2, 4]");
   EXPECT_EQ(layer.forward(tgt, memory, {.causal = true}).shape(), Shape({2, 3, kModel}));
+}
+
+// A bool [rows, cols] mask, true at about a third of the positions but never in column 0, so
+// that every query keeps a key (key 0 is never in the future either).
+template <class B> Tensor<B, 2, Bool> sparse_mask(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
+  std::vector<std::uint8_t> values(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    values[i] = static_cast<std::int64_t>(i) % cols != 0 && (seed >> 24) % 3 == 0;
+  }
+  return Tensor<B, 2, Bool>::from_data(TensorData::from(values, Shape{rows, cols}).convert(DType::boolean));
+}
+
+// MultiHeadAttention as it was written before scaled_dot_product_attention: projections,
+// scores, each mask filled with -inf, softmax, weights @ v, out_proj.
+template <class B>
+Tensor<B, 3> attention_composition(const nn::MultiHeadAttention<B>& m, const Tensor<B, 3>& query,
+                                   const Tensor<B, 3>& key, const nn::AttentionMasks<B>& masks) {
+  const std::int64_t e = m.embed_dim(), h = m.num_heads, dh = e / h, n = query.dim(0), l = query.dim(1),
+                     s = key.dim(1);
+  auto project = [&](const Tensor<B, 3>& x, std::int64_t part) {
+    const auto w = m.in_proj_weight->slice({ops::Slice(part * e, (part + 1) * e)});
+    const auto b = (*m.in_proj_bias)->slice({ops::Slice(part * e, (part + 1) * e)});
+    const Tensor<B, 3> y = x.matmul(w.transpose().template unsqueeze<3>()) + b.template unsqueeze<3>();
+    return y.template reshape<4>({x.dim(0), x.dim(1), h, dh}).permute({0, 2, 1, 3});
+  };
+  const Tensor<B, 4> q = project(query, 0), k = project(key, 1), v = project(key, 2);
+  Tensor<B, 4> scores = q.matmul(k.transpose()) * (1.0 / std::sqrt(static_cast<double>(dh)));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (masks.causal) {
+    const auto later = Tensor<B, 2>::ones({l, s}).triu(1).gt(0.0);
+    scores = scores.mask_fill(later.template unsqueeze<4>().expand_as(scores.shape()), ninf);
+  }
+  if (masks.attn_mask) scores = scores.mask_fill(masks.attn_mask->template unsqueeze<4>().expand_as(scores.shape()), ninf);
+  if (masks.key_padding_mask)
+    scores = scores.mask_fill(masks.key_padding_mask->template reshape<4>({n, 1, 1, s}).expand_as(scores.shape()), ninf);
+  const Tensor<B, 3> heads = scores.softmax(3).matmul(v).permute({0, 2, 1, 3}).template reshape<3>({n, l, e});
+  return m.out_proj.forward(heads);
+}
+
+// MultiHeadAttention runs scaled_dot_product_attention (the fused kernel on the CPU): its
+// output and gradients against the composition it replaced, with every mask at once, past
+// the kernel's 128-row tiles, in self-attention and with L != S.
+TYPED_TEST(NnTransformer, MultiHeadAttentionMatchesTheCompositionItReplaced) {
+  using AD = Autodiff<TypeParam>;
+  manual_seed(21);
+  const std::int64_t e = 16, n = 2;
+  const nn::MultiHeadAttention<AD> attn(e, 4);
+  for (const std::int64_t s : {130, 200}) {
+    const std::int64_t l = 130;
+    SCOPED_TRACE(fmt::format("L {} S {}", l, s));
+    const auto query = Tensor<AD, 3>::random({n, l, e}, Distribution::normal(0, 1)).require_grad();
+    const auto key = s == l ? query : Tensor<AD, 3>::random({n, s, e}, Distribution::normal(0, 1)).require_grad();
+    const nn::AttentionMasks<AD> masks{.attn_mask = sparse_mask<AD>(l, s, 3),
+                                       .key_padding_mask = sparse_mask<AD>(n, s, 4),
+                                       .causal = s == l};
+    const auto y = attn.forward(query, key, key, masks);
+    const auto expected = attention_composition(attn, query, key, masks);
+    EXPECT_CLOSE(y, expected.into_data(), 1e-4, 1e-5);
+    const auto r = Tensor<AD, 3>::random({n, l, e}, Distribution::normal(0, 1));
+    const auto g = (y * r).sum().backward();
+    const auto g_expected = (expected * r).sum().backward();
+    EXPECT_CLOSE(*query.grad(g), query.grad(g_expected)->into_data(), 1e-4, 1e-5);
+    EXPECT_CLOSE(*key.grad(g), key.grad(g_expected)->into_data(), 1e-4, 1e-5);
+    EXPECT_CLOSE(*attn.in_proj_weight->grad(g), attn.in_proj_weight->grad(g_expected)->into_data(), 1e-4, 1e-5);
+  }
 }
 
 TYPED_TEST(NnTransformer, SinusoidalEncodingAddsTheTableOfTheFormula) {

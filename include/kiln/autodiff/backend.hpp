@@ -116,6 +116,16 @@ template <Backend B> struct Autodiff {
   static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps) requires FusedLayerNorm<B>;
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
     requires FusedLayerNorm<B>;
+  // One node for the whole attention (q, k, v its inputs; the mask takes no gradient) whose
+  // backward is B's fused backward: the [L, S] weights are never kept for it. lse is returned
+  // untracked.
+  static std::pair<Primitive, Primitive> attention(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                   const std::optional<Primitive>& mask, bool causal, double scale)
+    requires FusedAttention<B>;
+  static std::array<Primitive, 3> attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                     const std::optional<Primitive>& mask, const Primitive& out,
+                                                     const Primitive& lse, const Primitive& dout, bool causal,
+                                                     double scale) requires FusedAttention<B>;
 
   // ================================================================ linear algebra
   static Primitive matmul(const Primitive& a, const Primitive& b);
@@ -515,6 +525,36 @@ auto Autodiff<B>::layer_norm_backward(const Primitive& x, const Primitive& dy, s
     double eps) -> Primitive requires FusedLayerNorm<B> {
   reject_tracked("layer_norm_backward", {&x, &dy});
   return from_inner(B::layer_norm_backward(x.value, dy.value, dims, eps));
+}
+
+template <Backend B>
+auto Autodiff<B>::attention(const Primitive& q, const Primitive& k, const Primitive& v,
+    const std::optional<Primitive>& mask, bool causal, double scale) -> std::pair<Primitive, Primitive>
+    requires FusedAttention<B> {
+  std::optional<InnerPrimitive> m;
+  if (mask) m = mask->value;
+  auto [out, lse] = B::attention(q.value, k.value, v.value, m, causal, scale);
+  InnerPrimitive saved_out = out;
+  Primitive y = record("attention", std::move(out), {q.node, k.node, v.node},
+                       [q = keep(q.value), k = keep(k.value), v = keep(v.value), m, out = keep(std::move(saved_out)),
+                        lse = keep(lse), causal, scale](const InnerPrimitive& dy, Sink& s) {
+                         auto [dq, dk, dv] = B::attention_backward(q, k, v, m, out, lse, dy, causal, scale);
+                         if (s.needs(0)) s.put(0, std::move(dq));
+                         if (s.needs(1)) s.put(1, std::move(dk));
+                         if (s.needs(2)) s.put(2, std::move(dv));
+                       });
+  return {std::move(y), from_inner(std::move(lse))};
+}
+
+template <Backend B>
+auto Autodiff<B>::attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
+    const std::optional<Primitive>& mask, const Primitive& out, const Primitive& lse, const Primitive& dout,
+    bool causal, double scale) -> std::array<Primitive, 3> requires FusedAttention<B> {
+  reject_tracked("attention_backward", {&q, &k, &v, &out, &dout});
+  std::optional<InnerPrimitive> m;
+  if (mask) m = mask->value;
+  auto [dq, dk, dv] = B::attention_backward(q.value, k.value, v.value, m, out.value, lse.value, dout.value, causal, scale);
+  return {from_inner(std::move(dq)), from_inner(std::move(dk)), from_inner(std::move(dv))};
 }
 
 template <Backend B>

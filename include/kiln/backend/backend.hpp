@@ -10,7 +10,7 @@
 // default implementations built from the required ones; a backend defines a static member
 // of the same name and signature only to make one faster, and the conformance suite tests
 // the default against it (tests/backend/provided_test.cpp). The fused composites below
-// (FusedSoftmax, FusedLayerNorm) work the same way.
+// (FusedSoftmax, FusedLayerNorm, FusedAttention) work the same way.
 //
 // A backend has one cheap-to-copy, reference-counted handle type, `B::Primitive`, which
 // carries its own shape and dtype. Float, Int and Bool tensors share it (the aliases
@@ -138,6 +138,22 @@ template <class B>
 concept FusedLayerNorm = requires(const typename B::Primitive& p, std::int64_t dims, double eps) {
   { B::layer_norm(p, dims, eps) } -> std::same_as<typename B::Primitive>;
   { B::layer_norm_backward(p, p, dims, eps) } -> std::same_as<typename B::Primitive>;  // (x, dy)
+};
+
+// - attention(q, k, v, mask, causal, scale): scaled-dot-product attention,
+//   softmax(q kᵀ · scale) v over q [N, H, L, D], k [N, H, S, D], v [N, H, S, Dv]
+//   (kiln/ops/attention.hpp's rule), where the optional bool mask (broadcasting to
+//   [N, H, L, S]) is true where a query may not attend to a key, and causal hides key j from
+//   query i when j > i. Returns {out [N, H, L, Dv], lse [N, H, L]}: lse is each query's
+//   log Σ exp(scores) over the keys it sees, in a float dtype the backend chooses, read only
+//   by its own attention_backward(q, k, v, mask, out, lse, dout, causal, scale), which
+//   returns {dq, dk, dv} without the [L, S] weights (flash-attention form, where the backend
+//   has the kernels).
+template <class B>
+concept FusedAttention = requires(const typename B::Primitive& p, const std::optional<typename B::Primitive>& mask,
+                                  bool causal, double scale) {
+  { B::attention(p, p, p, mask, causal, scale) } -> std::same_as<std::pair<typename B::Primitive, typename B::Primitive>>;
+  { B::attention_backward(p, p, p, mask, p, p, p, causal, scale) } -> std::same_as<std::array<typename B::Primitive, 3>>;
 };
 
 // - row_program(program, inputs, params, domain): runs a row program (an elementwise

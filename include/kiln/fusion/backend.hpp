@@ -247,6 +247,10 @@ template <FusionTarget B> struct Fusion {
   // ================================================================ materialising
   // The value of p, computed now if it is pending (one B::elementwise call).
   static InnerPrimitive value(const Primitive& p);
+  static std::optional<InnerPrimitive> inner_mask(const std::optional<Primitive>& mask) {
+    if (!mask) return std::nullopt;
+    return value(*mask);
+  }
   static Primitive wrap(InnerPrimitive v) {
     auto t = std::make_shared<Tensor>();
     t->shape = B::shape(v);
@@ -595,6 +599,22 @@ template <FusionTarget B> struct Fusion {
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps)
     requires FusedLayerNorm<B> {
     return wrap(B::layer_norm_backward(value(x), value(dy), dims, eps));
+  }
+  // Attention: the stream flushes (value) and B's fused kernel runs on the materialised
+  // q, k, v; its [L, S] scores never exist to fuse into.
+  static std::pair<Primitive, Primitive> attention(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                   const std::optional<Primitive>& mask, bool causal, double scale)
+    requires FusedAttention<B> {
+    auto [out, lse] = B::attention(value(q), value(k), value(v), inner_mask(mask), causal, scale);
+    return {wrap(std::move(out)), wrap(std::move(lse))};
+  }
+  static std::array<Primitive, 3> attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                     const std::optional<Primitive>& mask, const Primitive& out,
+                                                     const Primitive& lse, const Primitive& dout, bool causal,
+                                                     double scale) requires FusedAttention<B> {
+    auto [dq, dk, dv] = B::attention_backward(value(q), value(k), value(v), inner_mask(mask), value(out), value(lse),
+                                              value(dout), causal, scale);
+    return {wrap(std::move(dq)), wrap(std::move(dk)), wrap(std::move(dv))};
   }
 
  private:

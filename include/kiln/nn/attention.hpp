@@ -9,12 +9,14 @@
 #include "kiln/nn/layers.hpp"
 #include "kiln/nn/linear.hpp"
 #include "kiln/nn/norm.hpp"
+#include "kiln/tensor/attention.hpp"
 
-#include <cmath>
-#include <limits>
 #include <optional>
 
 namespace kiln::nn {
+
+// nn::functional::scaled_dot_product_attention is kiln::functional's (kiln/tensor/attention.hpp).
+namespace functional = kiln::functional;
 
 template <class B> struct AttentionMasks {
   // [L, S]: true where query l may not attend to key s (PyTorch's bool attn_mask).
@@ -65,26 +67,28 @@ template <class B> struct MultiHeadAttention {
       return y.template reshape<4>({x.dim(0), x.dim(1), h, dh}).permute({0, 2, 1, 3});
     };
     const Tensor<B, 4> q = project(query, 0), k = project(key, 1), v = project(value, 2);
-    Tensor<B, 4> scores = q.matmul(k.transpose()) * (1.0 / std::sqrt(static_cast<double>(dh)));  // [N, H, L, S]
-    const double ninf = -std::numeric_limits<double>::infinity();
-    if (masks.causal) {
+    // The masks combine into the one bool mask scaled_dot_product_attention takes, broadcast
+    // over the heads: attn_mask [1, 1, L, S], key_padding_mask [N, 1, 1, S], both [N, 1, L, S].
+    std::optional<Tensor<B, 4, Bool>> mask;
+    if (masks.causal)
       KILN_CHECK(l == s, "nn::MultiHeadAttention: a causal mask needs as many queries as keys, got {} and {}", l, s);
-      const auto later = Tensor<B, 2>::ones({l, s}, query.device()).triu(1).gt(0.0);
-      scores = scores.mask_fill(later.template unsqueeze<4>().expand_as(scores.shape()), ninf);
-    }
     if (masks.attn_mask) {
       KILN_CHECK(masks.attn_mask->shape() == Shape({l, s}), "nn::MultiHeadAttention: attn_mask {} must be [{}, {}]",
                  masks.attn_mask->shape(), l, s);
-      scores = scores.mask_fill(masks.attn_mask->template unsqueeze<4>().expand_as(scores.shape()), ninf);
+      mask = masks.attn_mask->template reshape<4>({1, 1, l, s});
     }
     if (masks.key_padding_mask) {
       KILN_CHECK(masks.key_padding_mask->shape() == Shape({n, s}),
                  "nn::MultiHeadAttention: key_padding_mask {} must be [{}, {}]", masks.key_padding_mask->shape(), n, s);
-      const auto pad = masks.key_padding_mask->template reshape<4>({n, 1, 1, s}).expand_as(scores.shape());
-      scores = scores.mask_fill(pad, ninf);
+      const auto pad = masks.key_padding_mask->template reshape<4>({n, 1, 1, s});
+      mask = mask ? mask->logical_or(pad) : pad;
     }
-    const Tensor<B, 4> attn = dropout.forward(scores.softmax(3));
-    const Tensor<B, 3> heads = attn.matmul(v).permute({0, 2, 1, 3}).template reshape<3>({n, l, e});
+    // The fused primitive where the backend has it; dropout on the weights (training with
+    // p > 0) takes the composition, which draws the same random weights Dropout would.
+    const functional::AttentionOptions options{.causal = masks.causal,
+                                               .dropout = dropout.mode.training ? dropout.p : 0.0};
+    const Tensor<B, 4> attended = functional::scaled_dot_product_attention(q, k, v, mask, options);  // [N, H, L, dh]
+    const Tensor<B, 3> heads = attended.permute({0, 2, 1, 3}).template reshape<3>({n, l, e});
     return out_proj.forward(heads);
   }
 };

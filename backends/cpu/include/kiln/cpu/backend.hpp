@@ -136,10 +136,20 @@ struct Cpu {
   static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log);
   static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps);
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps);
+  // scaled-dot-product attention in flash-attention form (backends/cpu/src/attention.cpp):
+  // tiles of queries and keys with an online softmax, never the [L, S] weights; the backward
+  // recomputes the tiles from q, k, v and the saved row log-sum-exp
+  static std::pair<Primitive, Primitive> attention(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                   const std::optional<Primitive>& mask, bool causal, double scale);
+  static std::array<Primitive, 3> attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                     const std::optional<Primitive>& mask, const Primitive& out,
+                                                     const Primitive& lse, const Primitive& dout, bool causal,
+                                                     double scale);
 };
 
 static_assert(Backend<Cpu>, "kiln::Cpu must satisfy the Backend concept");
-static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu> && RowPrograms<Cpu>, "kiln::Cpu provides fused softmax and layer norm, and row programs");
+static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu> && FusedAttention<Cpu> && RowPrograms<Cpu>,
+              "kiln::Cpu provides fused softmax, layer norm and attention, and row programs");
 
 // The kernels are instantiated once, in the library, for every op of the catalogue.
 #define KILN_CPU_EXTERN_UNARY(Op) extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);

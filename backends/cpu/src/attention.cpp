@@ -1,0 +1,321 @@
+// Scaled-dot-product attention in flash-attention form. The forward pass walks tiles of
+// queries against tiles of keys with an online softmax (each query row keeps its running
+// max and sum, and rescales its accumulated output when the max grows), so the [L, S]
+// weights never exist; the backward pass recomputes each tile's weights from q, k and the
+// saved row log-sum-exp. The tensor API's composition (kiln/tensor/attention.hpp) is the
+// reference these kernels are tested against (tests/backend/attention_test.cpp).
+#include "gemm.hpp"
+#include "internal.hpp"
+
+#include "kiln/ops/attention.hpp"
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::cpu {
+namespace {
+
+// Tile sizes, measured on one thread at L = S = 512 and 2048, D = 64 (docs/benchmarks.md).
+// 128 queries at a time. The forward pass takes 256 keys at a time, so that its products
+// are 128 x 256 x D and the online softmax rescales each row once per 256 keys, and runs
+// them through the backend's GEMM (oneDNN's sgemm: 25% faster than Eigen's products on
+// these tiles). The backward pass takes 128 keys at a time (10% faster than 64): its dK and
+// dV accumulators live per key tile, and smaller key tiles give it more work items to share
+// out. Everything here is an online softmax over tiles: correct for any sizes.
+constexpr std::int64_t kQueryTile = 128;
+constexpr std::int64_t kForwardKeyTile = 256;
+constexpr std::int64_t kKeyTile = 128;  // backward
+
+template <class T> using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T> using ConstMap = Eigen::Map<const Matrix<T>>;
+template <class T> using Map = Eigen::Map<Matrix<T>>;
+
+// The problem: sizes of q [N, H, L, D], k [N, H, S, D], v [N, H, S, Dv], and the mask as
+// bytes with its strides over [N, H, L, S] (0 along the dims it broadcasts).
+struct Problem {
+  std::int64_t n = 0, h = 0, l = 0, s = 0, d = 0, dv = 0;
+  const bool* mask = nullptr;
+  std::array<std::int64_t, 4> mask_strides{};
+  bool causal = false;
+
+  std::int64_t query_tiles() const { return (l + kQueryTile - 1) / kQueryTile; }
+  std::int64_t key_tiles() const { return (s + kKeyTile - 1) / kKeyTile; }
+  // The keys a query tile starting at i0 with `rows` rows may see: [0, end).
+  std::int64_t key_end(std::int64_t i0, std::int64_t rows) const { return causal ? std::min(s, i0 + rows) : s; }
+  // The first query a key tile starting at j0 is seen by (causal: query i sees keys j <= i).
+  std::int64_t query_begin(std::int64_t j0) const { return causal ? j0 / kQueryTile * kQueryTile : 0; }
+};
+
+Problem problem(const CpuTensor& q, const CpuTensor& k, const CpuTensor& v, const std::optional<CpuTensor>& mask,
+                bool causal) {
+  Problem p{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
+  p.causal = causal;
+  if (mask) {
+    p.mask = mask->data<bool>();
+    std::int64_t stride = 1;
+    for (std::size_t d = 4; d-- > 0;) {
+      p.mask_strides[d] = mask->shape[d] == 1 ? 0 : stride;
+      stride *= mask->shape[d];
+    }
+  }
+  return p;
+}
+
+// Sets the scores of head bh's queries [i0, i0 + rows) against keys [j0, j0 + cols) that are
+// masked (or, causal, in the future) to -inf.
+template <class Scores>
+void mask_tile(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t j0, Scores& scores) {
+  using T = typename Scores::Scalar;
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const std::int64_t rows = scores.rows(), cols = scores.cols();
+  if (p.mask) {
+    const auto& st = p.mask_strides;
+    const bool* head = p.mask + bh / p.h * st[0] + bh % p.h * st[1] + j0 * st[3];
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const bool* row = head + (i0 + r) * st[2];
+      for (std::int64_t c = 0; c < cols; ++c)
+        if (row[c * st[3]]) scores(r, c) = ninf;
+    }
+  }
+  if (p.causal && j0 + cols - 1 > i0) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = std::max<std::int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) scores(r, c) = ninf;
+  }
+}
+
+// C [m, n] (rows ldc apart) = A [m, k] @ B [k, n] through the backend's GEMM (oneDNN's sgemm
+// for f32 where it is built), on the calling thread: each takes a row-major layout or the
+// transpose of one (GemmLayout).
+template <class T>
+void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa, const T* pb,
+               T* pc, std::int64_t ldc) {
+  if (k == 0) {  // an empty sum: zeros, which a GEMM given k = 0 need not write
+    for (std::int64_t i = 0; i < m; ++i) std::fill(pc + i * ldc, pc + i * ldc + n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc);
+  else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc);
+}
+
+// Forward: one work item per (head, query tile).
+template <class T>
+void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T scale, T* out, T* lse) {
+  const std::int64_t tiles = p.query_tiles();
+  parallel_for(p.n * p.h * tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+    Matrix<T> scaled_q(kQueryTile, p.d), scores(kQueryTile, kForwardKeyTile), acc(kQueryTile, p.dv),
+        product(kQueryTile, p.dv);
+    std::vector<T> row_max(kQueryTile), row_sum(kQueryTile);
+    T* const running_max = row_max.data();  // each row's running max and sum of exp(score - max)
+    T* const running_sum = row_sum.data();
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t bh = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, p.l - i0);
+      // The scale is applied to q once, not to every score.
+      auto qt = scaled_q.topRows(rows);
+      qt = ConstMap<T>(q + (bh * p.l + i0) * p.d, rows, p.d) * scale;
+      auto o = acc.topRows(rows);
+      o.setZero();
+      std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<T>::infinity());
+      std::fill(row_sum.begin(), row_sum.end(), T(0));
+      const std::int64_t key_end = p.key_end(i0, rows);
+      for (std::int64_t j0 = 0; j0 < key_end; j0 += kForwardKeyTile) {
+        const std::int64_t cols = std::min(kForwardKeyTile, key_end - j0);
+        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
+        auto st = scores.topLeftCorner(rows, cols);
+        tile_gemm<T>({false, p.d}, {true, p.d}, rows, cols, p.d, scaled_q.data(), kt.data(), scores.data(),
+                     kForwardKeyTile);
+        mask_tile(p, bh, i0, j0, st);
+        // Online softmax: rescale what the row holds by exp(old max - new max).
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T new_max = std::max(running_max[r], st.row(r).maxCoeff());
+          if (new_max == -std::numeric_limits<T>::infinity()) {  // every key so far is hidden
+            st.row(r).setZero();
+            continue;
+          }
+          const T correction = std::exp(running_max[r] - new_max);
+          st.row(r) = (st.row(r).array() - new_max).exp().matrix();
+          running_sum[r] = running_sum[r] * correction + st.row(r).sum();
+          if (correction != T(1)) o.row(r) *= correction;
+          running_max[r] = new_max;
+        }
+        tile_gemm<T>({false, kForwardKeyTile}, {false, p.dv}, rows, p.dv, cols, scores.data(), vt.data(),
+                     product.data(), p.dv);
+        o += product.topRows(rows);
+      }
+      // A row that saw no key has a sum of 0: its output is 0 / 0 = NaN and its lse -inf, as
+      // the composition's softmax over -inf gives.
+      Map<T> ot(out + (bh * p.l + i0) * p.dv, rows, p.dv);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        ot.row(r) = o.row(r) / running_sum[r];
+        lse[bh * p.l + i0 + r] = running_max[r] + std::log(running_sum[r]);
+      }
+    }
+  });
+}
+
+// The weights of one tile, recomputed: exp(q kᵀ · scale - lse) with the masked ones 0, into
+// st (a block of rows x cols whose rows are st.outerStride() apart).
+template <class T, class Scores>
+void recompute_weights(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t j0, const T* qt, const T* kt,
+                       const T* lse, T scale, Scores& st) {
+  tile_gemm<T>({false, p.d}, {true, p.d}, st.rows(), st.cols(), p.d, qt, kt, st.data(), st.outerStride());
+  st *= scale;
+  mask_tile(p, bh, i0, j0, st);
+  for (std::int64_t r = 0; r < st.rows(); ++r) st.row(r) = (st.row(r).array() - lse[r]).exp().matrix();
+}
+
+// Backward, one pass over (head, key tile) work items (flash-attention 2's order): each
+// recomputes the weights P of its key tile against every query tile that sees it, and with
+// dS = P ∘ (dO vᵀ - δ), δ = rowsum(dO ∘ O) (the softmax gradient without the row of weights),
+// accumulates dV += Pᵀ dO and dK += dSᵀ q for its keys and dQ += dS k for the queries. dQ rows
+// take contributions from every key tile, so each thread adds them into its own buffer over
+// the heads its items cover, and the buffers are summed after: five tile products per tile
+// pair, where recomputing dQ in a second pass took seven.
+template <class T>
+void attention_backward(const Problem& p, const T* q, const T* k, const T* v, const T* out, const T* lse, const T* dout,
+                        T scale, T* dq, T* dk, T* dv) {
+  const std::int64_t heads = p.n * p.h, rows_total = heads * p.l;
+  std::vector<T> delta_rows(static_cast<std::size_t>(rows_total));
+  T* const delta = delta_rows.data();
+  parallel_for(rows_total, 256, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r)
+      delta[r] = (ConstMap<T>(dout + r * p.dv, 1, p.dv).array() * ConstMap<T>(out + r * p.dv, 1, p.dv).array()).sum();
+  });
+
+  const std::int64_t key_tiles = p.key_tiles(), items = heads * key_tiles, head_size = p.l * p.d;
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(items, omp_get_max_threads()));
+  auto block_items = [&](std::int64_t b) { return std::pair{items * b / blocks, items * (b + 1) / blocks}; };
+  std::vector<std::vector<T>> dq_parts(static_cast<std::size_t>(blocks));
+  parallel_for(blocks, 1, [&](std::int64_t block_begin, std::int64_t block_end) {
+    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dk_acc(kKeyTile, p.d), dv_acc(kKeyTile, p.dv),
+        dk_product(kKeyTile, p.d), dv_product(kKeyTile, p.dv), dq_product(kQueryTile, p.d);
+    for (std::int64_t b = block_begin; b < block_end; ++b) {
+      const auto [begin, end] = block_items(b);
+      const std::int64_t first_head = begin / key_tiles;
+      std::vector<T>& part = dq_parts[static_cast<std::size_t>(b)];
+      part.assign(static_cast<std::size_t>(((end - 1) / key_tiles - first_head + 1) * head_size), T(0));
+      for (std::int64_t item = begin; item < end; ++item) {
+        const std::int64_t bh = item / key_tiles, j0 = item % key_tiles * kKeyTile, cols = std::min(kKeyTile, p.s - j0);
+        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
+        auto dkt = dk_acc.topRows(cols);
+        auto dvt = dv_acc.topRows(cols);
+        dkt.setZero();
+        dvt.setZero();
+        for (std::int64_t i0 = p.query_begin(j0); i0 < p.l; i0 += kQueryTile) {
+          const std::int64_t rows = std::min(kQueryTile, p.l - i0), row0 = bh * p.l + i0;
+          const ConstMap<T> qt(q + row0 * p.d, rows, p.d), dot(dout + row0 * p.dv, rows, p.dv);
+          auto pt = weights.topLeftCorner(rows, cols);
+          auto ds = grad.topLeftCorner(rows, cols);
+          recompute_weights(p, bh, i0, j0, qt.data(), kt.data(), lse + row0, scale, pt);
+          // dV += Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - δ); dK += dSᵀ Q; dQ += dS K (both scaled at the end)
+          tile_gemm<T>({true, kKeyTile}, {false, p.dv}, cols, p.dv, rows, pt.data(), dot.data(), dv_product.data(), p.dv);
+          dvt += dv_product.topRows(cols);
+          tile_gemm<T>({false, p.dv}, {true, p.dv}, rows, cols, p.dv, dot.data(), vt.data(), ds.data(), kKeyTile);
+          for (std::int64_t r = 0; r < rows; ++r)
+            ds.row(r) = (pt.row(r).array() * (ds.row(r).array() - delta[row0 + r])).matrix();
+          tile_gemm<T>({true, kKeyTile}, {false, p.d}, cols, p.d, rows, ds.data(), qt.data(), dk_product.data(), p.d);
+          dkt += dk_product.topRows(cols);
+          tile_gemm<T>({false, kKeyTile}, {false, p.d}, rows, p.d, cols, ds.data(), kt.data(), dq_product.data(), p.d);
+          Map<T>(part.data() + (bh - first_head) * head_size + i0 * p.d, rows, p.d) += dq_product.topRows(rows);
+        }
+        Map<T>(dk + (bh * p.s + j0) * p.d, cols, p.d) = dkt * scale;
+        Map<T>(dv + (bh * p.s + j0) * p.dv, cols, p.dv) = dvt;
+      }
+    }
+  });
+
+  // dQ of each head: the sum of the buffers of the blocks that cover it, scaled.
+  parallel_for(heads, 1, [&](std::int64_t head_begin, std::int64_t head_end) {
+    for (std::int64_t bh = head_begin; bh < head_end; ++bh) {
+      Map<T> dqh(dq + bh * head_size, p.l, p.d);
+      dqh.setZero();
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const auto [begin, end] = block_items(b);
+        const std::int64_t first_head = begin / key_tiles, last_head = (end - 1) / key_tiles;
+        if (bh < first_head || bh > last_head) continue;
+        dqh += ConstMap<T>(dq_parts[static_cast<std::size_t>(b)].data() + (bh - first_head) * head_size, p.l, p.d);
+      }
+      dqh *= scale;
+    }
+  });
+}
+
+// The shared shape rule, naming `op`; the output's shape.
+Shape check_inputs(std::string_view op, const CpuTensor& q, const CpuTensor& k, const CpuTensor& v,
+                   const std::optional<CpuTensor>& mask) {
+  return ops::check_attention(op, q.shape, q.dtype, k.shape, k.dtype, v.shape, v.dtype,
+                              mask ? std::optional(mask->shape) : std::nullopt,
+                              mask ? std::optional(mask->dtype) : std::nullopt);
+}
+
+// The problem over contiguous copies of the inputs (the inputs themselves where they are).
+struct Contiguous {
+  CpuTensor q, k, v;
+  std::optional<CpuTensor> mask;
+  Problem problem;
+  Contiguous(const CpuTensor& q_, const CpuTensor& k_, const CpuTensor& v_, const std::optional<CpuTensor>& mask_,
+             bool causal)
+      : q(contiguous(q_)), k(contiguous(k_)), v(contiguous(v_)) {
+    if (mask_) mask = contiguous(*mask_);
+    problem = cpu::problem(q, k, v, mask, causal);
+  }
+};
+
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln {
+
+using cpu::CpuTensor;
+
+std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::attention(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                          const std::optional<Primitive>& mask, bool causal,
+                                                          double scale) {
+  const Shape out_shape = cpu::check_inputs("attention", q, k, v, mask);
+  // f16 / bf16 compute in f32 and round once; lse stays f32.
+  if (!cpu::is_native_float(q.dtype)) {
+    auto [out, lse] = attention(cast(q, DType::f32), cast(k, DType::f32), cast(v, DType::f32), mask, causal, scale);
+    return {cast(out, q.dtype), std::move(lse)};
+  }
+  CpuTensor out = cpu::empty(out_shape, q.dtype);
+  CpuTensor lse = cpu::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, q.dtype);
+  if (lse.numel() == 0) return {out, lse};
+  const cpu::Contiguous in(q, k, v, mask, causal);
+  cpu::dispatch_float("attention", q.dtype, [&]<class T>() {
+    cpu::attention_forward<T>(in.problem, in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), static_cast<T>(scale),
+                              out.data<T>(), lse.data<T>());
+  });
+  return {out, lse};
+}
+
+std::array<Cpu::Primitive, 3> Cpu::attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
+                                                       const std::optional<Primitive>& mask, const Primitive& out,
+                                                       const Primitive& lse, const Primitive& dout, bool causal,
+                                                       double scale) {
+  const Shape out_shape = cpu::check_inputs("attention_backward", q, k, v, mask);
+  KILN_CHECK(out.shape == out_shape && dout.shape == out_shape && out.dtype == q.dtype && dout.dtype == q.dtype,
+             "attention_backward: out {} ({}) and dout {} ({}) must be {} ({})", out.shape, out.dtype, dout.shape,
+             dout.dtype, out_shape, q.dtype);
+  KILN_CHECK(lse.shape == Shape({q.shape[0], q.shape[1], q.shape[2]}),
+             "attention_backward: lse {} must be [N, H, L] for q {}", lse.shape, q.shape);
+  if (!cpu::is_native_float(q.dtype)) {
+    const DType f32 = DType::f32;
+    auto grads = attention_backward(cast(q, f32), cast(k, f32), cast(v, f32), mask, cast(out, f32), cast(lse, f32),
+                                    cast(dout, f32), causal, scale);
+    for (auto& g : grads) g = cast(g, q.dtype);
+    return grads;
+  }
+  CpuTensor dq = cpu::empty(q.shape, q.dtype), dk = cpu::empty(k.shape, q.dtype), dv = cpu::empty(v.shape, q.dtype);
+  const cpu::Contiguous in(q, k, v, mask, causal);
+  const CpuTensor outc = cpu::contiguous(out), lsec = cpu::contiguous(cast(lse, q.dtype)), doutc = cpu::contiguous(dout);
+  cpu::dispatch_float("attention_backward", q.dtype, [&]<class T>() {
+    cpu::attention_backward<T>(in.problem, in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), outc.data<T>(), lsec.data<T>(),
+                               doutc.data<T>(), static_cast<T>(scale), dq.data<T>(), dk.data<T>(), dv.data<T>());
+  });
+  return {dq, dk, dv};
+}
+
+}  // namespace kiln

@@ -1,0 +1,193 @@
+// Scaled-dot-product attention (kiln/tensor/attention.hpp): the fused primitive where a
+// backend has it (FusedAttention: the CPU's flash-attention kernels, and the decorators over
+// it) against the composition of primitives written out here, values and, through
+// Autodiff, gradients of q, k and v; on every backend (one without the primitive compares
+// the composition with itself). Sizes that are not multiples of the kernels' tiles, L != S,
+// D != Dv, several heads and batches, causal and boolean masks; then the errors.
+#include "backends.hpp"
+#include "expect_error.hpp"
+#include "golden.hpp"
+
+#include <kiln/nn/attention.hpp>
+#include <kiln/tensor/attention.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+using namespace kiln;
+
+KILN_BACKEND_TEST_SUITE(Attention);
+
+namespace {
+
+static_assert(FusedAttention<Cpu> && FusedAttention<Autodiff<Cpu>> && FusedAttention<Fusion<Cpu>> &&
+                  FusedAttention<Autodiff<Fusion<Cpu>>>,
+              "the CPU's fused attention reaches the tensor API through both decorators");
+
+// Which of [N, H, L, S] the mask has (the others broadcast).
+enum class MaskKind { none, full, per_query_key, per_batch_key };
+
+struct Case {
+  std::int64_t n, h, l, s, d, dv;
+  MaskKind mask;
+  bool causal;
+};
+
+// Cases on both sides of the tile sizes (128 queries, 128 or 256 keys), L != S both ways, D != Dv.
+const Case kCases[] = {
+    {1, 1, 1, 1, 8, 8, MaskKind::none, false},      {2, 3, 7, 7, 16, 16, MaskKind::none, true},
+    {1, 2, 65, 130, 32, 24, MaskKind::full, false}, {2, 2, 130, 65, 16, 8, MaskKind::per_query_key, true},
+    {2, 1, 65, 65, 8, 16, MaskKind::per_batch_key, true}, {1, 2, 130, 130, 64, 64, MaskKind::none, false},
+    {1, 1, 7, 130, 16, 16, MaskKind::full, true},
+    // Past the forward pass's 256-key tiles: the online softmax rescales across tiles.
+    {1, 2, 300, 300, 16, 16, MaskKind::full, true}, {2, 1, 33, 600, 8, 8, MaskKind::per_batch_key, false},
+};
+
+// A boolean mask of the case's kind, true at about a third of the positions but never at key
+// 0, so that every query sees a key (a row that sees none is NaN on both paths).
+template <class B> std::optional<Tensor<B, 4, Bool>> make_mask(const Case& c, std::uint32_t seed) {
+  if (c.mask == MaskKind::none) return std::nullopt;
+  const Shape shape = c.mask == MaskKind::full            ? Shape{c.n, c.h, c.l, c.s}
+                      : c.mask == MaskKind::per_query_key ? Shape{1, 1, c.l, c.s}
+                                                          : Shape{c.n, 1, 1, c.s};
+  std::vector<std::uint8_t> values(static_cast<std::size_t>(shape.numel()));
+  std::uint32_t state = seed;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    const bool first_key = static_cast<std::int64_t>(i) % c.s == 0;
+    values[i] = !first_key && (state >> 24) % 3 == 0;
+  }
+  return Tensor<B, 4, Bool>::from_data(TensorData::from(values, shape).convert(DType::boolean));
+}
+
+// The composition, written out: scores, -inf where masked or in the future, softmax, @ v.
+template <class B>
+Tensor<B, 4> reference(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
+                       const std::optional<Tensor<B, 4, Bool>>& mask, bool causal, double scale) {
+  Tensor<B, 4> scores = q.matmul(k.transpose()) * scale;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (causal) {
+    const auto future = Tensor<B, 2>::ones({q.dim(2), k.dim(2)}).triu(1).gt(0.0);
+    scores = scores.mask_fill(future.template unsqueeze<4>().expand_as(scores.shape()), ninf);
+  }
+  if (mask) scores = scores.mask_fill(mask->expand_as(scores.shape()), ninf);
+  return scores.softmax(3).matmul(v);
+}
+
+std::string describe(const Case& c) {
+  return fmt::format("N {} H {} L {} S {} D {} Dv {} mask {} causal {}", c.n, c.h, c.l, c.s, c.d, c.dv,
+                     static_cast<int>(c.mask), c.causal);
+}
+
+}  // namespace
+
+TYPED_TEST(Attention, FusedMatchesTheCompositionForwardAndBackward) {
+  using B = TypeParam;
+  manual_seed(11);
+  std::uint32_t seed = 1;
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(describe(c));
+    auto q = Tensor<B, 4>::random({c.n, c.h, c.l, c.d}, Distribution::normal(0, 1));
+    auto k = Tensor<B, 4>::random({c.n, c.h, c.s, c.d}, Distribution::normal(0, 1));
+    auto v = Tensor<B, 4>::random({c.n, c.h, c.s, c.dv}, Distribution::normal(0, 1));
+    const auto mask = make_mask<B>(c, seed++);
+    if constexpr (AutodiffBackend<B>) {
+      q = q.require_grad();
+      k = k.require_grad();
+      v = v.require_grad();
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+    const auto fused = functional::scaled_dot_product_attention(q, k, v, mask, {.causal = c.causal});
+    const auto expected = reference(q, k, v, mask, c.causal, scale);
+    ASSERT_EQ(fused.shape(), Shape({c.n, c.h, c.l, c.dv}));
+    EXPECT_CLOSE(fused.into_data(), expected.into_data(), 1e-4, 1e-5);
+    if constexpr (AutodiffBackend<B>) {
+      const auto weights = Tensor<B, 4>::random({c.n, c.h, c.l, c.dv}, Distribution::normal(0, 1));
+      const auto g_fused = (fused * weights).sum().backward();
+      const auto g_expected = (expected * weights).sum().backward();
+      for (const auto* x : {&q, &k, &v}) {
+        const auto a = x->grad(g_fused), b = x->grad(g_expected);
+        ASSERT_TRUE(a && b);
+        EXPECT_CLOSE(*a, b->into_data(), 1e-4, 1e-5);
+      }
+    }
+  }
+}
+
+TYPED_TEST(Attention, AnExplicitScaleReplacesTheDefault) {
+  using B = TypeParam;
+  manual_seed(12);
+  const auto q = Tensor<B, 4>::random({1, 2, 9, 8}, Distribution::normal(0, 1));
+  const auto k = Tensor<B, 4>::random({1, 2, 70, 8}, Distribution::normal(0, 1));
+  const auto v = Tensor<B, 4>::random({1, 2, 70, 5}, Distribution::normal(0, 1));
+  const auto fused = functional::scaled_dot_product_attention(q, k, v, std::nullopt, {.scale = 0.7});
+  EXPECT_CLOSE(fused.into_data(), reference<B>(q, k, v, std::nullopt, false, 0.7).into_data(), 1e-4, 1e-5);
+}
+
+TYPED_TEST(Attention, BadShapesNameTheOpAndTheShapes) {
+  using B = TypeParam;
+  const auto q = Tensor<B, 4>::zeros({2, 3, 5, 8});
+  const auto k = Tensor<B, 4>::zeros({2, 3, 6, 8});
+  const auto v = Tensor<B, 4>::zeros({2, 3, 6, 4});
+  EXPECT_KILN_ERROR(functional::scaled_dot_product_attention(q, Tensor<B, 4>::zeros({2, 3, 6, 7}), v),
+                    "scaled_dot_product_attention: q [2, 3, 5, 8], k [2, 3, 6, 7] and v [2, 3, 6, 4] must be");
+  EXPECT_KILN_ERROR(functional::scaled_dot_product_attention(q, k, Tensor<B, 4>::zeros({2, 3, 5, 4})),
+                    "scaled_dot_product_attention:", "v [2, 3, 5, 4]");
+  EXPECT_KILN_ERROR(functional::scaled_dot_product_attention(Tensor<B, 4>::zeros({1, 3, 5, 8}), k, v),
+                    "scaled_dot_product_attention:", "q [1, 3, 5, 8]");
+  const auto wrong_mask = Tensor<B, 4>::zeros({2, 1, 5, 5}).gt(0.0);
+  EXPECT_KILN_ERROR(functional::scaled_dot_product_attention(q, k, v, wrong_mask),
+                    "scaled_dot_product_attention: mask [2, 1, 5, 5] must broadcast to the scores' shape [N, H, L, S] "
+                    "= [2, 3, 5, 6]");
+  EXPECT_KILN_ERROR(functional::scaled_dot_product_attention(q, k, v, std::nullopt, {.dropout = 1.5}),
+                    "scaled_dot_product_attention: dropout must be in [0, 1], got 1.5");
+}
+
+// The CPU's kernels in particular (not in the CUDA binary, which runs the suite on Cuda alone).
+#if !defined(KILN_TEST_CUDA)
+
+// The primitive checks its own input too, naming itself, for callers below the tensor API.
+TEST(CpuAttention, ThePrimitiveRejectsBadRanksAndMasks) {
+  const auto q = Tensor<Cpu, 4>::zeros({1, 2, 3, 4}).primitive();
+  const auto flat = Tensor<Cpu, 3>::zeros({2, 3, 4}).primitive();
+  EXPECT_KILN_ERROR(Cpu::attention(flat, q, q, std::nullopt, false, 1.0),
+                    "attention: q, k and v must be [N, H, L, D], [N, H, S, D] and [N, H, S, Dv], got ranks 3, 4 and 4");
+  const auto float_mask = Tensor<Cpu, 4>::zeros({1, 1, 3, 3}).primitive();
+  EXPECT_KILN_ERROR(Cpu::attention(q, q, q, float_mask, false, 1.0), "attention: mask must be a bool tensor");
+  const auto [out, lse] = Cpu::attention(q, q, q, std::nullopt, true, 1.0);
+  EXPECT_KILN_ERROR(Cpu::attention_backward(q, q, q, std::nullopt, out, lse, flat, true, 1.0),
+                    "attention_backward: out [1, 2, 3, 4] (f32) and dout [2, 3, 4] (f32) must be [1, 2, 3, 4] (f32)");
+}
+
+// In f64 the flash-attention kernels agree with the composition to rounding: the online
+// softmax is exact algebra, not an approximation.
+TEST(CpuAttention, DoublePrecisionAgreesToRounding) {
+  using AD = Autodiff<Cpu>;
+  manual_seed(13);
+  const auto q = Tensor<AD, 4>::random({2, 2, 130, 16}, Distribution::normal(0, 1), {}, DType::f64).require_grad();
+  const auto k = Tensor<AD, 4>::random({2, 2, 600, 16}, Distribution::normal(0, 1), {}, DType::f64).require_grad();
+  const auto v = Tensor<AD, 4>::random({2, 2, 600, 12}, Distribution::normal(0, 1), {}, DType::f64).require_grad();
+  const auto fused = functional::scaled_dot_product_attention(q, k, v);
+  const auto expected = reference<AD>(q, k, v, std::nullopt, false, 0.25);
+  EXPECT_CLOSE(fused.into_data(), expected.into_data(), 1e-12, 1e-12);
+  const auto g_fused = (fused * fused).sum().backward();
+  const auto g_expected = (expected * expected).sum().backward();
+  for (const auto* x : {&q, &k, &v}) EXPECT_CLOSE(*x->grad(g_fused), x->grad(g_expected)->into_data(), 1e-10, 1e-12);
+}
+
+// f16 runs through f32 and rounds once.
+TEST(CpuAttention, HalfPrecisionRunsThroughF32) {
+  manual_seed(14);
+  const auto q = Tensor<Cpu, 4>::random({1, 2, 33, 8}, Distribution::normal(0, 1));
+  const auto k = Tensor<Cpu, 4>::random({1, 2, 40, 8}, Distribution::normal(0, 1));
+  const auto v = Tensor<Cpu, 4>::random({1, 2, 40, 8}, Distribution::normal(0, 1));
+  const auto half = functional::scaled_dot_product_attention(q.cast(DType::f16), k.cast(DType::f16), v.cast(DType::f16));
+  EXPECT_EQ(half.dtype(), DType::f16);
+  EXPECT_CLOSE(half.cast(DType::f32).into_data(), reference<Cpu>(q, k, v, std::nullopt, false, 1 / std::sqrt(8.0)).into_data(),
+               1e-2, 1e-2);
+}
+
+#endif  // !KILN_TEST_CUDA
