@@ -21,7 +21,8 @@ matches them, and are listed with no PyTorch figure.
 --epoch compares whole training epochs instead: examples/fashion_mnist (one epoch, its
 data loader and Learner included; the time is the train row of its epochs.csv), on Cpu and
 with --fusion on Fusion<Cpu>, against bench/torch_fashion_epoch.py, the same model and
-schedule in PyTorch, and their test accuracies after that epoch.
+schedule in PyTorch, their test accuracies after that epoch, and each process's peak RSS
+(the process that trains, data loading included; PyTorch's at its fastest configuration).
 
 Usage: bench/compare_torch.py [--build build] [--filter REGEX] [--markdown FILE]
        bench/compare_torch.py --epoch [--build build] [--markdown FILE]
@@ -154,39 +155,54 @@ def run_torch(python, compile_mode, pattern, fused_compile=False):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_measured(cmd, env=None):
+    """Runs cmd to its end; returns (return code, stdout, stderr, peak RSS in MB)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), usage.ru_maxrss / 1024
+
+
 def run_kiln_epoch(build, extra=()):
-    """Seconds of examples/fashion_mnist's training epoch and its test accuracy after it."""
+    """Seconds of examples/fashion_mnist's training epoch, its test accuracy after it, and
+    the process's peak RSS (MB)."""
     exe = pathlib.Path(build) / "examples" / "fashion_mnist"
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([str(exe), "--epochs", "1", "--output", out, *extra], check=True, capture_output=True,
-                       text=True)
+        code, _, err, rss = run_measured([str(exe), "--epochs", "1", "--output", out, *extra])
+        if code != 0:
+            sys.exit(f"{exe} failed: {err.strip()[-400:]}")
         rows = list(csv.DictReader(open(pathlib.Path(out) / "epochs.csv")))
     train = next(r for r in rows if r["split"] == "train")
     valid = next(r for r in rows if r["split"] == "valid")
-    return float(train["epoch_time_s"]), float(valid["accuracy"]) / 100
+    return float(train["epoch_time_s"]), float(valid["accuracy"]) / 100, rss
 
 
 def compare_epoch(args, pythons):
-    kiln_s, kiln_accuracy = run_kiln_epoch(args.build)
-    fused_s, fused_accuracy = run_kiln_epoch(args.build, ["--fusion"])
-    best = None  # (seconds, accuracy, label)
+    kiln_s, kiln_accuracy, kiln_rss = run_kiln_epoch(args.build)
+    fused_s, fused_accuracy, fused_rss = run_kiln_epoch(args.build, ["--fusion"])
+    best = None  # (seconds, accuracy, label, peak RSS)
     for python in pythons:
         for compile_mode in ((False,) if args.no_compile else (False, True)):
             cmd = [python, str(HERE / "torch_fashion_epoch.py")] + (["--compile"] if compile_mode else [])
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **TORCH_ENV))
-            if proc.returncode != 0:
-                print(f"[{python}{' compile' if compile_mode else ''}] failed: {proc.stderr.strip()[-400:]}",
-                      file=sys.stderr)
+            code, out, err, rss = run_measured(cmd, env=dict(os.environ, **TORCH_ENV))
+            if code != 0:
+                print(f"[{python}{' compile' if compile_mode else ''}] failed: {err.strip()[-400:]}", file=sys.stderr)
                 continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            r = json.loads(out.strip().splitlines()[-1])
             if "epoch_s" in r and (best is None or r["epoch_s"] < best[0]):
-                best = (r["epoch_s"], r["accuracy"], f"torch {r['torch']}{' compile' if r['compile'] else ' eager'}")
-    torch_s, torch_accuracy, label = best or (float("nan"), float("nan"), "-")
+                best = (r["epoch_s"], r["accuracy"], f"torch {r['torch']}{' compile' if r['compile'] else ' eager'}",
+                        rss)
+    torch_s, torch_accuracy, label, torch_rss = best or (float("nan"), float("nan"), "-", float("nan"))
     print(f"Fashion-MNIST epoch (60k images, batch 64, AdamW): Kiln {kiln_s:.1f} s (test accuracy "
           f"{kiln_accuracy:.4f}), PyTorch {torch_s:.1f} s ({torch_accuracy:.4f}, {label}): "
           f"Kiln takes {kiln_s / torch_s:.2f}x PyTorch's time")
     print(f"  on Fusion<Cpu> (--fusion): {fused_s:.1f} s (test accuracy {fused_accuracy:.4f}), "
           f"{fused_s / kiln_s:.2f}x plain Cpu's time, {fused_s / torch_s:.2f}x PyTorch's")
+    print(f"  peak RSS: Kiln {kiln_rss:.0f} MB (Fusion<Cpu> {fused_rss:.0f} MB), PyTorch {torch_rss:.0f} MB: "
+          f"{kiln_rss / torch_rss:.2f}x PyTorch's")
     if args.markdown:
         lines = [
             f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
@@ -198,6 +214,8 @@ def compare_epoch(args, pythons):
             f"| test accuracy after it | {kiln_accuracy:.4f} | {torch_accuracy:.4f} | |",
             f"| training epoch on Fusion<Cpu> (`--fusion`, s) | {fused_s:.1f} | {torch_s:.1f} | {fused_s / torch_s:.2f}× |",
             f"| test accuracy after it | {fused_accuracy:.4f} | {torch_accuracy:.4f} | |",
+            f"| peak RSS of the process (MB) | {kiln_rss:.0f} | {torch_rss:.0f} | {kiln_rss / torch_rss:.2f}× |",
+            f"| peak RSS on Fusion<Cpu> (MB) | {fused_rss:.0f} | {torch_rss:.0f} | {fused_rss / torch_rss:.2f}× |",
         ]
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 

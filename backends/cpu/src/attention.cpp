@@ -186,7 +186,7 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
   });
 
   const std::int64_t key_tiles = p.key_tiles(), items = heads * key_tiles, head_size = p.l * p.d;
-  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(items, omp_get_max_threads()));
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(items, prepare_team()));
   auto block_items = [&](std::int64_t b) { return std::pair{items * b / blocks, items * (b + 1) / blocks}; };
   std::vector<std::vector<T>> dq_parts(static_cast<std::size_t>(blocks));
   parallel_for(blocks, 1, [&](std::int64_t block_begin, std::int64_t block_end) {
