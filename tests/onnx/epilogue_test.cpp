@@ -5,6 +5,7 @@
 // second node reads it). Built twice: on kiln::cpu (oneDNN post-ops) and on
 // kiln::cpu_embedded (Kiln's own epilogues).
 #include <kiln/cpu/backend.hpp>
+#include <kiln/onnx/model.hpp>
 #include <kiln/onnx/module.hpp>
 
 #include <gtest/gtest.h>
@@ -126,6 +127,46 @@ TEST(OnnxEpilogue, AConvOutputTwoNodesReadIsNotFolded) {
   Floats want = relu(conv);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] += conv[i];
   expect_near(run(file, x, Shape{1, 3, 9, 9}).at(0), want);
+}
+
+// Whether the Relu ran as a node of its own: a table whose Relu kernel throws finds out.
+// (The results above hold either way; this is what shows the fold happened.)
+bool relu_ran_apart(const onnx::ModelFile& file, const Floats& x, const Shape& shape) {
+  onnx::OpTable<Cpu> table = onnx::op_table<Cpu>();
+  table["Relu"].kernel = [](const onnx::Args<Cpu>&) -> std::vector<onnx::Value<Cpu>> {
+    throw Error("the Relu ran apart");
+  };
+  std::vector<std::string> names;
+  std::vector<onnx::Value<Cpu>> constants;
+  for (const onnx::TensorValue& t : file.graph.initializers) {
+    names.push_back(t.name);
+    constants.emplace_back(Cpu::from_data(*t.data, {}));
+  }
+  const onnx::GraphRunner<Cpu> runner(file.graph, 13, names, {}, table);
+  std::vector<onnx::Value<Cpu>> inputs;
+  inputs.emplace_back(Cpu::from_data(TensorData::from(x, shape), {}));
+  try {
+    (void)runner.run(constants, std::move(inputs), {});
+    return false;
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("the Relu ran apart") == std::string::npos) throw;
+    return true;
+  }
+}
+
+TEST(OnnxEpilogue, TheReluRunsInsideTheNodeOnlyWhereItMay) {
+  const Floats x = random_values(1 * 3 * 9 * 9, 15), w = random_values(4 * 3 * 3 * 3, 16), b = random_values(4, 17);
+  const Shape shape{1, 3, 9, 9};
+  EXPECT_FALSE(relu_ran_apart(conv_relu(1, false, w, b), x, shape));  // folded
+  EXPECT_TRUE(relu_ran_apart(conv_relu(1, true, w, b), x, shape));    // the conv's output is returned too
+  onnx::ModelFile gemm;
+  gemm.opsets[""] = 13;
+  gemm.graph.nodes = {node("Gemm", "gemm", {"x", "w"}, {"g"}, {attr_int("transB", 1)}),
+                      node("Relu", "act", {"g"}, {"y"})};
+  gemm.graph.initializers = {initializer("w", random_values(4 * 5, 18), {4, 5})};
+  gemm.graph.inputs = {value("x", onnx::ElementType::float32, {2, 5})};
+  gemm.graph.outputs = {value("y", onnx::ElementType::float32, {2, 4})};
+  EXPECT_FALSE(relu_ran_apart(gemm, random_values(10, 19), Shape{2, 5}));
 }
 
 // x [m, k] @ w [n, k]^T (Gemm with transB) or x @ w [k, n] (MatMul, transB 0), then `post`.
