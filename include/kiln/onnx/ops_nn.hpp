@@ -572,7 +572,8 @@ template <class B> Outs<B> gemm(const Args<B>& a) {
   }
   // alpha (A @ B) + beta C: one kernel with the bias and the activation where alpha and beta are 1.
   if (alpha == 1.0 && (!c || beta == 1.0)) return {product<B>(a, lhs, rhs, c)};
-  P<B> y = provided::binary_scalar<B, ops::Mul>(B::matmul(lhs, rhs), alpha);
+  P<B> y = B::matmul(lhs, rhs);
+  if (alpha != 1.0) y = provided::binary_scalar<B, ops::Mul>(y, alpha);
   if (c) y = add<B>(y, detail::broadcast_to<B>(beta == 1.0 ? *c : provided::binary_scalar<B, ops::Mul>(*c, beta),
                                                 B::shape(y)));
   return {detail::apply_epilogue(a, y)};
