@@ -105,8 +105,12 @@ def main():
                     best = (name, peer_latency, peer_rss)
             rows.append(best)
     flags = open("/proc/cpuinfo").read()
+    arch = "the compiler's default"
+    for line in (args.build / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith("KILN_EMBEDDED_ARCH:") and line.split("=", 1)[1]:
+            arch = "-march=" + line.split("=", 1)[1]
     print(f"CPU: {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}; "
-          f"Kiln binary {size / 1e6:.2f} MB; the same 20 predictions from all three\n")
+          f"Kiln binary {size / 1e6:.2f} MB, {arch}; the same 20 predictions from all three\n")
     print("| runtime | one image (µs, median) | peak RSS (MB) |\n|---|---:|---:|")
     for name, latency, rss in rows:
         print(f"| {name} | {latency:.1f} | {rss / 1024:.1f} |")

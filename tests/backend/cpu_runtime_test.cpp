@@ -1,18 +1,48 @@
 // The CPU backend's process-wide settings: the thread count (kiln::cpu::set_num_threads,
-// KILN_NUM_THREADS) reaching every thread, and the caching allocator's statistics and
-// empty_cache.
+// KILN_NUM_THREADS) reaching every thread, the caching allocator's statistics and
+// empty_cache, and the instruction set the loader chose (kiln::cpu::capability).
 #include <kiln/cpu/backend.hpp>
 #include <kiln/tensor.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace kiln;
 
 namespace {
+
+// Whether this CPU runs code compiled with -march=<level>.
+bool cpu_has(const std::string& level) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (level == "x86-64-v2") return __builtin_cpu_supports("x86-64-v2");
+  if (level == "x86-64-v3") return __builtin_cpu_supports("x86-64-v3");
+  if (level == "x86-64-v4") return __builtin_cpu_supports("x86-64-v4");
+#endif
+  return true;  // "native" or the compiler's default: the machine that built it
+}
+
+// The levels the CPU backend was built for, lowest first (tests/CMakeLists.txt), and the one
+// the loader must have chosen: the highest this CPU has, at most KILN_TEST_CPU_LEVEL where
+// ctest capped the loader's choice with glibc's tunable.
+TEST(CpuRuntime, CapabilityIsTheHighestLevelBuiltThatTheCpuHas) {
+  std::vector<std::string> built;
+  std::istringstream list(KILN_TEST_CPU_LEVELS);
+  for (std::string level; std::getline(list, level, ',');) built.push_back(level);
+  ASSERT_FALSE(built.empty());
+  const char* cap = std::getenv("KILN_TEST_CPU_LEVEL");
+  if (cap != nullptr && !cpu_has(cap)) GTEST_SKIP() << "SKIPPED: this CPU cannot run " << cap << " code";
+  std::string expected;
+  for (const std::string& level : built) {
+    if (cpu_has(level)) expected = level;
+    if (cap != nullptr && level == cap) break;
+  }
+  EXPECT_EQ(cpu::capability(), expected);
+}
 
 TEST(CpuRuntime, TheThreadCountReachesEveryThread) {
   const int before = cpu::num_threads();

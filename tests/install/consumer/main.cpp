@@ -69,6 +69,9 @@ int main() {
     std::fprintf(stderr, "kiln consumer: kiln::train rendered an unexpected frame:\n%s\n", frame.c_str());
     return 1;
   }
+  // The instruction set of the CPU kernels the loader chose (run_install_test.cmake checks it).
+  std::printf("kiln consumer: cpu kernels %.*s\n", static_cast<int>(kiln::cpu::capability().size()),
+              kiln::cpu::capability().data());
   std::puts("kiln consumer: ok");
   return 0;
 }

@@ -1,7 +1,8 @@
 // kiln::Cpu: the CPU backend, the default one. Declarations only: the kernels are
-// compiled once in the kiln_cpu library (oneDNN for GEMM, convolution and pooling;
-// Eigen-vectorized elementwise loops; OpenMP threads). A header-only build of it for
-// embedded inference is planned (docs/getting-started.md), not written yet.
+// compiled in the kiln_cpu library (oneDNN for GEMM, convolution and pooling;
+// Eigen-vectorized elementwise loops; OpenMP threads), once per instruction set
+// (kiln::cpu::capability()), and in kiln::cpu_embedded, the static build for embedded
+// inference (docs/embedded.md).
 #pragma once
 
 #include "kiln/backend/backend.hpp"

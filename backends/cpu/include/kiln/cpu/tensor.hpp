@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace kiln::cpu {
@@ -49,5 +50,12 @@ void empty_cache();
 void set_num_threads(int threads);
 // The number of threads the calling thread's next op may use.
 int num_threads();
+
+// The instruction set of the CPU kernels in use, the -march they were compiled for:
+// "x86-64-v2", "x86-64-v3" (AVX2, FMA) or "x86-64-v4" (AVX-512) in a portable build, where
+// the dynamic loader chose the highest level the CPU supports (glibc's tunable
+// glibc.cpu.hwcaps=-AVX512F or -AVX2,-AVX512F caps it); "native" in a KILN_NATIVE build; the
+// processor's name ("aarch64") where the compiler's default was used.
+std::string_view capability();
 
 }  // namespace kiln::cpu
