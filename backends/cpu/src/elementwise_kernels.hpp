@@ -117,9 +117,20 @@ template <class T> struct Simd {
   Simd sin() const { return math<Traits::HasSin>([](auto p) { return Eigen::internal::psin(p); }, std::sin); }
   Simd cos() const { return math<Traits::HasCos>([](auto p) { return Eigen::internal::pcos(p); }, std::cos); }
   Simd tan() const { return math<false>([](auto p) { return p; }, std::tan); }
-  // Eigen's tanh and erf clamp their argument, which would turn NaN into a number.
+  // Eigen's tanh and erf clamp their argument, which would turn NaN into a number. Eigen's
+  // float tanh reaches exactly ±1 at its clamp only where its clamp was tuned for the
+  // target's rounding (x86); on aarch64 it stops at ±0.99999994, so that GELU's
+  // x/2 (1 + tanh(...)) gave -inf at -inf (PyTorch: NaN) and -1e-6 at -30 (PyTorch: -0).
+  // Past 9.02, where tanh rounds to ±1 in float, the result is the exact ±1.
   Simd tanh() const {
-    return keep_nan(math<Traits::HasTanh>([](auto p) { return Eigen::internal::ptanh(p); }, std::tanh));
+    const Simd r = keep_nan(math<Traits::HasTanh>([](auto p) { return Eigen::internal::ptanh(p); }, std::tanh));
+    if constexpr (std::is_same_v<T, float>) {
+      using namespace Eigen::internal;
+      const Packet saturated = pcmp_lt(pset1<Packet>(T(9.02)), pabs(v));
+      const Packet sign_one = por(pand(v, pset1<Packet>(T(-0.0))), pset1<Packet>(T(1)));  // copysign(1, x)
+      return of(pselect(saturated, sign_one, r.v));
+    }
+    return r;
   }
   Simd erf() const {
     return keep_nan(math<Traits::HasErf>([](auto p) { return Eigen::internal::perf(p); }, std::erf));
