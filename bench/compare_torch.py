@@ -13,7 +13,9 @@ Rows named <workload>@<backend> (bench/fusion_bench.cpp: Fusion<Cpu>, and plain 
 it) compare with PyTorch's <workload>. The fusion summary after the table gives this run's
 STREAM triad bandwidth (the stream_triad row), the fused expression's speed against plain
 Cpu, PyTorch eager and torch.compile (always measured for that row, its compile time apart,
-also under --no-compile), and its bandwidth as a share of STREAM.
+also under --no-compile), and its bandwidth as a share of STREAM. Before it, the FMA peak
+of this run (the fma_peak row: every thread's widest FMA, bench/machine_bench.cpp) and each
+square GEMM's GFLOP/s as a share of it, Kiln's and PyTorch's.
 
 Kiln's Vulkan benchmarks (vulkan/...) have no PyTorch twin: they run only when --filter
 matches them, and are listed with no PyTorch figure.
@@ -92,10 +94,33 @@ def run_kiln(build, pattern):
         results[name] = b["real_time"] * scale
         if "bytes_per_second" in b:
             BANDWIDTH[name] = b["bytes_per_second"] / 1e9
+        if "flops" in b:
+            PEAK[name] = (b["flops"] / 1e9, b.get("label", ""))
     return results
 
 
 BANDWIDTH = {}  # Kiln row -> GB/s, for the rows that count their bytes
+PEAK = {}  # Kiln row -> (GFLOP/s, label), for the rows that count their FLOPs (fma_peak)
+
+
+def gemm_summary(kiln, best):
+    """The FMA peak of this run (fma_peak) and each square GEMM's speed as a share of it,
+    Kiln's and PyTorch's."""
+    peak = PEAK.get("fma_peak")
+    if not peak:
+        return []
+    lines = [f"FMA peak (this machine, this run, {peak[1]}): {peak[0]:.0f} GFLOP/s"]
+    for name in sorted(kiln, key=lambda n: (len(n), n)):
+        if not name.startswith("matmul_f32/"):
+            continue
+        n = int(name.split("/")[1])
+        flop = 2.0 * n ** 3
+        line = f"{name}: Kiln {flop / kiln[name] / 1e6:.0f} GFLOP/s = {100 * flop / kiln[name] / 1e6 / peak[0]:.0f}% of peak"
+        torch_ms = best.get(name, (None,))[0]
+        if torch_ms:
+            line += f"; PyTorch {flop / torch_ms / 1e6:.0f} GFLOP/s = {100 * flop / torch_ms / 1e6 / peak[0]:.0f}%"
+        lines.append(line)
+    return lines
 
 
 def fusion_summary(kiln, best, fused_compile):
@@ -269,7 +294,7 @@ def main():
             print(f"{name:40} {fmt_ms(k):>10} {'-':>11} {'-':>8}   -")
         else:
             print(f"{name:40} {fmt_ms(k):>10} {fmt_ms(t):>11} {ratio:8.2f}x  {label}")
-    summary = fusion_summary(kiln, best, fused_compile)
+    summary = gemm_summary(kiln, best) + fusion_summary(kiln, best, fused_compile)
     for line in summary:
         print(line)
     if args.markdown:
