@@ -3,8 +3,8 @@
 // kChunk elements, each instruction a tight loop over SIMD registers (the Simd<T> of
 // elementwise_kernels.hpp, so every function has the same vectorized math as the per-op
 // kernels); the chunk's registers stay in L1, so a multi-op program reads its inputs and
-// writes its outputs once (with streaming stores when they are larger than the last-level
-// cache, as the per-op kernels write theirs). Integer and bool programs run the same loops on plain values.
+// writes its outputs once (with streaming stores when they are larger than half the
+// last-level cache, as the per-op kernels write theirs). Integer and bool programs run the same loops on plain values.
 // The catalogue's single ops keep their compile-time kernels (Cpu::unary<Op>...).
 #include "program_eval.hpp"
 
@@ -80,8 +80,8 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   Value<T>* values = registers.values.get();
   Operand<T>* operands = registers.operands.data();
   const std::int64_t first = (out - ctx.outputs.first) / ctx.outputs.element_size[0];
-  // Inputs are prefetched only when the data is larger than the last-level cache (as the
-  // caller says by asking for streaming stores): in cache, the prefetches only cost issue slots.
+  // Inputs are prefetched only when the data is too large to stay in the last-level cache (as
+  // the caller says by asking for streaming stores): in cache, the prefetches only cost issue slots.
   const bool prefetch = stream;
   // Streaming stores need every full register of every output aligned: they are when the
   // outputs' runs start on a register boundary (the threads split the work at 64 bytes).
