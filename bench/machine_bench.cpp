@@ -24,7 +24,14 @@ template <class V> [[gnu::always_inline]] inline float chains(float seed) {
   add = V{} + 1e-7f;
   for (std::int64_t r = 0; r < kRounds; ++r) {
     for (auto& lane : acc) lane = lane * mul + add;
-    asm volatile("" : "+x"(mul));  // keeps the compiler from folding rounds together
+    // Keeps the compiler from folding rounds together (a vector register operand).
+#if defined(__x86_64__)
+    asm volatile("" : "+x"(mul));
+#elif defined(__aarch64__)
+    asm volatile("" : "+w"(mul));
+#else
+    benchmark::DoNotOptimize(mul);
+#endif
   }
   V total = V{};
   for (const auto& lane : acc) total += lane;

@@ -82,9 +82,9 @@ std::int64_t last_level_cache_bytes() {
 
 }  // namespace
 
-bool use_streaming_stores(std::int64_t bytes_written) {
+bool use_streaming_stores(std::int64_t bytes_written, std::int64_t bytes_touched) {
   static const std::int64_t last_level_cache = last_level_cache_bytes();
-  return bytes_written > last_level_cache / 2;
+  return bytes_written > last_level_cache / 2 || bytes_touched > 2 * last_level_cache;
 }
 
 void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& out, RunKernel kernel,
@@ -98,13 +98,15 @@ void run_elementwise(std::span<const CpuTensor* const> inputs, const CpuTensor& 
   const auto out_size = static_cast<std::int64_t>(dtype_size(out.dtype));
   std::byte* const out_base = out.bytes();
   std::array<std::int64_t, kMaxInputs> size{}, flat{};
+  std::int64_t bytes = n * out_size;
   bool all_flat = true;
   for (std::size_t i = 0; i < k; ++i) {
     size[i] = static_cast<std::int64_t>(dtype_size(inputs[i]->dtype));
     flat[i] = flat_stride(*inputs[i], shape);
     all_flat = all_flat && flat[i] >= 0;
+    if (flat[i] != 0) bytes += n * size[i];
   }
-  const bool stream = use_streaming_stores(n * out_size);
+  const bool stream = use_streaming_stores(n * out_size, bytes);
 
   if (all_flat) {
     parallel_runs(n, out_size, [&](std::int64_t begin, std::int64_t end) {

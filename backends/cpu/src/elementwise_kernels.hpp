@@ -280,12 +280,12 @@ KILN_SIMD_COMPARE(>=, pcmp_le(b.v, a.v))
 #undef KILN_SIMD_COMPARE
 
 // ---------------------------------------------------------------- stores
-// Outputs larger than half the last-level cache are written with non-temporal stores:
-// they skip the read-for-ownership of each output line (a third less memory traffic
-// for a binary op) and would be evicted before the next op reads them anyway. A smaller
-// output stays in cache for its reader (rms_norm's passes over 16 MiB on a 32 MiB cache),
-// however large the inputs were.
-bool use_streaming_stores(std::int64_t bytes_written);
+// Outputs larger than half the last-level cache, or of ops whose operands together are more
+// than twice its size, are written with non-temporal stores: they skip the read-for-ownership
+// of each output line (a third less memory traffic for a binary op) and would be evicted
+// before the next op reads them anyway. A smaller output of an op that touches little more
+// than the cache stays there for its reader (rms_norm's passes over 16 MiB on a 32 MiB cache).
+bool use_streaming_stores(std::int64_t bytes_written, std::int64_t bytes_touched);
 
 template <class T> void stream_store(T* p, const typename Simd<T>::Packet& v) {
   [[maybe_unused]] constexpr std::size_t bytes = sizeof(typename Simd<T>::Packet);
