@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -79,6 +83,55 @@ TEST(CpuRuntime, KilnNumThreadsSetsTheDefault) {
   int seen = 0;
   std::thread([&] { seen = cpu::num_threads(); }).join();
   EXPECT_EQ(seen, std::atoi(text));
+}
+
+// Beside threads that hold every core, the calling thread's team gives up its second thread;
+// once they stop, it takes it back. ctest runs this alone (cpu.shared_cores, RUN_SERIAL):
+// other tests beside it would hold the cores too.
+TEST(SharedCores, ATeamGivesUpAThreadWhileTheCoresAreBusyAndTakesItBackAfter) {
+  if (std::getenv("KILN_TEST_SHARED_CORES") == nullptr)
+    GTEST_SKIP() << "KILN_TEST_SHARED_CORES is not set (ctest's cpu.shared_cores runs this alone)";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (cores < 2) GTEST_SKIP() << "one core: no team to shrink";
+  cpu::set_num_threads(2);
+  cpu::set_adaptive_threads(true);
+  const auto x = Tensor<Cpu, 1>::ones({1 << 20});
+  const auto work = [&] { EXPECT_DOUBLE_EQ(x.exp().sum().item(), std::exp(1.0f) * 1048576.0); };
+  // Runs ops until the team has `threads` or `limit` has passed; returns the team's size.
+  const auto run_until = [&](int threads, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (cpu::active_threads() != threads && std::chrono::steady_clock::now() < end) work();
+    return cpu::active_threads();
+  };
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  const auto spin = [&] {
+    stop = false;
+    for (unsigned i = 0; i < 2 * cores; ++i)
+      spinners.emplace_back([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+      });
+  };
+  const auto end_spinning = [&] {
+    stop = true;
+    for (std::thread& t : spinners) t.join();
+    spinners.clear();
+  };
+
+  spin();
+  EXPECT_EQ(run_until(1, std::chrono::seconds(5)), 1) << "the team kept its threads beside " << 2 * cores << " spinners";
+  end_spinning();
+  EXPECT_EQ(run_until(2, std::chrono::seconds(10)), 2) << "the team did not take its thread back";
+  EXPECT_EQ(cpu::num_threads(), 2);
+
+  // Kept at the set count: the team stays whole beside the spinners.
+  cpu::set_adaptive_threads(false);
+  spin();
+  EXPECT_EQ(run_until(1, std::chrono::milliseconds(500)), 2);
+  end_spinning();
+  cpu::set_adaptive_threads(true);
+  cpu::set_num_threads(0);
 }
 
 TEST(CpuRuntime, MemoryStatsCountLivePeakAndCachedBytes) {

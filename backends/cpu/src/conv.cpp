@@ -263,6 +263,7 @@ std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry
           g.stride[0],  g.stride[1],   g.padding[0],  g.padding[1], g.dilation[0],
           g.dilation[1], static_cast<std::int64_t>(kind)};
   append_key(post_ops, {}, key);
+  key.push_back(prepare_team());  // oneDNN fixes a convolution's thread count when it creates it
   static std::mutex mutex;
   static auto& plans = *new std::map<Key, std::shared_ptr<const ConvPlan>>();
   {

@@ -55,12 +55,13 @@ CpuTensor broadcast_view(const CpuTensor& x, const Shape& shape);
 void copy_into(const CpuTensor& src, const CpuTensor& dst);
 
 // Readies the calling thread's OpenMP team and returns its size: applies the process-wide
-// thread count (KILN_NUM_THREADS, kiln::cpu::set_num_threads) to this thread, and makes the
-// team's workers block asynchronous signals (SIGINT, SIGTERM, SIGUSR1...), once per team
-// size: a signal frame pushed on a worker in the middle of oneDNN's JIT-compiled kernels
-// corrupted the heap, so signals go to the program's own threads. Cheap after the first
-// call (thread_local compares); called before every parallel region and oneDNN call
-// (threads.cpp).
+// thread count (KILN_NUM_THREADS, kiln::cpu::set_num_threads) to this thread, one thread
+// fewer for each window in which the team waited for cores that other work held (threads.cpp
+// says how), and makes the team's workers block asynchronous signals (SIGINT, SIGTERM,
+// SIGUSR1...) whenever it grows: a signal frame pushed on a worker in the middle of oneDNN's
+// JIT-compiled kernels corrupted the heap, so signals go to the program's own threads. Cheap
+// (thread_local compares and a clock read; a schedstat read per member every 20 ms); called
+// before every parallel region and oneDNN call.
 int prepare_team();
 
 // Splits [0, n) into blocks of at least `grain` and runs fn(begin, end) on the OpenMP threads.

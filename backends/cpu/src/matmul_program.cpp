@@ -80,6 +80,7 @@ std::vector<Cpu::Primitive> Cpu::matmul_program(const Primitive& a, const Primit
   // The plan's key: the GEMM's sizes and layouts, and each post-op with its operand's dims.
   std::vector<std::int64_t> key{rows, n, k, pa.layout.transposed, pa.layout.ld, pb.layout.transposed, pb.layout.ld};
   cpu::append_key(post_ops, operands, key);
+  key.push_back(cpu::prepare_team());  // oneDNN fixes a matmul's thread count when it creates it
   static std::mutex mutex;
   static auto& plans = *new std::map<std::vector<std::int64_t>, std::shared_ptr<const cpu::Plan>>();
   std::shared_ptr<const cpu::Plan> plan;

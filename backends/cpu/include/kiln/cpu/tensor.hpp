@@ -48,8 +48,18 @@ void empty_cache();
 // process: `threads`, or 0 for the default (KILN_NUM_THREADS where it is set, else OpenMP's:
 // OMP_NUM_THREADS, else one per core). Takes effect at each thread's next op.
 void set_num_threads(int threads);
-// The number of threads the calling thread's next op may use.
+// The count set: the most threads an op may use.
 int num_threads();
+// The threads the calling thread's next op uses: num_threads(), or fewer while other work
+// (another process, the program's own threads) keeps the cores busy. Each calling thread's
+// team gives up a thread when its threads wait for cores, and tries one more again after a
+// pause (at most 2 s). Kiln's own reductions give the same result on any number of threads;
+// oneDNN's GEMM and convolution gradients may round differently on another number.
+int active_threads();
+// Whether teams shrink while the cores are busy (the default; KILN_ADAPTIVE_THREADS=0 starts
+// the process with false): false keeps every team at num_threads(). Takes effect at each
+// thread's next op.
+void set_adaptive_threads(bool adaptive);
 
 // The instruction set of the CPU kernels in use, the -march they were compiled for:
 // "x86-64-v2", "x86-64-v3" (AVX2, FMA) or "x86-64-v4" (AVX-512) in a portable build, where
