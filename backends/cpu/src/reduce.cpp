@@ -73,9 +73,15 @@ template <class Op, class A, class T> A reduce_run(const T* __restrict p, std::i
     for (std::int64_t i = 0; i < n; ++i) acc = Op::step(acc, static_cast<A>(p[i]));
     return acc;
   }
-  A lanes[kLanes];
-  for (int k = 0; k < kLanes; ++k) lanes[k] = Op::identity();
+  A lanes[kLanes], more[kLanes];
+  for (int k = 0; k < kLanes; ++k) lanes[k] = more[k] = Op::identity();
   std::int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      lanes[k] = Op::step(lanes[k], static_cast<A>(p[i + k]));
+      more[k] = Op::step(more[k], static_cast<A>(p[i + kLanes + k]));
+    }
+  for (int k = 0; k < kLanes; ++k) lanes[k] = Op::step(lanes[k], more[k]);
   for (; i + kLanes <= n; i += kLanes)
     for (int k = 0; k < kLanes; ++k) lanes[k] = Op::step(lanes[k], static_cast<A>(p[i + k]));
   for (; i < n; ++i) lanes[0] = Op::step(lanes[0], static_cast<A>(p[i]));
