@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Single-image latency and peak memory of the embedded classifier beside PyTorch and
-onnxruntime, on the same model (tests/golden/onnx/fashion_cnn/model.onnx) and machine.
+"""Single-image latency and peak memory of the embedded classifier beside onnxruntime,
+PyTorch eager and torch.compile, on the same model (tests/golden/onnx/fashion_cnn/model.onnx) and machine.
 
   python3 bench/embedded_compare.py --build build --python /opt/kiln-bench-venv/bin/python
 
@@ -9,7 +9,9 @@ median over --repeat classifications of one image, and the peak RSS of a process
 classifies 20 images. The peers run in a Python of their own (--python: a virtual
 environment with torch, onnxruntime and onnx from PyPI), each at its best of one thread and
 all threads, their peak RSS read from the same kind of process. PyTorch runs the model's
-module, rebuilt from the ONNX file's weights (eager, no_grad). Prints a Markdown table.
+module, rebuilt from the ONNX file's weights (no_grad), eager and through torch.compile
+(compiled before the timing, for the batch of 20 and for one image; the table says how
+long that took). Prints a Markdown table.
 """
 import argparse
 import gzip
@@ -46,10 +48,15 @@ else:
     from gen_onnx import Cnn  # the module that tests/golden/gen_onnx.py trained and exported
     model = Cnn().eval()
     model.load_state_dict(weights)
+    if kind == "torch.compile":
+        model = torch.compile(model)
     def run(batch):
         with torch.no_grad():
             return model(torch.from_numpy(batch)).numpy()
+start = time.perf_counter()
 labels = run(x).argmax(1)
+run(x[:1].copy())  # torch.compile compiles once per input shape
+first_s = time.perf_counter() - start
 one = x[:1].copy()
 for _ in range(50):
     run(one)
@@ -61,6 +68,7 @@ for _ in range(repeat):
 print("labels", " ".join(map(str, labels)))
 print("latency_us", statistics.median(times))
 print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print("first_s", first_s)
 '''
 
 
@@ -78,8 +86,8 @@ def peer(python, kind, images, repeat, threads):
     out = subprocess.run([python, "-c", PEER, kind, str(MODEL), str(images), str(repeat), str(threads),
                           str(ROOT / "tests/golden")],
                          capture_output=True, text=True, check=True).stdout
-    values = dict(line.split(" ", 1) for line in out.splitlines())
-    return values["labels"].split(), float(values["latency_us"]), int(values["maxrss_kb"])
+    values = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    return values["labels"].split(), float(values["latency_us"]), int(values["maxrss_kb"]), float(values["first_s"])
 
 
 def main():
@@ -94,13 +102,14 @@ def main():
         images.write_bytes(raw)
         labels, latency, rss, size = kiln(args.build, images, args.repeat)
         rows = [("Kiln embedded_classifier (static, 1 thread)", latency, rss)]
-        for kind in ("onnxruntime", "pytorch"):
+        for kind in ("onnxruntime", "pytorch", "torch.compile"):
             best = None
             for threads in (1, 0):
-                peer_labels, peer_latency, peer_rss = peer(args.python, kind, images, args.repeat, threads)
+                peer_labels, peer_latency, peer_rss, first_s = peer(args.python, kind, images, args.repeat, threads)
                 if peer_labels != labels:
                     sys.exit(f"{kind} predicts {peer_labels}, Kiln {labels}")
-                name = f"{kind} ({'1 thread' if threads else 'all threads'})"
+                name = f"{kind} ({'1 thread' if threads else 'all threads'}"
+                name += f"; compiled in {first_s:.1f} s)" if kind == "torch.compile" else ")"
                 if best is None or peer_latency < best[1]:
                     best = (name, peer_latency, peer_rss)
             rows.append(best)
@@ -110,7 +119,7 @@ def main():
         if line.startswith("KILN_EMBEDDED_ARCH:") and line.split("=", 1)[1]:
             arch = "-march=" + line.split("=", 1)[1]
     print(f"CPU: {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}; "
-          f"Kiln binary {size / 1e6:.2f} MB, {arch}; the same 20 predictions from all three\n")
+          f"Kiln binary {size / 1e6:.2f} MB, {arch}; the same 20 predictions from all four\n")
     print("| runtime | one image (µs, median) | peak RSS (MB) |\n|---|---:|---:|")
     for name, latency, rss in rows:
         print(f"| {name} | {latency:.1f} | {rss / 1024:.1f} |")

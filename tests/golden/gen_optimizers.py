@@ -1,7 +1,8 @@
 """Golden training runs of every optimizer (tests/optim/optimizer_test.cpp): a Linear(5, 3)
 in f64 fitted to fixed data with a mean-squared error, 20 steps with torch.optim, the
 weight and bias after steps 1, 2, 3, 5, 10 and 20 (RECORDED, 0-based). Lion is not in torch 1.13: its update is written out
-here from the paper (Chen et al. 2023)."""
+here from the paper (Chen et al. 2023). The *_groups cases put the weight and the bias in
+parameter groups of their own."""
 import torch
 
 f64 = torch.float64
@@ -25,7 +26,7 @@ class Lion(torch.optim.Optimizer):
                 m.mul_(b2).add_(p.grad, alpha=1 - b2)
 
 
-def run(w, name, make):
+def run(w, name, make, schedule=None):
     torch.manual_seed(1)
     weight = torch.randn(3, 5, dtype=f64) * 0.5
     bias = torch.randn(3, dtype=f64) * 0.5
@@ -35,11 +36,14 @@ def run(w, name, make):
     weight.requires_grad_(True)
     bias.requires_grad_(True)
     opt = make([weight, bias])
+    scheduler = schedule(opt) if schedule else None
     for step in range(STEPS):
         opt.zero_grad()
         loss = ((x @ weight.T + bias - y) ** 2).mean()
         loss.backward()
         opt.step()
+        if scheduler:
+            scheduler.step()
         if step not in RECORDED:
             continue
         tensors[f"weight{step}"] = weight.detach().clone()
@@ -61,3 +65,12 @@ def cases(w):
     run(w, "adagrad", lambda ps: O.Adagrad(ps, lr=0.1, lr_decay=0.01, weight_decay=0.01,
                                            initial_accumulator_value=0.1))
     run(w, "lion", lambda ps: Lion(ps, lr=0.01, betas=(0.9, 0.99), weight_decay=0.1))
+    # Parameter groups: the bias without weight decay and at half the rate, a StepLR over both.
+    run(w, "adamw_groups",
+        lambda ps: O.AdamW([{"params": [ps[0]]}, {"params": [ps[1]], "weight_decay": 0.0, "lr": 0.005}],
+                           lr=0.01, weight_decay=0.1),
+        schedule=lambda opt: O.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5))
+    # Options that differ in kind between the groups: momentum on the weight only, decay on the bias.
+    run(w, "sgd_groups",
+        lambda ps: O.SGD([{"params": [ps[0]], "momentum": 0.9},
+                          {"params": [ps[1]], "lr": 0.1, "weight_decay": 0.01}], lr=0.05))

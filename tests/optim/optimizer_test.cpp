@@ -1,15 +1,19 @@
 // optim: every optimizer trains a Linear(5, 3) in f64 for 20 steps exactly as torch.optim
-// does (tests/golden/gen_optimizers.py), on every backend; state save / restore; gradient
-// accumulation and clipping; frozen parameters.
+// does (tests/golden/gen_optimizers.py), on every backend, also with parameter groups; state
+// save / restore; gradient accumulation and clipping; frozen parameters.
 #include "backends.hpp"
 #include "golden.hpp"
 
 #include <kiln/nn.hpp>
 #include <kiln/optim/rules.hpp>
+#include <kiln/optim/scheduler.hpp>
 
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace {
 
@@ -35,20 +39,25 @@ template <class B> Tensor<Autodiff<B>, 1> loss_of(const nn::Linear<Autodiff<B>>&
   return (model.forward(x) - y).square().mean();
 }
 
-// Runs `optimizer` for 20 steps against the golden case `name`, 1e-10 relative.
-template <class B, class O> void follows_torch(const std::string& name, O optimizer, double lr) {
+// Runs `optimizer` for 20 steps against the golden case `name`, 1e-10 relative, at the rate
+// lr(step) (a schedule's lr).
+template <class B, class O, class Lr> void follows_torch_at(const std::string& name, O optimizer, Lr lr) {
   SCOPED_TRACE(name);
   const auto& c = golden("optimizers", name);
   auto model = start<B>(c);
   int next = 0;
   for (int step = 0; step < kSteps; ++step) {
     auto grads = loss_of<B>(model, c).backward();
-    optimizer.step(lr, model, grads);
+    optimizer.step(lr(step), model, grads);
     if (step != kRecorded[next]) continue;
     ++next;
     EXPECT_CLOSE(*model.weight, c["weight" + std::to_string(step)], 1e-10, 1e-12) << "after step " << step + 1;
     EXPECT_CLOSE(*model.bias.value(), c["bias" + std::to_string(step)], 1e-10, 1e-12) << "after step " << step + 1;
   }
+}
+
+template <class B, class O> void follows_torch(const std::string& name, O optimizer, double lr) {
+  follows_torch_at<B>(name, std::move(optimizer), [lr](int) { return lr; });
 }
 
 TYPED_TEST(Optimizers, EveryOptimizerFollowsTorchOverTwentySteps) {
@@ -87,6 +96,73 @@ TYPED_TEST(Optimizers, AcceptTheModelsBackend) {
   using B = TypeParam;
   follows_torch<B>("adam", optim::Adam<Autodiff<B>>({.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.01}),
                    0.01);
+}
+
+// Parameter groups as torch.optim's param_groups (gen_optimizers.py's *_groups cases): the
+// bias in a group of its own, with other options and a factor on the rate.
+TYPED_TEST(Optimizers, ParameterGroupsFollowTorch) {
+  using B = TypeParam;
+  // AdamW, the bias without weight decay at half the rate; a StepLR scales both groups.
+  auto adamw = optim::adamw<B>({.weight_decay = 0.1});
+  adamw.add_group(optim::paths_ending_with({"bias"}), {.weight_decay = 0, .decoupled_weight_decay = true}, 0.5);
+  EXPECT_EQ(adamw.group_count(), 1u);
+  const optim::StepLR schedule(0.01, 5, 0.5);
+  follows_torch_at<B>("adamw_groups", adamw, [&](int step) { return schedule.lr(step); });
+  // SGD: momentum for the weight only (the optimizer's own options), decay for the bias at
+  // twice the rate (a group).
+  optim::Sgd<B> sgd({.momentum = 0.9});
+  sgd.add_group([](std::string_view path) { return path == "bias"; }, {.weight_decay = 0.01}, 2.0);
+  follows_torch<B>("sgd_groups", sgd, 0.05);
+  // A parameter no group takes is stepped with the optimizer's options: with the group
+  // matching nothing, the run is the plain one.
+  optim::Sgd<B> plain;
+  plain.add_group(optim::paths_ending_with({"nothing"}), {.momentum = 0.5}, 10.0);
+  follows_torch<B>("sgd", plain, 0.1);
+}
+
+TEST(ParameterGroups, PathsEndingWithMatchWholeComponents) {
+  const auto select = optim::paths_ending_with({"bias", "norm.weight"});
+  EXPECT_TRUE(select("bias"));
+  EXPECT_TRUE(select("layers.0.bias"));
+  EXPECT_TRUE(select("blocks.1.norm.weight"));
+  EXPECT_TRUE(select("norm.weight"));
+  EXPECT_FALSE(select("layers.0.unbias"));
+  EXPECT_FALSE(select("blocks.1.layernorm.weight"));
+  EXPECT_FALSE(select("layers.0.weight"));
+  EXPECT_FALSE(select(""));
+  // The first group that takes a parameter is its group; bad arguments are errors.
+  optim::Sgd<Cpu> sgd;
+  EXPECT_KILN_ERROR(sgd.add_group(optim::paths_ending_with({"bias"}), {}, -1.0),
+                    "sgd: a group's lr_scale must be finite and >= 0, got -1");
+  EXPECT_KILN_ERROR(sgd.add_group(nullptr, {}), "sgd: add_group needs a selector of parameter paths");
+  EXPECT_EQ(sgd.group_count(), 0u);
+}
+
+struct TwoLayers {
+  nn::Linear<Autodiff<Cpu>> fc1, fc2;
+  nn::LayerNorm<Autodiff<Cpu>> norm;
+  KILN_MODULE(fc1, fc2, norm)
+};
+
+// In a deeper module the groups see each parameter's full path: the biases and the norm's
+// weight without decay, the linear weights with it.
+TEST(ParameterGroups, SelectByFullPathInANestedModule) {
+  using AD = Autodiff<Cpu>;
+  manual_seed(3);
+  nn::Linear<AD> first(4, 4), second(4, 2);
+  nn::LayerNorm<AD> norm({4});
+  const auto x = Tensor<AD, 2>::random({6, 4}, Distribution::normal(0, 1));
+  std::vector<std::string> decayed;
+  auto sgd = optim::Sgd<Cpu>({.weight_decay = 1.0});
+  sgd.add_group([&](std::string_view path) {
+    const bool exempt = optim::paths_ending_with({"bias", "norm.weight"})(path);
+    if (!exempt) decayed.emplace_back(path);
+    return exempt;
+  }, {.weight_decay = 0});
+  TwoLayers net{first, second, norm};
+  auto grads = net.fc2.forward(net.norm.forward(net.fc1.forward(x))).square().mean().backward();
+  sgd.step(0.1, net, grads);
+  EXPECT_EQ(decayed, (std::vector<std::string>{"fc1.weight", "fc2.weight"}));
 }
 
 // Saving the state after 10 steps and restoring it into a fresh optimizer gives the same

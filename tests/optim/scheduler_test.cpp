@@ -23,7 +23,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wreturn-type"
 namespace docs_optimizers {
-#include "optimizers_2.cpp"
+#include "optimizers_3.cpp"
 }  // namespace docs_optimizers
 #pragma GCC diagnostic pop
 

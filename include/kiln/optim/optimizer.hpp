@@ -3,15 +3,21 @@
 // parameter id. The update of one parameter is its Rule's (optim/rules.hpp: SGD, Adam,
 // AdamW, RMSProp, AdaGrad, Lion), computed on the inner backend over the parameter
 // flattened to 1-d. The state can be saved and restored (state_dict / load_state_dict,
-// keyed by parameter path: "layers.0.weight.exp_avg").
+// keyed by parameter path: "layers.0.weight.exp_avg"). Parameter groups (torch.optim's
+// param_groups) give the parameters whose path a group selects options of their own and a
+// factor on the step's learning rate.
 //
 //   optim::Adam<Cpu> adam({.weight_decay = 0.01});
+//   adam.add_group(optim::paths_ending_with({"bias"}), {.weight_decay = 0});
 //   auto grads = loss.backward();
 //   adam.step(1e-3, model, grads);
 #pragma once
 
 #include "kiln/optim/gradients.hpp"
 
+#include <cmath>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -41,6 +47,21 @@ template <AutodiffBackend B> struct ParameterBackend<B> {
 };
 template <Backend B> using ParameterBackendOf = typename ParameterBackend<B>::type;
 
+// Which parameters a group takes, by the parameter's path in the module ("layers.0.bias").
+using ParamSelector = std::function<bool(std::string_view path)>;
+
+// The parameters whose path ends with one of `suffixes` ("bias", "norm.weight"); a suffix
+// matches whole path components only ("bias" takes "fc.bias" and "bias", not "fc.unbias").
+inline ParamSelector paths_ending_with(std::initializer_list<std::string_view> suffixes) {
+  return [names = std::vector<std::string>(suffixes.begin(), suffixes.end())](std::string_view path) {
+    for (const std::string& name : names) {
+      if (path.size() < name.size() || path.substr(path.size() - name.size()) != name) continue;
+      if (path.size() == name.size() || path[path.size() - name.size() - 1] == '.') return true;
+    }
+    return false;
+  };
+}
+
 template <Backend B, class Rule> class Optimizer {
   static_assert(!AutodiffBackend<B>,
                 "Optimizer<B, Rule> takes the inner backend of the model's Autodiff<B> (Optimizer<Cpu, Rule> for a "
@@ -52,7 +73,23 @@ template <Backend B, class Rule> class Optimizer {
 
   Optimizer() = default;
   explicit Optimizer(const Options& options) : rule_{options} {}
+  // The options of the parameters no group takes.
   const Options& options() const { return rule_.options; }
+
+  // A parameter group: the parameters `select` takes are updated with `options` and a
+  // learning rate of `lr_scale` times the step's (torch.optim's group lr is the base rate
+  // times that factor; a scheduler's rate then scales every group alike). A parameter goes
+  // to the first group, in the order they were added, that takes it; the others keep the
+  // optimizer's options and the step's rate. Its state (moments, step count) stays its own
+  // whichever group it is in, and state_dict / load_state_dict are unchanged.
+  Optimizer& add_group(ParamSelector select, const Options& options, double lr_scale = 1.0) {
+    KILN_CHECK(static_cast<bool>(select), "{}: add_group needs a selector of parameter paths", Rule::name);
+    KILN_CHECK(std::isfinite(lr_scale) && lr_scale >= 0, "{}: a group's lr_scale must be finite and >= 0, got {}",
+               Rule::name, lr_scale);
+    groups_.push_back({std::move(select), Rule{options}, lr_scale});
+    return *this;
+  }
+  std::size_t group_count() const { return groups_.size(); }
 
   // One update, with learning rate lr, of every trainable parameter of `module` that has a
   // gradient in `grads`; the others are left as they are.
@@ -72,7 +109,15 @@ template <Backend B, class Rule> class Optimizer {
       const Tensor<B, 1> grad(B::reshape(*g, flat));
       State& state = state_[p.id()];
       ++state.step;
-      const Tensor<B, 1> updated = rule_.update(lr, param, grad, state);
+      const Rule* rule = &rule_;
+      double rate = lr;
+      for (const Group& group : groups_) {
+        if (!group.select(path)) continue;
+        rule = &group.rule;
+        rate = lr * group.lr_scale;
+        break;
+      }
+      const Tensor<B, 1> updated = rule->update(rate, param, grad, state);
       p.replace(T::from_inner(typename T::InnerTensor(B::reshape(updated.primitive(), shape))));
     });
   }
@@ -124,7 +169,13 @@ template <Backend B, class Rule> class Optimizer {
   }
 
  private:
+  struct Group {
+    ParamSelector select;
+    Rule rule;
+    double lr_scale = 1.0;
+  };
   Rule rule_;
+  std::vector<Group> groups_;
   std::unordered_map<nn::ParamId, State> state_;
 };
 

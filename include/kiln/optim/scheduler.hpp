@@ -422,4 +422,94 @@ inline SequentialLR warmup_cosine(double base_lr, std::int64_t warmup_steps, std
                       {warmup_steps});
 }
 
+struct PlateauOptions {
+  enum class Mode { min, max };                // whether the metric should fall (a loss) or rise (an accuracy)
+  enum class Threshold { relative, absolute };  // how `threshold` measures a real improvement
+  Mode mode = Mode::min;
+  double factor = 0.1;          // the rate is multiplied by this at each cut; in [0, 1)
+  std::int64_t patience = 10;   // steps without improvement tolerated before a cut
+  double threshold = 1e-4;      // relative: better than best * (1 -/+ threshold); absolute: best -/+ threshold
+  Threshold threshold_mode = Threshold::relative;
+  std::int64_t cooldown = 0;    // steps after a cut during which bad steps are not counted
+  double min_lr = 0;            // the rate never goes below this
+  double eps = 1e-8;            // a cut smaller than this is skipped
+};
+
+// ReduceLROnPlateau (torch.optim.lr_scheduler's, torch 1.13): the rate is cut by `factor`
+// when a metric (a validation loss, an accuracy) has not improved for more than `patience`
+// steps. Unlike the schedules above it depends on what it is shown, so it is not a
+// Scheduler: call step(metric) once per evaluation and pass current() to the optimizer. A
+// NaN metric is never an improvement. state() and restore() carry it across a checkpoint.
+class ReduceLROnPlateau {
+ public:
+  struct State {
+    double lr = 0, best = 0;
+    std::int64_t bad_steps = 0, cooldown_left = 0, steps = 0;
+  };
+
+  explicit ReduceLROnPlateau(double lr, PlateauOptions options = {}) : options_(options) {
+    detail::check_rate("ReduceLROnPlateau", "lr", lr);
+    KILN_CHECK(options.factor >= 0 && options.factor < 1, "ReduceLROnPlateau: factor must be in [0, 1), got {}",
+               options.factor);
+    KILN_CHECK(options.patience >= 0, "ReduceLROnPlateau: patience must be >= 0, got {}", options.patience);
+    KILN_CHECK(options.cooldown >= 0, "ReduceLROnPlateau: cooldown must be >= 0, got {}", options.cooldown);
+    KILN_CHECK(std::isfinite(options.threshold) && options.threshold >= 0,
+               "ReduceLROnPlateau: threshold must be finite and >= 0, got {}", options.threshold);
+    detail::check_rate("ReduceLROnPlateau", "min_lr", options.min_lr);
+    KILN_CHECK(std::isfinite(options.eps) && options.eps >= 0, "ReduceLROnPlateau: eps must be finite and >= 0, got {}",
+               options.eps);
+    state_.lr = lr;
+    state_.best = worst();
+  }
+
+  double current() const { return state_.lr; }
+  const PlateauOptions& options() const { return options_; }
+  State state() const { return state_; }
+  void restore(const State& state) {
+    detail::check_rate("ReduceLROnPlateau::restore", "lr", state.lr);
+    KILN_CHECK(state.bad_steps >= 0 && state.cooldown_left >= 0 && state.steps >= 0,
+               "ReduceLROnPlateau::restore: counts must be >= 0, got bad_steps {}, cooldown_left {}, steps {}",
+               state.bad_steps, state.cooldown_left, state.steps);
+    state_ = state;
+  }
+
+  // Takes one value of the metric and returns the rate from now on.
+  double step(double metric) {
+    State& s = state_;
+    ++s.steps;
+    if (improves(metric)) {
+      s.best = metric;
+      s.bad_steps = 0;
+    } else {
+      ++s.bad_steps;
+    }
+    if (s.cooldown_left > 0) {
+      --s.cooldown_left;
+      s.bad_steps = 0;
+    }
+    if (s.bad_steps > options_.patience) {
+      const double cut = std::max(s.lr * options_.factor, options_.min_lr);
+      if (s.lr - cut > options_.eps) s.lr = cut;
+      s.cooldown_left = options_.cooldown;
+      s.bad_steps = 0;
+    }
+    return s.lr;
+  }
+
+ private:
+  bool maximize() const { return options_.mode == PlateauOptions::Mode::max; }
+  double worst() const {
+    return maximize() ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+  bool improves(double metric) const {
+    const double best = state_.best, t = options_.threshold;
+    if (options_.threshold_mode == PlateauOptions::Threshold::relative)
+      return maximize() ? metric > best * (1 + t) : metric < best * (1 - t);
+    return maximize() ? metric > best + t : metric < best - t;
+  }
+
+  PlateauOptions options_;
+  State state_;
+};
+
 }  // namespace kiln::optim
