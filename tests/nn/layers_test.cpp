@@ -245,6 +245,85 @@ TYPED_TEST(NnLayers, DropoutZeroesAboutPAndScalesTheRestInTrainingOnly) {
   EXPECT_KILN_ERROR(nn::Dropout<B>(1.5), "nn::Dropout: p must be in [0, 1], got 1.5");
 }
 
+// The activation modules compute their tensor function with torch.nn's defaults (the
+// functions themselves follow torch in tests/autodiff, grad.golden).
+TYPED_TEST(NnLayers, ActivationModulesApplyTheirFunctionWithTorchsDefaults) {
+  using B = TypeParam;
+  manual_seed(8);
+  const auto x = Tensor<B, 2>::random({4, 6}, Distribution::uniform(-8.0, 8.0));
+  const auto same = [&](const auto& module, const Tensor<B, 2>& want, const char* name) {
+    SCOPED_TRACE(name);
+    EXPECT_CLOSE(module.forward(x), want.into_data(), 0, 0);
+  };
+  same(nn::Selu<B>{}, x.selu(), "Selu");
+  same(nn::Relu6<B>{}, x.hardtanh(0, 6), "Relu6");
+  same(nn::HardSwish<B>{}, x.hardswish(), "HardSwish");
+  same(nn::HardSigmoid<B>{}, x.hard_sigmoid(), "HardSigmoid");
+  same(nn::Mish<B>{}, x.mish(), "Mish");
+  same(nn::LogSigmoid<B>{}, x.log_sigmoid(), "LogSigmoid");
+  same(nn::Softsign<B>{}, x.softsign(), "Softsign");
+  same(nn::Tanhshrink<B>{}, x.tanhshrink(), "Tanhshrink");
+  same(nn::Gelu<B>{}, x.gelu(false), "Gelu");
+  same(nn::Gelu<B>{.tanh_approximation = true}, x.gelu(true), "Gelu tanh");
+  same(nn::LeakyRelu<B>{}, x.leaky_relu(0.01), "LeakyRelu");
+  same(nn::Elu<B>{}, x.elu(1.0), "Elu");
+  same(nn::Celu<B>{.alpha = 2.0}, x.celu(2.0), "Celu");
+  same(nn::Hardtanh<B>{}, x.hardtanh(-1.0, 1.0), "Hardtanh");
+  same(nn::Hardshrink<B>{}, x.hardshrink(0.5), "Hardshrink");
+  same(nn::Softshrink<B>{}, x.softshrink(0.5), "Softshrink");
+  same(nn::Threshold<B>{.threshold = 0.5, .value = -1.0}, x.threshold(0.5, -1.0), "Threshold");
+  same(nn::Softmin<B>{}, x.softmin(1), "Softmin");
+  same(nn::Identity<B>{}, x, "Identity");
+  EXPECT_EQ(nn::Glu<B>{}.forward(x).dims(), (std::array<std::int64_t, 2>{4, 3}));
+  EXPECT_CLOSE(nn::Glu<B>{.dim = 0}.forward(x), x.glu(0).into_data(), 0, 0);
+  // An odd dim does not split in halves.
+  EXPECT_KILN_ERROR((void)nn::Glu<B>{}.forward(x.narrow(1, 0, 5)), "glu: dim -1 of shape [4, 5] has odd size 5");
+  EXPECT_KILN_ERROR((void)x.celu(0.0), "celu: alpha must be finite and not 0, got 0");
+  EXPECT_KILN_ERROR((void)x.hardtanh(1.0, -1.0), "hardtanh: min_val 1 is above max_val -1");
+}
+
+// RReLU: in training each negative element gets its own slope from U(lower, upper); in eval
+// the slope is their mean; positive elements pass through either way.
+TYPED_TEST(NnLayers, RReluDrawsASlopePerElementInTrainingOnly) {
+  using B = TypeParam;
+  manual_seed(12);
+  nn::RRelu<B> rrelu{.lower = 0.1, .upper = 0.3};
+  const auto x = Tensor<B, 1>::random({4000}, Distribution::uniform(-2.0, 2.0));
+  const auto xs = x.template to_vec<double>(), ys = rrelu.forward(x).template to_vec<double>();
+  double lowest = 1, highest = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] >= 0) {
+      EXPECT_EQ(ys[i], xs[i]);
+      continue;
+    }
+    const double slope = ys[i] / xs[i];
+    lowest = std::min(lowest, slope);
+    highest = std::max(highest, slope);
+  }
+  EXPECT_GE(lowest, 0.1 - 1e-6);
+  EXPECT_LE(highest, 0.3 + 1e-6);
+  EXPECT_LT(lowest, 0.11);  // the slopes spread over the range
+  EXPECT_GT(highest, 0.29);
+  nn::eval(rrelu);
+  EXPECT_CLOSE(rrelu.forward(x), x.leaky_relu(0.2).into_data(), 0, 0);
+}
+
+// SwiGlu: silu of one linear layer times another, with their own parameters.
+TYPED_TEST(NnLayers, SwiGluIsTheSiluOfOneLinearTimesAnother) {
+  using B = TypeParam;
+  manual_seed(5);
+  nn::SwiGlu<B> swiglu(6, 4);
+  std::vector<std::string> paths;
+  nn::for_each_param(swiglu, [&](const std::string& path, const auto&) { paths.push_back(path); });
+  EXPECT_EQ(paths, (std::vector<std::string>{"inner.weight", "inner.bias", "outer.weight", "outer.bias"}));
+  const auto x = Tensor<B, 3>::random({2, 3, 6}, Distribution::normal(0, 1));
+  const auto want = swiglu.inner.forward(x).silu() * swiglu.outer.forward(x);
+  EXPECT_CLOSE(swiglu.forward(x), want.into_data(), 0, 0);
+  // The same as the tensor function on the two halves of one product.
+  const auto both = Tensor<B, 3>::cat({swiglu.inner.forward(x), swiglu.outer.forward(x)}, 2);
+  EXPECT_CLOSE(both.swiglu(), want.into_data(), 1e-6, 1e-6);
+}
+
 TYPED_TEST(NnLayers, SequentialChainsModulesAndNamesThemByPosition) {
   using B = TypeParam;
   manual_seed(4);

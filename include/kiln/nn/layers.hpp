@@ -97,11 +97,86 @@ template <class B> struct PRelu {
     template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return expr; } \
   };
 KILN_NN_ACTIVATION(Relu, x.relu())
-KILN_NN_ACTIVATION(Gelu, x.gelu())
 KILN_NN_ACTIVATION(Silu, x.silu())
 KILN_NN_ACTIVATION(Sigmoid, x.sigmoid())
 KILN_NN_ACTIVATION(Tanh, x.tanh())
+KILN_NN_ACTIVATION(Selu, x.selu())
+KILN_NN_ACTIVATION(Relu6, x.relu6())
+KILN_NN_ACTIVATION(HardSwish, x.hardswish())
+KILN_NN_ACTIVATION(HardSigmoid, x.hard_sigmoid())
+KILN_NN_ACTIVATION(Mish, x.mish())
+KILN_NN_ACTIVATION(LogSigmoid, x.log_sigmoid())
+KILN_NN_ACTIVATION(Softsign, x.softsign())
+KILN_NN_ACTIVATION(Tanhshrink, x.tanhshrink())
 #undef KILN_NN_ACTIVATION
+
+// The activations with arguments, as torch.nn's modules with the same defaults.
+template <class B> struct Gelu {
+  bool tanh_approximation = false;  // torch's approximate="tanh"
+  KILN_MODULE(tanh_approximation)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.gelu(tanh_approximation); }
+};
+template <class B> struct LeakyRelu {
+  double negative_slope = 0.01;
+  KILN_MODULE(negative_slope)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.leaky_relu(negative_slope); }
+};
+template <class B> struct Elu {
+  double alpha = 1.0;
+  KILN_MODULE(alpha)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.elu(alpha); }
+};
+template <class B> struct Celu {
+  double alpha = 1.0;
+  KILN_MODULE(alpha)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.celu(alpha); }
+};
+template <class B> struct Hardtanh {
+  double min_val = -1.0, max_val = 1.0;
+  KILN_MODULE(min_val, max_val)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.hardtanh(min_val, max_val); }
+};
+template <class B> struct Hardshrink {
+  double lambd = 0.5;
+  KILN_MODULE(lambd)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.hardshrink(lambd); }
+};
+template <class B> struct Softshrink {
+  double lambd = 0.5;
+  KILN_MODULE(lambd)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.softshrink(lambd); }
+};
+template <class B> struct Threshold {
+  double threshold = 0.0, value = 0.0;
+  KILN_MODULE(threshold, value)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.threshold(threshold, value); }
+};
+template <class B> struct Softmin {
+  std::int64_t dim = -1;
+  KILN_MODULE(dim)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.softmin(dim); }
+};
+// The first half of `dim` times the sigmoid of the second (torch.nn.GLU).
+template <class B> struct Glu {
+  std::int64_t dim = -1;
+  KILN_MODULE(dim)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.glu(dim); }
+};
+// Randomized leaky ReLU: slopes drawn from U(lower, upper) per element in training mode, their
+// mean in eval mode (torch.nn.RReLU).
+template <class B> struct RRelu {
+  double lower = 1.0 / 8, upper = 1.0 / 3;
+  Mode mode;
+  KILN_MODULE(lower, upper, mode)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    return x.rrelu(lower, upper, mode.training);
+  }
+};
+// The identity (torch.nn.Identity), a placeholder in nn::Sequential.
+template <class B> struct Identity {
+  KILN_MODULE()
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x; }
+};
 
 // Modules applied in order, each to the previous one's output; their parameters are named
 // by position ("0.weight", "2.bias"), as torch.nn.Sequential's.

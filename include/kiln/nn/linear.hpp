@@ -101,4 +101,19 @@ template <class B> struct Bilinear {
   }
 };
 
+// The SwiGLU gate of LLaMA-style feed-forward layers (Burn's SwiGlu): silu(x W1ᵀ + b1) ⊙
+// (x W2ᵀ + b2), two Linear(in, out) layers, `inner` under the SiLU and `outer` as the gate.
+template <class B> struct SwiGlu {
+  Linear<B> inner, outer;
+  KILN_MODULE(inner, outer)
+
+  SwiGlu() = default;
+  SwiGlu(std::int64_t in, std::int64_t out, const LinearOptions& options = {}, const typename B::Device& device = {})
+      : inner(in, out, options, device), outer(in, out, options, device) {}
+
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    return inner.forward(x).silu() * outer.forward(x);
+  }
+};
+
 }  // namespace kiln::nn

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -46,6 +47,22 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   }
   std::int64_t fused_dim(const char* op, std::int64_t dim) const {
     return static_cast<std::int64_t>(normalize_dim(op, dim, D));
+  }
+  // x * scale where x > 0, (e^(x * input_scale) - 1) * negative_scale elsewhere: elu, selu and
+  // celu as torch computes them. e^x - 1 is taken of the non-positive part only: of a large x
+  // it would be inf, and its zero gradient times inf NaN.
+  Self exponential_unit(double negative_scale, double scale, double input_scale) const {
+    const BoolTensor negative = self().le(0.0);
+    const Self positive = scale == 1.0 ? self() : mul(scale);
+    return positive.mask_where(negative,
+                               mul(negative.to_float(self().dtype()).mul(input_scale)).expm1().mul(negative_scale));
+  }
+  // The two halves of `dim`, which must have an even size.
+  std::pair<Self, Self> halves(const char* op, std::int64_t dim) const {
+    const std::int64_t size = self().dim(dim);
+    KILN_CHECK(size % 2 == 0, "{}: dim {} of shape {} has odd size {}; it must split in two halves", op, dim,
+               self().shape(), size);
+    return {self().narrow(dim, 0, size / 2), self().narrow(dim, size / 2, size / 2)};
   }
   Self softmax_shift(std::int64_t dim) const {
     const Self max = self().max_dim(dim);
@@ -119,6 +136,71 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   // The exact (erf) GELU, or its tanh approximation.
   Self gelu(bool tanh_approximation = false) const requires std::same_as<K, Float> {
     return tanh_approximation ? unary<ops::GeluTanh>() : unary<ops::GeluErf>();
+  }
+  // elu(x) = x where x > 0, alpha (e^x - 1) elsewhere (torch.nn.functional.elu).
+  Self elu(double alpha = 1.0) const requires std::same_as<K, Float> { return exponential_unit(alpha, 1.0, 1.0); }
+  // selu(x) = scale elu(x, alpha) with the self-normalizing constants (torch.selu).
+  Self selu() const requires std::same_as<K, Float> {
+    constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
+    return exponential_unit(alpha * scale, scale, 1.0);
+  }
+  // celu(x) = x where x > 0, alpha (e^(x / alpha) - 1) elsewhere; alpha must not be 0.
+  Self celu(double alpha = 1.0) const requires std::same_as<K, Float> {
+    KILN_CHECK(alpha != 0 && std::isfinite(alpha), "celu: alpha must be finite and not 0, got {}", alpha);
+    return exponential_unit(alpha, 1.0, 1.0 / alpha);
+  }
+  // x clamped to [min_val, max_val], its gradient 1 strictly inside and 0 elsewhere, as torch's.
+  Self hardtanh(double min_val = -1.0, double max_val = 1.0) const requires std::same_as<K, Float> {
+    KILN_CHECK(min_val <= max_val, "hardtanh: min_val {} is above max_val {}", min_val, max_val);
+    return self().mask_fill(self().le(min_val), min_val).mask_fill(self().ge(max_val), max_val);
+  }
+  Self relu6() const requires std::same_as<K, Float> { return hardtanh(0.0, 6.0); }
+  // hardswish(x) = x relu6(x + 3) / 6.
+  Self hardswish() const requires std::same_as<K, Float> { return mul(add(3.0).relu6()).div(6.0); }
+  // mish(x) = x tanh(softplus(x)).
+  Self mish() const requires std::same_as<K, Float> { return mul(unary<ops::Softplus>().tanh()); }
+  // log_sigmoid(x) = -softplus(-x), finite for large |x|.
+  Self log_sigmoid() const requires std::same_as<K, Float> { return neg().template unary<ops::Softplus>().neg(); }
+  // softsign(x) = x / (1 + |x|).
+  Self softsign() const requires std::same_as<K, Float> { return div(abs().add(1.0)); }
+  // tanhshrink(x) = x - tanh(x).
+  Self tanhshrink() const requires std::same_as<K, Float> { return sub(tanh()); }
+  // 0 where |x| <= lambd, x elsewhere.
+  Self hardshrink(double lambd = 0.5) const requires std::same_as<K, Float> {
+    return self().mask_fill(abs().le(lambd), 0.0);
+  }
+  // x - lambd above lambd, x + lambd below -lambd, 0 between (and for NaN, as torch's).
+  Self softshrink(double lambd = 0.5) const requires std::same_as<K, Float> {
+    KILN_CHECK(lambd >= 0, "softshrink: lambd must be >= 0, got {}", lambd);
+    return self().zeros_like().mask_where(self().gt(lambd), sub(lambd)).mask_where(self().lt(-lambd), add(lambd));
+  }
+  // value where x <= threshold, x elsewhere (torch.nn.functional.threshold).
+  Self threshold(double threshold, double value) const requires std::same_as<K, Float> {
+    return self().mask_fill(self().le(threshold), value);
+  }
+  // softmin along `dim`: softmax(-x).
+  Self softmin(std::int64_t dim) const requires std::same_as<K, Float> { return neg().softmax(dim); }
+  // The gated linear unit: the first half of `dim` times the sigmoid of the second half.
+  Self glu(std::int64_t dim = -1) const requires std::same_as<K, Float> {
+    const auto [a, b] = halves("glu", dim);
+    return a.mul(b.sigmoid());
+  }
+  // SwiGLU: silu of the first half of `dim` times the second half (the gate of LLaMA-style
+  // feed-forward layers; no torch function has it).
+  Self swiglu(std::int64_t dim = -1) const requires std::same_as<K, Float> {
+    const auto [a, b] = halves("swiglu", dim);
+    return a.silu().mul(b);
+  }
+  // Randomized leaky ReLU: in training each negative element gets its own slope drawn from
+  // U(lower, upper) (kiln::manual_seed sets the stream); in evaluation the slope is their
+  // mean, as torch.nn.functional.rrelu.
+  Self rrelu(double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false) const
+    requires std::same_as<K, Float> {
+    KILN_CHECK(std::isfinite(lower) && std::isfinite(upper) && lower <= upper,
+               "rrelu: lower {} and upper {} must be finite with lower <= upper", lower, upper);
+    if (!training || lower == upper) return leaky_relu((lower + upper) / 2);
+    const Self slopes = Self::random(self().dims(), Distribution::uniform(lower, upper), self().device(), self().dtype());
+    return mask_where(self().lt(0.0), mul(slopes));
   }
   // softmax along `dim`, computed as exp(x - max) / sum for stability.
   // A backend with a fused softmax (FusedSoftmax) runs it in one pass; this composition is
