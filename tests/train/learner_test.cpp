@@ -388,6 +388,96 @@ TEST(Learner, StepLevelApiForOwnLoops) {
   EXPECT_THROW(learner.add_metric(std::make_unique<train::AccuracyMetric>()), Error);  // after training started
 }
 
+// A Net without dropout (rate 0), so that a step depends on the weights and the batch only.
+Net steady_net(std::uint64_t seed) {
+  Net net(seed);
+  net.dropout.p = 0;
+  return net;
+}
+
+train::LearnerOptions quiet(train::LearnerOptions options) {
+  options.dashboard = train::DashboardMode::none;
+  options.checkpoints = false;
+  return options;
+}
+
+std::vector<double> weights_of(const Net& net) {
+  std::vector<double> out;
+  nn::for_each_param(net, [&](const std::string&, const auto& p) {
+    for (const double v : p->template to_vec<double>()) out.push_back(v);
+  });
+  return out;
+}
+
+// Two half batches accumulated step as one whole batch: the mean of their gradients is the
+// whole batch's (equal halves, a mean loss), and the optimizer steps once per pair.
+TEST(Learner, AccumulatedHalfBatchesStepAsTheWholeBatch) {
+  const auto& d = data();
+  std::vector<Batch> halves;
+  for (const Batch& b : d.train)
+    for (std::int64_t h : {0, 1}) halves.push_back({b.x.narrow(0, h * 8, 8), b.y.narrow(0, h * 8, 8)});
+  Net whole_net = steady_net(5), half_net = steady_net(5);
+  optim::Sgd<Cpu> whole_sgd({.momentum = 0.9}), half_sgd({.momentum = 0.9});
+  train::Learner whole(whole_net, whole_sgd, quiet({.lr = 0.1}));
+  train::Learner accumulated(half_net, half_sgd, quiet({.lr = 0.1, .accumulate_steps = 2}));
+  whole.fit(d.train, 2);
+  accumulated.fit(halves, 2);
+  const std::vector<double> a = weights_of(whole_net), b = weights_of(half_net);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << "weight " << i;
+  // The state of the optimizer counts optimizer steps: 8 per epoch, not 16.
+  std::map<std::string, TensorData> state;
+  for (auto& [name, data] : half_sgd.state_dict(half_net)) state.emplace(name, data);
+  EXPECT_EQ(state.at("hidden.weight.step").to_vec<std::int64_t>(), std::vector<std::int64_t>{16});
+}
+
+// An epoch whose batches do not fill the last group steps with the shorter group before it
+// validates: 8 batches in groups of 3 are 3 optimizer steps per epoch.
+TEST(Learner, AShortLastGroupIsSteppedAtTheEndOfTheEpoch) {
+  Net net = steady_net(6);
+  optim::Adam<Cpu> adam;
+  train::Learner learner(net, adam, quiet({.lr = 0.01, .accumulate_steps = 3}));
+  learner.fit(data().train, data().valid, 1);
+  std::map<std::string, TensorData> state;
+  for (auto& [name, data] : adam.state_dict(net)) state.emplace(name, data);
+  EXPECT_EQ(state.at("out.bias.step").to_vec<std::int64_t>(), std::vector<std::int64_t>{3});
+}
+
+// Clipping in the Learner is clip_grad_norm / clip_grad_value before the optimizer's step.
+TEST(Learner, ClipsGradientsBeforeEachStep) {
+  const auto& d = data();
+  for (const bool by_norm : {true, false}) {
+    SCOPED_TRACE(by_norm ? "norm" : "value");
+    Net clipped_net = steady_net(9), manual_net = steady_net(9);
+    optim::Sgd<Cpu> clipped_sgd, manual_sgd;
+    train::LearnerOptions options = quiet({.lr = 0.5});
+    if (by_norm) options.clip_grad_norm = 0.05;
+    else options.clip_grad_value = 0.01;
+    train::Learner learner(clipped_net, clipped_sgd, options);
+    for (int i = 0; i < 3; ++i) learner.step(d.train[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < 3; ++i) {
+      auto grads = manual_net.train_step(d.train[static_cast<std::size_t>(i)]).loss.backward();
+      auto params = optim::GradientsParams<Cpu>::from(manual_net, grads);
+      if (by_norm) EXPECT_GT(optim::clip_grad_norm(params, 0.05), 0.05);  // the clip bites
+      else optim::clip_grad_value(params, 0.01);
+      manual_sgd.step(0.5, manual_net, params);
+    }
+    const std::vector<double> a = weights_of(clipped_net), b = weights_of(manual_net);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14) << "weight " << i;
+  }
+  Net net(1);
+  optim::Sgd<Cpu> sgd;
+  EXPECT_THROW(train::Learner(net, sgd, quiet({.accumulate_steps = 0})), Error);
+  train::LearnerOptions bad = quiet({});
+  bad.clip_grad_norm = -1.0;
+  try {
+    train::Learner learner(net, sgd, bad);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Learner: clip_grad_norm must be finite and > 0, got -1"), std::string::npos);
+  }
+}
+
 // ---- docs/train.md's example, extracted from the page by tests/docs (its #include lines
 // are no-ops here: this file includes those headers first).
 namespace docs_example {

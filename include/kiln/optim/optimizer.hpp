@@ -70,6 +70,7 @@ template <Backend B, class Rule> class Optimizer {
  public:
   using Options = typename Rule::Options;
   using State = typename Rule::template State<B>;
+  using Backend = B;  // where the gradients and the state are (GradientsParams<Backend>)
 
   Optimizer() = default;
   explicit Optimizer(const Options& options) : rule_{options} {}

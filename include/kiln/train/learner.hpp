@@ -13,9 +13,11 @@
 
 #include "kiln/autodiff/graph.hpp"
 #include "kiln/nn/state.hpp"
+#include "kiln/optim/gradients.hpp"
 #include "kiln/train/interrupt.hpp"
 #include "kiln/train/session.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -26,6 +28,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace kiln::train {
@@ -73,6 +76,17 @@ template <class Out> std::int64_t items_of(const Out& out) {
 // Stands for "no validation data" in fit(train, epochs).
 struct NoBatches {};
 
+// The gradients an optimizer steps from, by parameter: GradientsParams of its backend, for
+// accumulation and clipping; nothing for an optimizer of another kind.
+template <class O> struct GradientsFor {
+  using type = std::monostate;
+};
+template <class O>
+  requires requires { typename O::Backend; }
+struct GradientsFor<O> {
+  using type = optim::GradientsParams<typename O::Backend>;
+};
+
 // Runs `body`; a kiln::Error it throws is thrown again with `file` in front, for errors in
 // applying a checkpoint's tensors (a saved shape the model lacks, a damaged step count).
 template <class F> void naming_file(const std::filesystem::path& file, F&& body) {
@@ -91,7 +105,17 @@ class Learner {
   // The learner trains `model` with `optimizer` in place; both must outlive it.
   Learner(M& model, Optimizer& optimizer, LearnerOptions options = {}, TrainFn train_fn = {}, ValidFn valid_fn = {})
       : model_(model), optimizer_(optimizer), train_fn_(std::move(train_fn)), valid_fn_(std::move(valid_fn)),
-        session_(std::move(options)) {}
+        session_(std::move(options)) {
+    const LearnerOptions& o = session_.options();
+    KILN_CHECK(o.accumulate_steps >= 1, "Learner: accumulate_steps must be >= 1, got {}", o.accumulate_steps);
+    KILN_CHECK(!o.clip_grad_norm || (std::isfinite(*o.clip_grad_norm) && *o.clip_grad_norm > 0),
+               "Learner: clip_grad_norm must be finite and > 0, got {}", o.clip_grad_norm.value_or(0));
+    KILN_CHECK(!o.clip_grad_value || (std::isfinite(*o.clip_grad_value) && *o.clip_grad_value > 0),
+               "Learner: clip_grad_value must be finite and > 0, got {}", o.clip_grad_value.value_or(0));
+    constexpr bool can_transform = !std::is_same_v<Gradients, std::monostate>;
+    KILN_CHECK(!transforms_gradients() || can_transform,
+               "Learner: accumulate_steps and gradient clipping need an optim::Optimizer (one that names its Backend)");
+  }
 
   void add_metric(std::unique_ptr<Metric> metric) { session_.add_metric(std::move(metric)); }
   void on_epoch_begin(std::function<void(std::int64_t epoch)> hook) { epoch_begin_hooks_.push_back(std::move(hook)); }
@@ -150,7 +174,20 @@ class Learner {
     auto out = train_fn_(model_, batch);
     check_loss(out.loss, "train");
     auto grads = out.loss.backward();
-    optimizer_.step(lr, model_, grads);
+    if constexpr (std::is_same_v<Gradients, std::monostate>) {
+      optimizer_.step(lr, model_, grads);
+    } else {
+      if (!transforms_gradients()) {
+        optimizer_.step(lr, model_, grads);
+      } else {
+        Gradients taken = Gradients::from(model_, grads);
+        if (pending_steps_ == 0) pending_ = std::move(taken);
+        else pending_.accumulate(taken);
+        ++pending_steps_;
+        pending_lr_ = lr;
+        if (pending_steps_ == session_.options().accumulate_steps) step_pending();
+      }
+    }
     return record(Split::train, out, lr);
   }
   // One validation step: evaluation mode, no graph recorded.
@@ -163,6 +200,7 @@ class Learner {
   }
   // Ends the epoch: epoch metrics and logs, best model, checkpoint, early stopping.
   EpochSummary end_epoch() {
+    step_pending();
     EpochSummary summary = session_.end_epoch();
     if (summary.new_best) session_.write_best_model(nn::state_dict(model_));
     if (session_.checkpointing()) save_checkpoint();
@@ -244,7 +282,26 @@ class Learner {
     if (session_.checkpointing()) save_checkpoint();
     return finish();
   }
+  bool transforms_gradients() const {
+    const LearnerOptions& o = session_.options();
+    return o.accumulate_steps > 1 || o.clip_grad_norm || o.clip_grad_value;
+  }
+  // The optimizer step of the accumulated gradients (their mean), clipped; nothing when no
+  // step is pending.
+  void step_pending() {
+    if constexpr (!std::is_same_v<Gradients, std::monostate>) {
+      if (pending_steps_ == 0) return;
+      if (pending_steps_ > 1) pending_.scale(1.0 / static_cast<double>(pending_steps_));
+      const LearnerOptions& o = session_.options();
+      if (o.clip_grad_norm) optim::clip_grad_norm(pending_, *o.clip_grad_norm);
+      if (o.clip_grad_value) optim::clip_grad_value(pending_, *o.clip_grad_value);
+      optimizer_.step(pending_lr_, model_, pending_);
+      pending_ = Gradients();
+      pending_steps_ = 0;
+    }
+  }
   void begin_validation() {
+    step_pending();
     if (!session_.in_epoch()) begin_epoch();
     session_.begin_valid();
     nn::eval(model_);
@@ -270,8 +327,13 @@ class Learner {
     return record;
   }
 
+  using Gradients = typename detail::GradientsFor<Optimizer>::type;
+
   M& model_;
   Optimizer& optimizer_;
+  Gradients pending_;             // accumulated gradients not stepped yet
+  std::int64_t pending_steps_ = 0;
+  double pending_lr_ = 0;
   TrainFn train_fn_;
   ValidFn valid_fn_;
   detail::Session session_;

@@ -51,6 +51,14 @@ struct LearnerOptions {
   // train step, as PyTorch's scheduler.step() after optimizer.step().
   double lr = 1e-3;
   std::optional<optim::Scheduler> scheduler;
+  // Gradient accumulation: the gradients of accumulate_steps train steps are averaged into
+  // one optimizer step (at the rate of the group's last step; the schedule still counts train
+  // steps). An epoch's last steps make a shorter group, stepped before validation.
+  std::int64_t accumulate_steps = 1;
+  // Before each optimizer step, the gradients are scaled to this total 2-norm over every
+  // parameter where they exceed it (torch.nn.utils.clip_grad_norm_), then clamped to
+  // [-clip_grad_value, clip_grad_value] (clip_grad_value_).
+  std::optional<double> clip_grad_norm, clip_grad_value;
   // Logs (steps.csv / .jsonl, epochs.csv / .jsonl), checkpoints/, best.safetensors and
   // learning_curves.svg go here; empty: no files at all.
   std::filesystem::path output_dir;
