@@ -120,3 +120,27 @@ def cases(w):
     ]
     for i, (lr, subs, milestones, n) in enumerate(sequential):
         case(w, f"sequential_{i}", lambda o: L.SequentialLR(o, subs(o), milestones), lr, n)
+
+    for i, (lr, total, power, n) in enumerate([(0.1, 10, 1.0, 30), (0.5, 50, 2.0, 80), (1.0, 7, 0.5, 20)]):
+        case(w, f"polynomial_lr_{i}", lambda o: L.PolynomialLR(o, total, power), lr, n,
+             base_lr=lr, total_iters=total, power=power)
+
+    restarts = [(0.1, 10, 1, 0.0, 60), (0.1, 5, 2, 0.001, 160), (1.0, 3, 3, 0.1, 150)]
+    for i, (lr, t_0, t_mult, eta_min, n) in enumerate(restarts):
+        case(w, f"cosine_annealing_warm_restarts_{i}", lambda o: L.CosineAnnealingWarmRestarts(o, t_0, t_mult, eta_min),
+             lr, n, base_lr=lr, t_0=t_0, t_mult=t_mult, eta_min=eta_min)
+
+    # cycle_momentum=False: the optimizer (SGD without momentum) has none to cycle.
+    cyclic = [(0.01, 0.1, 5, None, "triangular", 1.0, 60), (0.001, 0.01, 4, 6, "triangular2", 1.0, 80),
+              (0.01, 0.1, 10, 5, "exp_range", 0.99, 100)]
+    for i, (base, peak, up, down, mode, gamma, n) in enumerate(cyclic):
+        make = lambda o: L.CyclicLR(o, base, peak, step_size_up=up, step_size_down=down, mode=mode, gamma=gamma,
+                                    cycle_momentum=False)
+        case(w, f"cyclic_lr_{i}", make, base, n, base_lr=base, max_lr=peak, step_size_up=up,
+             step_size_down=down or 0, mode=["triangular", "triangular2", "exp_range"].index(mode), gamma=gamma)
+
+    # The factor functions are repeated in tests/optim/scheduler_test.cpp by `factor_kind`.
+    factors = [lambda t: 0.95, lambda t: 0.5 if t % 3 == 0 else 1.0]
+    for i, (lr, kind, n) in enumerate([(0.1, 0, 80), (1.0, 1, 40)]):
+        case(w, f"multiplicative_lr_{i}", lambda o: L.MultiplicativeLR(o, factors[kind]), lr, n,
+             base_lr=lr, factor_kind=kind)

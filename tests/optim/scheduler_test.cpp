@@ -80,6 +80,22 @@ const std::map<std::string, std::function<Scheduler(const GoldenCase&)>> kBuilde
        return NoamLR(integer(c, "d_model"), integer(c, "warmup_steps"), number(c, "factor"));
      }},
     {"sequential", [](const GoldenCase& c) { return sequential(c.name); }},
+    {"polynomial_lr", [](const GoldenCase& c) -> Scheduler {
+       return PolynomialLR(number(c, "base_lr"), integer(c, "total_iters"), number(c, "power"));
+     }},
+    {"cosine_annealing_warm_restarts", [](const GoldenCase& c) -> Scheduler {
+       return CosineAnnealingWarmRestarts(number(c, "base_lr"), integer(c, "t_0"), integer(c, "t_mult"),
+                                          number(c, "eta_min"));
+     }},
+    {"cyclic_lr", [](const GoldenCase& c) -> Scheduler {
+       const CyclicMode modes[] = {CyclicMode::triangular, CyclicMode::triangular2, CyclicMode::exp_range};
+       return CyclicLR(number(c, "base_lr"), number(c, "max_lr"), integer(c, "step_size_up"),
+                       integer(c, "step_size_down"), modes[integer(c, "mode")], number(c, "gamma"));
+     }},
+    {"multiplicative_lr", [](const GoldenCase& c) -> Scheduler {
+       if (integer(c, "factor_kind") == 0) return MultiplicativeLR(number(c, "base_lr"), [](std::int64_t) { return 0.95; });
+       return MultiplicativeLR(number(c, "base_lr"), [](std::int64_t t) { return t % 3 == 0 ? 0.5 : 1.0; });
+     }},
 };
 
 // "cosine_annealing_lr_3" -> "cosine_annealing_lr"
@@ -222,6 +238,14 @@ TEST(Scheduler, HugeStepsNeitherOverflowNorHang) {
   EXPECT_TRUE(std::isfinite(noam) && noam > 0) << noam;
   EXPECT_GT(StepLR(0.1, 1, 0.5).lr(kMax), -1.0);  // 0 after underflow, but defined
   EXPECT_EQ(LinearLR(0.1, 0.5, 1.0, 10).lr(kMax), 0.1);
+  EXPECT_EQ(PolynomialLR(0.1, 10, 2.0).lr(kMax), 0.0);
+  // Periods that double from 3 reach past INT64_MAX without overflowing the period.
+  for (const std::int64_t t_mult : {1, 2, 3, 1000}) {
+    const double restart = CosineAnnealingWarmRestarts(0.1, 3, t_mult, 0.01).lr(kMax);
+    EXPECT_TRUE(restart >= 0.01 && restart <= 0.1) << t_mult << ": " << restart;
+  }
+  const double cyclic = CyclicLR(0.01, 0.1, 7, 0, CyclicMode::triangular).lr(kMax);
+  EXPECT_TRUE(cyclic >= 0.01 && cyclic <= 0.1) << cyclic;
 
   // A scheduler at INT64_MAX steps refuses one more, instead of counting to a negative step.
   Scheduler at_end = ExponentialLR(0.1, 0.9);
@@ -279,6 +303,14 @@ TEST(Scheduler, RejectsBadArguments) {
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {30, 10}), "MultiStepLR: milestones must be in increasing order, got 30 before 10");
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {-5, 10}), "MultiStepLR: milestones must be >= 0, got -5");
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {10}, -0.5), "MultiStepLR: gamma must be finite and > 0, got -0.5");
+
+  EXPECT_KILN_ERROR(PolynomialLR(0.1, 0), "PolynomialLR: total_iters must be >= 1, got 0");
+  EXPECT_KILN_ERROR(PolynomialLR(0.1, 5, -1.0), "PolynomialLR: power must be finite and > 0, got -1");
+  EXPECT_KILN_ERROR(CosineAnnealingWarmRestarts(0.1, 0), "CosineAnnealingWarmRestarts: t_0 must be >= 1, got 0");
+  EXPECT_KILN_ERROR(CosineAnnealingWarmRestarts(0.1, 5, 0), "CosineAnnealingWarmRestarts: t_mult must be >= 1, got 0");
+  EXPECT_KILN_ERROR(CyclicLR(0.1, 1.0, 0), "CyclicLR: step_size_up must be >= 1, got 0");
+  EXPECT_KILN_ERROR(CyclicLR(0.1, 1.0, 5, -1), "CyclicLR: step_size_down must be >= 0 (0: step_size_up), got -1");
+  EXPECT_KILN_ERROR(MultiplicativeLR(0.1, nullptr), "MultiplicativeLR: the factor function is empty");
 
   EXPECT_KILN_ERROR(ExponentialLR(0.1, 0.0), "ExponentialLR: gamma must be finite and > 0, got 0");
   EXPECT_KILN_ERROR(ExponentialLR(0.1, INFINITY), "ExponentialLR: gamma must be finite and > 0, got inf");

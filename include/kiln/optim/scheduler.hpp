@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numbers>
@@ -421,6 +422,132 @@ inline SequentialLR warmup_cosine(double base_lr, std::int64_t warmup_steps, std
                        CosineAnnealingLR(base_lr, total_steps - warmup_steps, eta_min)},
                       {warmup_steps});
 }
+
+// base_lr (1 - min(step, total_iters) / total_iters)^power: a polynomial decay to 0 at
+// total_iters (torch's PolynomialLR).
+class PolynomialLR {
+ public:
+  PolynomialLR(double base_lr, std::int64_t total_iters = 5, double power = 1.0)
+      : base_lr_(base_lr), total_iters_(total_iters), power_(power) {
+    detail::check_rate("PolynomialLR", "base_lr", base_lr);
+    detail::check_count("PolynomialLR", "total_iters", total_iters);
+    detail::check_positive("PolynomialLR", "power", power);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("PolynomialLR", step);
+    const double t = static_cast<double>(std::min(step, total_iters_));
+    return base_lr_ * std::pow(1.0 - t / static_cast<double>(total_iters_), power_);
+  }
+
+ private:
+  double base_lr_;
+  std::int64_t total_iters_;
+  double power_;
+};
+
+// Cosine annealing from base_lr to eta_min over t_0 steps, restarting at base_lr after each
+// period, the period multiplied by t_mult at each restart (SGDR; torch's
+// CosineAnnealingWarmRestarts).
+class CosineAnnealingWarmRestarts {
+ public:
+  CosineAnnealingWarmRestarts(double base_lr, std::int64_t t_0, std::int64_t t_mult = 1, double eta_min = 0.0)
+      : base_lr_(base_lr), t_0_(t_0), t_mult_(t_mult), eta_min_(eta_min) {
+    detail::check_rate("CosineAnnealingWarmRestarts", "base_lr", base_lr);
+    detail::check_count("CosineAnnealingWarmRestarts", "t_0", t_0);
+    detail::check_count("CosineAnnealingWarmRestarts", "t_mult", t_mult);
+    detail::check_rate("CosineAnnealingWarmRestarts", "eta_min", eta_min);
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("CosineAnnealingWarmRestarts", step);
+    // The position in the current period and its length: O(1) with t_mult 1, else one
+    // subtraction per period (O(log step)).
+    std::int64_t t = step, period = t_0_;
+    if (t_mult_ == 1) {
+      t %= t_0_;
+    } else {
+      while (t >= period) {
+        t -= period;
+        if (period > std::numeric_limits<std::int64_t>::max() / t_mult_) break;  // t < period * t_mult
+        period *= t_mult_;
+      }
+    }
+    return eta_min_ + (base_lr_ - eta_min_) *
+                          (1 + std::cos(std::numbers::pi * static_cast<double>(t) / static_cast<double>(period))) / 2;
+  }
+
+ private:
+  double base_lr_;
+  std::int64_t t_0_, t_mult_;
+  double eta_min_;
+};
+
+// The cyclical rate of torch's CyclicLR (without momentum cycling): up from base_lr to
+// max_lr over step_size_up steps, down over step_size_down (0: as many as up), the height of
+// each cycle scaled by the mode: `triangular` keeps it, `triangular2` halves it every cycle,
+// `exp_range` multiplies it by gamma^step.
+enum class CyclicMode { triangular, triangular2, exp_range };
+class CyclicLR {
+ public:
+  CyclicLR(double base_lr, double max_lr, std::int64_t step_size_up = 2000, std::int64_t step_size_down = 0,
+           CyclicMode mode = CyclicMode::triangular, double gamma = 1.0)
+      : base_lr_(base_lr), max_lr_(max_lr), mode_(mode), gamma_(gamma) {
+    detail::check_rate("CyclicLR", "base_lr", base_lr);
+    detail::check_rate("CyclicLR", "max_lr", max_lr);
+    detail::check_count("CyclicLR", "step_size_up", step_size_up);
+    KILN_CHECK(step_size_down >= 0, "CyclicLR: step_size_down must be >= 0 (0: step_size_up), got {}", step_size_down);
+    detail::check_positive("CyclicLR", "gamma", gamma);
+    const std::int64_t down = step_size_down == 0 ? step_size_up : step_size_down;
+    total_size_ = static_cast<double>(step_size_up) + static_cast<double>(down);
+    step_ratio_ = static_cast<double>(step_size_up) / total_size_;
+  }
+  // As torch/optim/lr_scheduler.py computes it, to round alike.
+  double lr(std::int64_t step) const {
+    detail::check_step("CyclicLR", step);
+    const double t = static_cast<double>(step);
+    const double cycle = std::floor(1 + t / total_size_);
+    const double x = 1.0 + t / total_size_ - cycle;
+    const double scale_factor = x <= step_ratio_ ? x / step_ratio_ : (x - 1) / (step_ratio_ - 1);
+    const double base_height = (max_lr_ - base_lr_) * scale_factor;
+    switch (mode_) {
+      case CyclicMode::triangular: return base_lr_ + base_height * 1.0;
+      case CyclicMode::triangular2: return base_lr_ + base_height * (1 / std::pow(2.0, cycle - 1));
+      case CyclicMode::exp_range: return base_lr_ + base_height * std::pow(gamma_, t);
+    }
+    return base_lr_;
+  }
+
+ private:
+  double base_lr_, max_lr_;
+  CyclicMode mode_;
+  double gamma_;
+  double total_size_ = 0, step_ratio_ = 0;
+};
+
+// The rate of step t is that of step t - 1 times factor(t): base_lr * factor(1) * ... *
+// factor(t) (torch's MultiplicativeLR; LambdaLR is any type with lr(step), see LrSchedule).
+// lr(step) takes O(step) calls; Scheduler::step() takes one.
+class MultiplicativeLR {
+ public:
+  MultiplicativeLR(double base_lr, std::function<double(std::int64_t)> factor)
+      : base_lr_(base_lr), factor_(std::move(factor)) {
+    detail::check_rate("MultiplicativeLR", "base_lr", base_lr);
+    KILN_CHECK(static_cast<bool>(factor_), "MultiplicativeLR: the factor function is empty");
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("MultiplicativeLR", step);
+    double rate = base_lr_;
+    for (std::int64_t t = 1; t <= step; ++t) rate *= factor_(t);
+    return rate;
+  }
+  double lr_after(std::int64_t step, double previous) const {
+    detail::check_step("MultiplicativeLR", step);
+    return previous * factor_(step);
+  }
+
+ private:
+  double base_lr_;
+  std::function<double(std::int64_t)> factor_;
+};
 
 struct PlateauOptions {
   enum class Mode { min, max };                // whether the metric should fall (a loss) or rise (an accuracy)
