@@ -68,6 +68,151 @@ std::int64_t count_top_k_correct(const TensorData& scores, const TensorData& tar
 
 std::string AccuracyMetric::format(double value) const { return fmt::format("{:.2f}%", value); }
 
+// ---- precision, recall, F-beta
+
+std::string_view average_name(Average average) {
+  switch (average) {
+    case Average::binary: return "binary";
+    case Average::macro: return "macro";
+    case Average::micro: return "micro";
+    case Average::weighted: return "weighted";
+  }
+  return "?";
+}
+
+void ConfusionMatrix::add(const TensorData& scores, const TensorData& targets) {
+  KILN_CHECK(scores.shape().rank() == 2, "ConfusionMatrix: the scores must be [N, C], got shape {}", scores.shape());
+  const std::int64_t n = scores.shape()[0], classes = scores.shape()[1];
+  KILN_CHECK(classes >= 1, "ConfusionMatrix: the scores {} have no class", scores.shape());
+  const bool indices = targets.shape().rank() == 1;
+  KILN_CHECK((indices && targets.shape()[0] == n) ||
+                 (targets.shape().rank() == 2 && targets.shape()[0] == n && targets.shape()[1] == classes),
+             "ConfusionMatrix: the targets must be class indices [{}] or one-hot / probabilities [{}, {}] for scores "
+             "{}, got shape {}",
+             n, n, classes, scores.shape(), targets.shape());
+  KILN_CHECK(classes_ == 0 || classes_ == classes, "ConfusionMatrix: scores {} have {} classes, earlier ones had {}",
+             scores.shape(), classes, classes_);
+  if (classes_ == 0) {
+    classes_ = classes;
+    counts_.assign(static_cast<std::size_t>(classes * classes), 0);
+  }
+  const std::vector<double> s = scores.to_vec<double>();
+  const std::vector<double> t = targets.to_vec<double>();
+  for (std::int64_t row = 0; row < n; ++row) {
+    const std::int64_t target = target_class(t, row, indices ? 0 : classes);
+    KILN_CHECK(target >= 0 && target < classes, "ConfusionMatrix: target {} of row {} is not a class of scores {}",
+               target, row, scores.shape());
+    const double* r = s.data() + row * classes;
+    const std::int64_t predicted = std::max_element(r, r + classes) - r;  // the first of equal maxima
+    ++counts_[static_cast<std::size_t>(target * classes + predicted)];
+  }
+}
+
+std::int64_t ConfusionMatrix::count(std::int64_t true_class, std::int64_t predicted) const {
+  KILN_CHECK(true_class >= 0 && true_class < classes_ && predicted >= 0 && predicted < classes_,
+             "ConfusionMatrix::count: ({}, {}) is outside {} classes", true_class, predicted, classes_);
+  return counts_[static_cast<std::size_t>(true_class * classes_ + predicted)];
+}
+
+std::int64_t ConfusionMatrix::total() const {
+  std::int64_t sum = 0;
+  for (const std::int64_t c : counts_) sum += c;
+  return sum;
+}
+
+std::vector<ConfusionMatrix::PerClass> ConfusionMatrix::per_class() const {
+  std::vector<PerClass> out(static_cast<std::size_t>(classes_));
+  for (std::int64_t t = 0; t < classes_; ++t)
+    for (std::int64_t p = 0; p < classes_; ++p) {
+      const auto c = static_cast<double>(counts_[static_cast<std::size_t>(t * classes_ + p)]);
+      out[static_cast<std::size_t>(t)].support += c;
+      if (t == p) out[static_cast<std::size_t>(t)].tp += c;
+      else out[static_cast<std::size_t>(p)].fp += c, out[static_cast<std::size_t>(t)].fn += c;
+    }
+  return out;
+}
+
+namespace {
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+// which: 0 precision, 1 recall, 2 F-beta.
+double score_of(double tp, double fp, double fn, double beta, int which) {
+  const double p = ratio(tp, tp + fp), r = ratio(tp, tp + fn);
+  if (which == 0) return p;
+  if (which == 1) return r;
+  const double b2 = beta * beta;
+  return ratio((1 + b2) * p * r, b2 * p + r);
+}
+}  // namespace
+
+double ConfusionMatrix::combine(Average average, double beta, int which) const {
+  KILN_CHECK(classes_ > 0, "ConfusionMatrix: no examples were added");
+  KILN_CHECK(std::isfinite(beta) && beta >= 0, "fbeta: beta must be finite and >= 0, got {}", beta);
+  const std::vector<PerClass> classes = per_class();
+  switch (average) {
+    case Average::binary: {
+      KILN_CHECK(classes_ == 2, "{} with Average::binary needs two classes (class 1 is the positive one), got {}",
+                 which == 0 ? "precision" : which == 1 ? "recall" : "fbeta", classes_);
+      return score_of(classes[1].tp, classes[1].fp, classes[1].fn, beta, which);
+    }
+    case Average::micro: {
+      double tp = 0, fp = 0, fn = 0;
+      for (const PerClass& c : classes) tp += c.tp, fp += c.fp, fn += c.fn;
+      return score_of(tp, fp, fn, beta, which);
+    }
+    case Average::macro:
+    case Average::weighted: {
+      double sum = 0, weight = 0;
+      for (const PerClass& c : classes) {
+        // Macro: the classes in the targets or the predictions, as scikit-learn's labels.
+        const double w = average == Average::weighted ? c.support : (c.support + c.fp > 0 ? 1.0 : 0.0);
+        sum += w * score_of(c.tp, c.fp, c.fn, beta, which);
+        weight += w;
+      }
+      return ratio(sum, weight);
+    }
+  }
+  return 0;
+}
+
+double ConfusionMatrix::precision(Average average) const { return combine(average, 1.0, 0); }
+double ConfusionMatrix::recall(Average average) const { return combine(average, 1.0, 1); }
+double ConfusionMatrix::fbeta(double beta, Average average) const { return combine(average, beta, 2); }
+
+ClassificationMetric::ClassificationMetric(Kind kind, Average average, double beta)
+    : kind_(kind), average_(average), beta_(beta) {
+  KILN_CHECK(std::isfinite(beta) && beta > 0, "fbeta_metric: beta must be finite and > 0, got {}", beta);
+}
+
+std::string ClassificationMetric::name() const {
+  std::string kind = kind_ == Kind::precision ? "precision" : kind_ == Kind::recall ? "recall" : fmt::format("f{}", beta_);
+  std::replace(kind.begin(), kind.end(), '.', '_');  // a name is letters, digits and '_': "f0_5"
+  return kind + "_" + std::string(average_name(average_));
+}
+
+std::string ClassificationMetric::format(double value) const { return fmt::format("{:.4f}", value); }
+
+std::optional<MetricValue> ClassificationMetric::update(const StepInfo& step) {
+  if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
+  matrix_.add(*step.output, *step.targets);
+  if (matrix_.total() == 0) return std::nullopt;
+  switch (kind_) {
+    case Kind::precision: return MetricValue{matrix_.precision(average_), 1};
+    case Kind::recall: return MetricValue{matrix_.recall(average_), 1};
+    case Kind::fbeta: return MetricValue{matrix_.fbeta(beta_, average_), 1};
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Metric> precision_metric(Average average) {
+  return std::make_unique<ClassificationMetric>(ClassificationMetric::Kind::precision, average);
+}
+std::unique_ptr<Metric> recall_metric(Average average) {
+  return std::make_unique<ClassificationMetric>(ClassificationMetric::Kind::recall, average);
+}
+std::unique_ptr<Metric> fbeta_metric(double beta, Average average) {
+  return std::make_unique<ClassificationMetric>(ClassificationMetric::Kind::fbeta, average, beta);
+}
+
 std::optional<MetricValue> AccuracyMetric::update(const StepInfo& step) {
   if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
   const std::int64_t n = step.output->shape().rank() >= 1 ? step.output->shape()[0] : 0;

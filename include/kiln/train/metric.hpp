@@ -160,6 +160,68 @@ class MemoryMetric final : public Metric {
 // loss, accuracy, lr, items_per_s, epoch_time_s, cpu_percent, memory_mib.
 std::vector<std::unique_ptr<Metric>> default_metrics();
 
+// ---- classification over a whole phase: precision, recall, F-beta (scikit-learn's)
+
+// How per-class scores combine, as scikit-learn's `average`: binary (class 1 of two classes),
+// macro (the plain mean over the classes present in the targets or the predictions), micro
+// (from the counts summed over classes), weighted (the mean weighted by each class's count
+// in the targets).
+enum class Average { binary, macro, micro, weighted };
+std::string_view average_name(Average average);
+
+// Counts of (true class, predicted class) pairs; a prediction is the highest score (equal
+// scores: the lower class index). The class count comes from the first scores added.
+class ConfusionMatrix {
+ public:
+  // Adds a batch: scores [N, C] and targets as class indices [N] or one-hot / probabilities
+  // [N, C]. Shapes that do not fit (or another C than before) are a kiln::Error naming them.
+  void add(const TensorData& scores, const TensorData& targets);
+  void clear() { counts_.clear(), classes_ = 0; }
+  std::int64_t classes() const { return classes_; }
+  std::int64_t count(std::int64_t true_class, std::int64_t predicted) const;
+  std::int64_t total() const;
+  // 0 where a ratio has nothing to divide by (scikit-learn's zero_division default).
+  double precision(Average average) const;
+  double recall(Average average) const;
+  double fbeta(double beta, Average average) const;
+
+ private:
+  struct PerClass {
+    double tp = 0, fp = 0, fn = 0, support = 0;
+  };
+  std::vector<PerClass> per_class() const;
+  double combine(Average average, double beta, int which) const;
+
+  std::int64_t classes_ = 0;
+  std::vector<std::int64_t> counts_;  // [true * classes + predicted]
+};
+
+// Precision, recall or F-beta of a phase: the confusion matrix of every step so far, so the
+// epoch's value (Aggregate::last) is that of all its examples, not a mean of batch values.
+// Named "precision_macro", "recall_weighted", "f1_micro", "f0_5_binary" (beta 0.5)... The counts start
+// over at each phase; a run resumed in the middle of a phase counts from its resumed steps.
+class ClassificationMetric final : public Metric {
+ public:
+  enum class Kind { precision, recall, fbeta };
+  ClassificationMetric(Kind kind, Average average, double beta = 1.0);
+  std::string name() const override;
+  std::string format(double value) const override;
+  Aggregate aggregate() const override { return Aggregate::last; }
+  bool needs_outputs() const override { return true; }
+  void begin(Split) override { matrix_.clear(); }
+  std::optional<MetricValue> update(const StepInfo& step) override;
+  const ConfusionMatrix& matrix() const { return matrix_; }
+
+ private:
+  Kind kind_;
+  Average average_;
+  double beta_;
+  ConfusionMatrix matrix_;
+};
+std::unique_ptr<Metric> precision_metric(Average average = Average::macro);
+std::unique_ptr<Metric> recall_metric(Average average = Average::macro);
+std::unique_ptr<Metric> fbeta_metric(double beta = 1.0, Average average = Average::macro);
+
 // ---- the computations behind the metrics, for direct use
 
 // The number of rows of `scores` [N, C] whose target (`targets`: [N] class indices, or
