@@ -23,6 +23,16 @@ using codegen::Instruction;
 using codegen::Kind;
 using codegen::Program;
 
+// Whether programs of gradient formulas (the backward passes that Fusion<Cpu> records) run
+// them compiled, as they do the forward ones. The embedded build (KILN_CPU_ONEDNN=0), made for
+// inference, leaves them out: a backward program there runs step by step, and the binary
+// keeps a compiled copy of every gradient formula fewer.
+#if defined(KILN_CPU_ONEDNN) && KILN_CPU_ONEDNN == 0
+inline constexpr bool kGradientFormulas = false;
+#else
+inline constexpr bool kGradientFormulas = true;
+#endif
+
 // Elements per step. A register of a chunk is kChunk * sizeof(T) bytes (1 KiB of floats),
 // so a program of a few dozen steps keeps every register in L1.
 constexpr std::int64_t kChunk = 256;
@@ -300,14 +310,14 @@ template <class T> const std::vector<Formula<T>>& formulas() {
     add(std::string(ops::Op::name), codegen::trace_unary<ops::Op>(t), 1, apply_unary<ops::Op, T>);            \
     add("mul_add_" + std::string(ops::Op::name), of_affine(codegen::trace_unary<ops::Op>(t)), 3,              \
         apply_unary_affine<ops::Op, T>);                                                                      \
-    if constexpr (ops::DifferentiableUnary<ops::Op>)                                                          \
+    if constexpr (ops::DifferentiableUnary<ops::Op> && kGradientFormulas)                                     \
       add(std::string(ops::Op::name) + backward, codegen::trace_unary_grad<ops::Op>(t), 3,                    \
           unary_grad<ops::Op, T>);                                                                            \
   }
 #define KILN_CPU_BINARY_FORMULA(Op)                                                                          \
   if constexpr (ops::Op::domain != ops::Domain::boolean && !ops::is_predicate<ops::Op>) {                     \
     add(std::string(ops::Op::name), codegen::trace_binary<ops::Op>(t), 2, apply_binary<ops::Op, T>);          \
-    if constexpr (ops::DifferentiableBinary<ops::Op>) {                                                       \
+    if constexpr (ops::DifferentiableBinary<ops::Op> && kGradientFormulas) {                                  \
       add(std::string(ops::Op::name) + backward + "_lhs", codegen::trace_binary_grad<ops::Op, ops::Operand::lhs>(t), 4, \
           binary_grad<ops::Op, ops::Operand::lhs, T>);                                                        \
       add(std::string(ops::Op::name) + backward + "_rhs", codegen::trace_binary_grad<ops::Op, ops::Operand::rhs>(t), 4, \
