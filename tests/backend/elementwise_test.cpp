@@ -60,6 +60,19 @@ template <class B, std::size_t D> std::vector<std::pair<std::string, UnaryFn<B, 
       {"abs", [](const auto& x) { return x.abs(); }},
       {"sign", [](const auto& x) { return x.sign(); }},
       {"square", [](const auto& x) { return x.square(); }},
+      {"asin", [](const auto& x) { return x.asin(); }},
+      {"acos", [](const auto& x) { return x.acos(); }},
+      {"atan", [](const auto& x) { return x.atan(); }},
+      {"sinh", [](const auto& x) { return x.sinh(); }},
+      {"cosh", [](const auto& x) { return x.cosh(); }},
+      {"asinh", [](const auto& x) { return x.asinh(); }},
+      {"acosh", [](const auto& x) { return x.acosh(); }},
+      {"atanh", [](const auto& x) { return x.atanh(); }},
+      {"log2", [](const auto& x) { return x.log2(); }},
+      {"log10", [](const auto& x) { return x.log10(); }},
+      {"exp2", [](const auto& x) { return x.exp2(); }},
+      {"trunc", [](const auto& x) { return x.trunc(); }},
+      {"frac", [](const auto& x) { return x.frac(); }},
   };
 }
 
@@ -74,6 +87,9 @@ template <class B, std::size_t D> std::vector<std::pair<std::string, BinaryFn<B,
       {"minimum", [](const auto& a, const auto& b) { return a.minimum(b); }},
       {"pow", [](const auto& a, const auto& b) { return a.pow(b); }},
       {"atan2", [](const auto& a, const auto& b) { return a.atan2(b); }},
+      {"hypot", [](const auto& a, const auto& b) { return a.hypot(b); }},
+      {"copysign", [](const auto& a, const auto& b) { return a.copysign(b); }},
+      {"logaddexp", [](const auto& a, const auto& b) { return a.logaddexp(b); }},
   };
 }
 
@@ -231,6 +247,14 @@ TYPED_TEST(Elementwise, PowHandlesNegativeBasesAndSpecialValues) {
 TYPED_TEST(Elementwise, Atan2HandlesEveryQuadrantAndSpecialValues) {
   using B = TypeParam;
   check_binary<B, 1>("atan2_special", [](const auto& a, const auto& b) { return a.atan2(b); });
+}
+
+// Zeros of either sign, infinities, NaN and a pair that would overflow a^2 + b^2.
+TYPED_TEST(Elementwise, HypotCopysignAndLogaddexpHandleSpecialValues) {
+  using B = TypeParam;
+  check_binary<B, 1>("hypot_special", [](const auto& a, const auto& b) { return a.hypot(b); });
+  check_binary<B, 1>("copysign_special", [](const auto& a, const auto& b) { return a.copysign(b); });
+  check_binary<B, 1>("logaddexp_special", [](const auto& a, const auto& b) { return a.logaddexp(b); });
 }
 
 TYPED_TEST(Elementwise, RemKeepsTheSignOfTheDivisor) {
@@ -725,6 +749,20 @@ TEST(ElementwiseGrad, UnaryGradFormulasMatchFiniteDifferences) {
   check_unary_grad<ops::Abs>(any);
   check_unary_grad<ops::Sign>(any);
   check_unary_grad<ops::Relu>(any);
+  const auto inside = {-0.9, -0.3, 0.2, 0.8};  // inside (-1, 1)
+  check_unary_grad<ops::Asin>(inside);
+  check_unary_grad<ops::Acos>(inside);
+  check_unary_grad<ops::Atanh>(inside);
+  check_unary_grad<ops::Atan>(any);
+  check_unary_grad<ops::Sinh>({-2.3, -0.7, 0.4, 0.99, 1.01, 1.9});  // both sides of the switch at 1
+  check_unary_grad<ops::Cosh>(any);
+  check_unary_grad<ops::Asinh>({-2.3, -0.7, 0.4, 1.9, 3e3});
+  check_unary_grad<ops::Acosh>({1.2, 1.9, 4.2, 3e3});
+  check_unary_grad<ops::Log2>({0.3, 1.0, 4.2});
+  check_unary_grad<ops::Log10>({0.3, 1.0, 4.2});
+  check_unary_grad<ops::Exp2>(any);
+  check_unary_grad<ops::Trunc>(any);
+  check_unary_grad<ops::Frac>(any);
 }
 
 TEST(ElementwiseGrad, BinaryGradFormulasMatchFiniteDifferences) {
@@ -737,6 +775,9 @@ TEST(ElementwiseGrad, BinaryGradFormulasMatchFiniteDifferences) {
   check_binary_grad<ops::Pow>({{1.3, 2.0}, {0.4, -1.5}, {2.5, 0.7}});
   check_binary_grad<ops::Maximum>(any);
   check_binary_grad<ops::Minimum>(any);
+  check_binary_grad<ops::Hypot>(any);
+  check_binary_grad<ops::Copysign>(any);
+  check_binary_grad<ops::Logaddexp>(any);
 }
 
 TEST(ElementwiseGrad, TiesAndSpecialPoints) {

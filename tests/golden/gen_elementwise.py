@@ -216,3 +216,35 @@ def cases(w):
     zb = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.0, -0.0, 0.0, -0.0, INF, -INF, 5.0, INF, -INF, 1.0, 1.0, NAN, -4.0],
                       dtype=torch.float64)
     both(w, "atan2_special", torch.atan2, a=za, b=zb)
+
+    # ---- inverse trigonometric and hyperbolic functions, log2 / log10 / exp2, trunc / frac,
+    # hypot / copysign / logaddexp (appended, as above). Each unary op: a well-conditioned
+    # random input and the special values; the binary ops: random pairs and special pairs.
+    r = torch.randn(3, 4, dtype=torch.float64)
+    more = {
+        "asin": (torch.asin, torch.tanh(r) * 0.98),
+        "acos": (torch.acos, torch.tanh(r) * 0.98),
+        "atan": (torch.atan, r * 4),
+        "sinh": (torch.sinh, r * 4),
+        "cosh": (torch.cosh, r * 4),
+        "asinh": (torch.asinh, r * 20),
+        "acosh": (torch.acosh, r.abs() * 20 + 1.01),
+        "atanh": (torch.atanh, torch.tanh(r) * 0.98),
+        "log2": (torch.log2, r.abs() * 10 + 0.05),
+        "log10": (torch.log10, r.abs() * 100 + 0.05),
+        "exp2": (torch.exp2, r * 10),
+        "trunc": (torch.trunc, r * 4),
+        "frac": (torch.frac, r * 4),
+    }
+    for name, (fn, x) in more.items():
+        both(w, f"unary_{name}", fn, x=x)
+        both(w, f"special_{name}", fn, x=SPECIAL)
+    ha = torch.randn(3, 4, dtype=torch.float64) * 3
+    hb = torch.randn(3, 4, dtype=torch.float64) * 3
+    hb[0, 0] = -0.0
+    for name, fn in (("hypot", torch.hypot), ("copysign", torch.copysign), ("logaddexp", torch.logaddexp)):
+        both(w, f"binary_{name}", fn, a=ha, b=hb)
+    sa = torch.tensor([0.0, -0.0, 3.0, -3.0, INF, -INF, INF, -INF, NAN, 1.0, 1e30, 2.0, 5.0], dtype=torch.float64)
+    sb = torch.tensor([0.0, 0.0, -0.0, 0.0, 1.0, 1.0, INF, -INF, 1.0, NAN, 1e30, -INF, 5.0], dtype=torch.float64)
+    for name, fn in (("hypot", torch.hypot), ("copysign", torch.copysign), ("logaddexp", torch.logaddexp)):
+        both(w, f"{name}_special", fn, a=sa, b=sb)

@@ -18,6 +18,7 @@
 #include "kiln/ops/math.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -391,6 +392,175 @@ KILN_LOGIC_OP(LogicalAnd, "and", a && b)
 KILN_LOGIC_OP(LogicalOr, "or", a || b)
 KILN_LOGIC_OP(LogicalXor, "xor", a != b)
 #undef KILN_LOGIC_OP
+
+// ---------------------------------------------------------------- more math, float
+// Written with the functions above (atan2, expm1, log1p, exp, log, sqrt, floor, ceil), so
+// that every renderer already spells them; each keeps torch's values at zeros, infinities
+// and NaN, and its precision where a direct formula would cancel or overflow.
+namespace detail {
+inline constexpr double ln2 = 0.693147180559945309417232121458176568;
+inline constexpr double ln10 = 2.30258509299404568401799145468436421;
+// Beyond this, asinh(|x|) and acosh(x) are log(x) + ln 2 to within 1/(4 x^2): x^2 would overflow in f32.
+inline constexpr double large_argument = 1e8;
+}  // namespace detail
+// asin(x) = atan2(x, sqrt((1 - x)(1 + x))): +-pi/2 at +-1, NaN beyond.
+struct Asin {
+  KILN_OP_HEADER(Asin, "asin", float_only)
+  template <class T> static T apply(const T& x) {
+    return fn::atan2(x, fn::sqrt(T((S<T>(1) - x) * (S<T>(1) + x))));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return dy / fn::sqrt(T((S<T>(1) - x) * (S<T>(1) + x)));
+  }
+};
+// acos(x) = atan2(sqrt((1 - x)(1 + x)), x): 0 at 1, pi at -1.
+struct Acos {
+  KILN_OP_HEADER(Acos, "acos", float_only)
+  template <class T> static T apply(const T& x) {
+    return fn::atan2(fn::sqrt(T((S<T>(1) - x) * (S<T>(1) + x))), x);
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return -dy / fn::sqrt(T((S<T>(1) - x) * (S<T>(1) + x)));
+  }
+};
+struct Atan {
+  KILN_OP_HEADER(Atan, "atan", float_only)
+  template <class T> static T apply(const T& x) { return fn::atan2(x, fn::constant(x, 1)); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / (x * x + S<T>(1)); }
+};
+namespace detail {
+// sinh: (expm1(x) - expm1(-x)) / 2 below |x| = 1 (no cancellation near 0); above, from
+// h = exp(|x| / 2) as h (h / 2) - 1 / (2 h^2), which reaches the largest finite results.
+template <class T> T sinh_of(const T& x) {
+  const T a = fn::abs(x);
+  const T h = fn::exp(T(a * S<T>(0.5)));
+  const T large = T(h * S<T>(0.5) * h - S<T>(0.5) / (h * h));
+  const T small = T((fn::expm1(x) - fn::expm1(T(-x))) * S<T>(0.5));
+  return fn::select(a < S<T>(1), small, fn::select(x < S<T>(0), T(-large), large));
+}
+// cosh from h = exp(|x| / 2): h (h / 2) + 1 / (2 h^2), a sum of positive terms.
+template <class T> T cosh_of(const T& x) {
+  const T h = fn::exp(T(fn::abs(x) * S<T>(0.5)));
+  return T(h * S<T>(0.5) * h + S<T>(0.5) / (h * h));
+}
+}  // namespace detail
+struct Sinh {
+  KILN_OP_HEADER(Sinh, "sinh", float_only)
+  template <class T> static T apply(const T& x) { return detail::sinh_of(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * detail::cosh_of(x); }
+};
+struct Cosh {
+  KILN_OP_HEADER(Cosh, "cosh", float_only)
+  template <class T> static T apply(const T& x) { return detail::cosh_of(x); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy * detail::sinh_of(x); }
+};
+// asinh(x) = sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|; log(a) + ln 2 for large a;
+// +-0 stays +-0.
+struct Asinh {
+  KILN_OP_HEADER(Asinh, "asinh", float_only)
+  template <class T> static T apply(const T& x) {
+    const T a = fn::abs(x);
+    const T small = fn::log1p(T(a + a * a / (fn::sqrt(T(a * a + S<T>(1))) + S<T>(1))));
+    const T large = T(fn::log(a) + S<T>(detail::ln2));
+    const T r = fn::select(a > S<T>(detail::large_argument), large, small);
+    return fn::select(x == S<T>(0), x, fn::select(x < S<T>(0), T(-r), r));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / fn::sqrt(T(x * x + S<T>(1))); }
+};
+// acosh(x) = log1p(t + sqrt(t (x + 1))), t = x - 1 (exact near 1); log(x) + ln 2 for large x.
+struct Acosh {
+  KILN_OP_HEADER(Acosh, "acosh", float_only)
+  template <class T> static T apply(const T& x) {
+    const T t = T(x - S<T>(1));
+    const T small = fn::log1p(T(t + fn::sqrt(T(t * (x + S<T>(1))))));
+    const T large = T(fn::log(x) + S<T>(detail::ln2));
+    return fn::select(x > S<T>(detail::large_argument), large, small);
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return dy / fn::sqrt(T((x - S<T>(1)) * (x + S<T>(1))));
+  }
+};
+// atanh(x) = log1p(2x / (1 - x)) / 2: +-inf at +-1, NaN beyond.
+struct Atanh {
+  KILN_OP_HEADER(Atanh, "atanh", float_only)
+  template <class T> static T apply(const T& x) {
+    return T(fn::log1p(T(x * S<T>(2) / (S<T>(1) - x))) * S<T>(0.5));
+  }
+  template <class T> static T grad(const T& x, const T&, const T& dy) {
+    return dy / ((S<T>(1) - x) * (S<T>(1) + x));
+  }
+};
+struct Log2 {
+  KILN_OP_HEADER(Log2, "log2", float_only)
+  template <class T> static T apply(const T& x) { return T(fn::log(x) * S<T>(1 / detail::ln2)); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / (x * S<T>(detail::ln2)); }
+};
+struct Log10 {
+  KILN_OP_HEADER(Log10, "log10", float_only)
+  template <class T> static T apply(const T& x) { return T(fn::log(x) * S<T>(1 / detail::ln10)); }
+  template <class T> static T grad(const T& x, const T&, const T& dy) { return dy / (x * S<T>(detail::ln10)); }
+};
+struct Exp2 {
+  KILN_OP_HEADER(Exp2, "exp2", float_only)
+  template <class T> static T apply(const T& x) { return fn::exp(T(x * S<T>(detail::ln2))); }
+  template <class T> static T grad(const T&, const T& y, const T& dy) { return dy * y * S<T>(detail::ln2); }
+};
+// Rounds toward zero: ceil below 0, floor above (-0.5 gives -0).
+struct Trunc {
+  KILN_OP_HEADER(Trunc, "trunc", float_only)
+  template <class T> static T apply(const T& x) { return fn::select(x < S<T>(0), fn::ceil(x), fn::floor(x)); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
+};
+// x - trunc(x), with x's sign; NaN at +-inf, as torch.frac.
+struct Frac {
+  KILN_OP_HEADER(Frac, "frac", float_only)
+  template <class T> static T apply(const T& x) { return T(x - Trunc::apply(x)); }
+  template <class T> static T grad(const T&, const T&, const T& dy) { return dy; }
+};
+// sqrt(a^2 + b^2) without overflow: m sqrt(1 + (n / m)^2), m and n the larger and smaller of
+// |a| and |b|; inf where either is infinite (NaN too), 0 where both are 0.
+struct Hypot {
+  KILN_OP_HEADER(Hypot, "hypot", float_only)
+  template <class T> static T apply(const T& a, const T& b) {
+    const T x = fn::abs(a), y = fn::abs(b);
+    const T m = fn::max(x, y), n = fn::min(x, y);
+    const T q = T(n / m);
+    const T r = T(m * fn::sqrt(T(q * q + S<T>(1))));
+    const T finite = fn::select(m == S<T>(0), fn::constant(a, 0), r);
+    return fn::select(fn::isinf(a) || fn::isinf(b), fn::constant(a, std::numeric_limits<double>::infinity()), finite);
+  }
+  template <class T> static T grad_lhs(const T& a, const T&, const T& y, const T& dy) { return dy * a / y; }
+  template <class T> static T grad_rhs(const T&, const T& b, const T& y, const T& dy) { return dy * b / y; }
+};
+// |a| with the sign of b, the sign of -0 included.
+struct Copysign {
+  KILN_OP_HEADER(Copysign, "copysign", float_only)
+  template <class T> static T apply(const T& a, const T& b) {
+    const T x = fn::abs(a);
+    return fn::select(b < S<T>(0), T(-x), fn::select(T(S<T>(1) / b) < S<T>(0), T(-x), x));
+  }
+  // y / a (the sign that a got), 0 where a is 0; none for b, as torch.
+  template <class T> static T grad_lhs(const T& a, const T&, const T& y, const T& dy) {
+    return fn::select(a == S<T>(0), fn::constant(a, 0), T(dy * y / a));
+  }
+  template <class T> static T grad_rhs(const T&, const T&, const T&, const T& dy) { return fn::constant(dy, 0); }
+};
+// log(e^a + e^b) = max + log1p(e^-|a - b|); the infinity itself where a and b are the same one.
+struct Logaddexp {
+  KILN_OP_HEADER(Logaddexp, "logaddexp", float_only)
+  template <class T> static T apply(const T& a, const T& b) {
+    const T m = fn::max(a, b);
+    const T r = T(m + fn::log1p(fn::exp(T(-fn::abs(T(a - b))))));
+    return fn::select(fn::isinf(a) && (a == b), a, r);
+  }
+  template <class T> static T grad_lhs(const T& a, const T&, const T& y, const T& dy) {
+    return dy * fn::exp(T(a - y));
+  }
+  template <class T> static T grad_rhs(const T&, const T& b, const T& y, const T& dy) {
+    return dy * fn::exp(T(b - y));
+  }
+};
+
 #undef KILN_OP_HEADER
 
 // ---------------------------------------------------------------- the lists
@@ -399,24 +569,28 @@ KILN_LOGIC_OP(LogicalXor, "xor", a != b)
 #define KILN_UNARY_OPS(X)                                                                                      \
   X(Exp) X(Log) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) \
   X(Round) X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)    \
-  X(IsNan) X(IsInf) X(LogicalNot)
+  X(IsNan) X(IsInf) X(LogicalNot) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2)       \
+  X(Log10) X(Exp2) X(Trunc) X(Frac)
 #define KILN_BINARY_OPS(X)                                                                                     \
   X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Atan2) X(Maximum) X(Minimum) X(Equal) X(NotEqual) X(Less)         \
-  X(LessEqual) X(Greater) X(GreaterEqual) X(LogicalAnd) X(LogicalOr) X(LogicalXor)
+  X(LessEqual) X(Greater) X(GreaterEqual) X(LogicalAnd) X(LogicalOr) X(LogicalXor) X(Hypot) X(Copysign)         \
+  X(Logaddexp)
 
 #define KILN_COUNT_OP(Op) +1
 inline constexpr int unary_op_count = 0 KILN_UNARY_OPS(KILN_COUNT_OP);
 inline constexpr int binary_op_count = 0 KILN_BINARY_OPS(KILN_COUNT_OP);
 #undef KILN_COUNT_OP
-static_assert(unary_op_count == 28, "a unary op was added or removed: update the tests and every backend's table");
-static_assert(binary_op_count == 18, "a binary op was added or removed: update the tests and every backend's table");
+static_assert(unary_op_count == 41, "a unary op was added or removed: update the tests and every backend's table");
+static_assert(binary_op_count == 21, "a binary op was added or removed: update the tests and every backend's table");
 
 // The ops that have a gradient: Autodiff<B> differentiates exactly these, and backends
 // instantiate their unary_backward / binary_backward kernels over these lists.
 #define KILN_DIFFERENTIABLE_UNARY_OPS(X)                                                                       \
   X(Exp) X(Log) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Recip) X(Sin) X(Cos) X(Tan) X(Tanh) X(Erf) X(Floor) X(Ceil) \
-  X(Round) X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)
-#define KILN_DIFFERENTIABLE_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Atan2) X(Maximum) X(Minimum)
+  X(Round) X(Sigmoid) X(Silu) X(Softplus) X(HardSigmoid) X(GeluErf) X(GeluTanh) X(Neg) X(Abs) X(Sign) X(Relu)    \
+  X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Log2) X(Log10) X(Exp2) X(Trunc) X(Frac)
+#define KILN_DIFFERENTIABLE_BINARY_OPS(X)                                                                      \
+  X(Add) X(Sub) X(Mul) X(Div) X(Rem) X(Pow) X(Atan2) X(Maximum) X(Minimum) X(Hypot) X(Copysign) X(Logaddexp)
 
 template <class Op> concept DifferentiableUnary = requires(double v) { Op::grad(v, v, v); };
 template <class Op> concept DifferentiableBinary = requires(double v) {

@@ -89,6 +89,29 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   // atan2(self, o): the angle of the point (o, self), as torch.atan2.
   Self atan2(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Atan2>(o); }
   Self atan2(double s) const requires std::same_as<K, Float> { return binary<ops::Atan2>(s); }
+  Self asin() const requires std::same_as<K, Float> { return unary<ops::Asin>(); }
+  Self acos() const requires std::same_as<K, Float> { return unary<ops::Acos>(); }
+  Self atan() const requires std::same_as<K, Float> { return unary<ops::Atan>(); }
+  Self sinh() const requires std::same_as<K, Float> { return unary<ops::Sinh>(); }
+  Self cosh() const requires std::same_as<K, Float> { return unary<ops::Cosh>(); }
+  Self asinh() const requires std::same_as<K, Float> { return unary<ops::Asinh>(); }
+  Self acosh() const requires std::same_as<K, Float> { return unary<ops::Acosh>(); }
+  Self atanh() const requires std::same_as<K, Float> { return unary<ops::Atanh>(); }
+  Self log2() const requires std::same_as<K, Float> { return unary<ops::Log2>(); }
+  Self log10() const requires std::same_as<K, Float> { return unary<ops::Log10>(); }
+  Self exp2() const requires std::same_as<K, Float> { return unary<ops::Exp2>(); }
+  // Rounds toward zero; frac is x - trunc(x).
+  Self trunc() const requires std::same_as<K, Float> { return unary<ops::Trunc>(); }
+  Self frac() const requires std::same_as<K, Float> { return unary<ops::Frac>(); }
+  // sqrt(self^2 + o^2) without overflow, as torch.hypot.
+  Self hypot(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Hypot>(o); }
+  Self hypot(double s) const requires std::same_as<K, Float> { return binary<ops::Hypot>(s); }
+  // |self| with the sign of o (of -0 too), as torch.copysign.
+  Self copysign(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Copysign>(o); }
+  Self copysign(double s) const requires std::same_as<K, Float> { return binary<ops::Copysign>(s); }
+  // log(exp(self) + exp(o)) without overflow, as torch.logaddexp.
+  Self logaddexp(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Logaddexp>(o); }
+  Self logaddexp(double s) const requires std::same_as<K, Float> { return binary<ops::Logaddexp>(s); }
   Self maximum(const Self& o) const requires Numeric<K> { return binary<ops::Maximum>(o); }
   Self maximum(double s) const requires Numeric<K> { return binary<ops::Maximum>(s); }
   Self minimum(const Self& o) const requires Numeric<K> { return binary<ops::Minimum>(o); }
