@@ -5,7 +5,11 @@ and F-beta (beta 1 and 0.5) with each `average`, and the confusion matrix, of sc
 Each case holds `scores`, `targets`, `confusion` [C, C] (rows: true class) and one scalar
 per metric, named <metric>_<average> (precision, recall, f1, f0_5)."""
 import torch
-from sklearn.metrics import confusion_matrix, fbeta_score, precision_score, recall_score
+
+try:
+    from sklearn.metrics import confusion_matrix, fbeta_score, precision_score, recall_score
+except ImportError as e:  # generate.py without arguments regenerates every family
+    raise SystemExit("gen_metrics.py needs scikit-learn: apt-get install -y python3-sklearn") from e
 
 f64, i64 = torch.float64, torch.int64
 
