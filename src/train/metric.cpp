@@ -39,16 +39,29 @@ std::optional<MetricValue> LossMetric::update(const StepInfo& step) {
   return MetricValue{step.loss, static_cast<double>(std::max<std::int64_t>(step.items, 1))};
 }
 
-std::int64_t count_top_k_correct(const TensorData& scores, const TensorData& targets, std::int64_t k) {
-  KILN_CHECK(scores.shape().rank() == 2, "accuracy: the scores must be [N, C], got shape {}", scores.shape());
+namespace {
+// Scores [N, C] and targets that fit them (class indices [N] or rows [N, C]), or an error of
+// `op` naming both shapes.
+struct ScoresAndTargets {
+  std::int64_t n, classes;
+  bool indices;
+};
+ScoresAndTargets check_scores(std::string_view op, const TensorData& scores, const TensorData& targets) {
+  KILN_CHECK(scores.shape().rank() == 2, "{}: the scores must be [N, C], got shape {}", op, scores.shape());
   const std::int64_t n = scores.shape()[0], classes = scores.shape()[1];
-  KILN_CHECK(k >= 1, "top-k accuracy: k must be >= 1, got {}", k);
   const bool indices = targets.shape().rank() == 1;
   KILN_CHECK((indices && targets.shape()[0] == n) ||
                  (targets.shape().rank() == 2 && targets.shape()[0] == n && targets.shape()[1] == classes),
-             "accuracy: the targets must be class indices [{}] or one-hot / probabilities [{}, {}] for scores {}, got "
+             "{}: the targets must be class indices [{}] or one-hot / probabilities [{}, {}] for scores {}, got "
              "shape {}",
-             n, n, classes, scores.shape(), targets.shape());
+             op, n, n, classes, scores.shape(), targets.shape());
+  return {n, classes, indices};
+}
+}  // namespace
+
+std::int64_t count_top_k_correct(const TensorData& scores, const TensorData& targets, std::int64_t k) {
+  KILN_CHECK(k >= 1, "top-k accuracy: k must be >= 1, got {}", k);
+  const auto [n, classes, indices] = check_scores("accuracy", scores, targets);
   const std::vector<double> s = scores.to_vec<double>();
   const std::vector<double> t = targets.to_vec<double>();
   std::int64_t correct = 0;
@@ -81,15 +94,8 @@ std::string_view average_name(Average average) {
 }
 
 void ConfusionMatrix::add(const TensorData& scores, const TensorData& targets) {
-  KILN_CHECK(scores.shape().rank() == 2, "ConfusionMatrix: the scores must be [N, C], got shape {}", scores.shape());
-  const std::int64_t n = scores.shape()[0], classes = scores.shape()[1];
+  const auto [n, classes, indices] = check_scores("ConfusionMatrix", scores, targets);
   KILN_CHECK(classes >= 1, "ConfusionMatrix: the scores {} have no class", scores.shape());
-  const bool indices = targets.shape().rank() == 1;
-  KILN_CHECK((indices && targets.shape()[0] == n) ||
-                 (targets.shape().rank() == 2 && targets.shape()[0] == n && targets.shape()[1] == classes),
-             "ConfusionMatrix: the targets must be class indices [{}] or one-hot / probabilities [{}, {}] for scores "
-             "{}, got shape {}",
-             n, n, classes, scores.shape(), targets.shape());
   KILN_CHECK(classes_ == 0 || classes_ == classes, "ConfusionMatrix: scores {} have {} classes, earlier ones had {}",
              scores.shape(), classes, classes_);
   if (classes_ == 0) {

@@ -116,35 +116,23 @@ template <class B> struct Gelu {
   KILN_MODULE(tanh_approximation)
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.gelu(tanh_approximation); }
 };
-template <class B> struct LeakyRelu {
-  double negative_slope = 0.01;
-  KILN_MODULE(negative_slope)
-  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.leaky_relu(negative_slope); }
-};
-template <class B> struct Elu {
-  double alpha = 1.0;
-  KILN_MODULE(alpha)
-  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.elu(alpha); }
-};
-template <class B> struct Celu {
-  double alpha = 1.0;
-  KILN_MODULE(alpha)
-  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.celu(alpha); }
-};
+// One argument, a double with torch's default.
+#define KILN_NN_ACTIVATION_WITH(Name, field, default_value, method)                                    \
+  template <class B> struct Name {                                                                     \
+    double field = default_value;                                                                      \
+    KILN_MODULE(field)                                                                                 \
+    template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.method(field); } \
+  };
+KILN_NN_ACTIVATION_WITH(LeakyRelu, negative_slope, 0.01, leaky_relu)
+KILN_NN_ACTIVATION_WITH(Elu, alpha, 1.0, elu)
+KILN_NN_ACTIVATION_WITH(Celu, alpha, 1.0, celu)
+KILN_NN_ACTIVATION_WITH(Hardshrink, lambd, 0.5, hardshrink)
+KILN_NN_ACTIVATION_WITH(Softshrink, lambd, 0.5, softshrink)
+#undef KILN_NN_ACTIVATION_WITH
 template <class B> struct Hardtanh {
   double min_val = -1.0, max_val = 1.0;
   KILN_MODULE(min_val, max_val)
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.hardtanh(min_val, max_val); }
-};
-template <class B> struct Hardshrink {
-  double lambd = 0.5;
-  KILN_MODULE(lambd)
-  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.hardshrink(lambd); }
-};
-template <class B> struct Softshrink {
-  double lambd = 0.5;
-  KILN_MODULE(lambd)
-  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.softshrink(lambd); }
 };
 template <class B> struct Threshold {
   double threshold = 0.0, value = 0.0;
