@@ -63,3 +63,53 @@ def cases(w):
     labels = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=f64)
     loss_case(w, "cosine_embedding", lambda a, b, y, reduction: F.cosine_embedding_loss(a, b, y, margin=0.1, reduction=reduction),
               x1, x2, labels)
+
+    # ---- margin, Poisson, Gaussian and focal losses (appended: the cases above keep their inputs)
+    x, y = randn(3, 4), randn(3, 4)
+    signs = torch.tensor([[1.0, -1.0, 1.0, 1.0], [-1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -1.0, 1.0]], dtype=f64)
+    loss_case(w, "soft_margin", F.soft_margin_loss, x * 2, signs)
+    loss_case(w, "margin_ranking", lambda a, b, t, reduction: F.margin_ranking_loss(a, b, t, margin=0.3,
+                                                                                      reduction=reduction),
+              x, y, signs)
+    hinge_targets = signs.clone()
+    hinge_targets[0, 0] = 0.5  # neither 1 nor -1: both terms
+    loss_case(w, "hinge_embedding", lambda a, t, reduction: F.hinge_embedding_loss(a, t, margin=1.5, reduction=reduction),
+              x, hinge_targets)
+    counts = torch.tensor([[0.0, 1.0, 2.0, 5.0], [3.0, 0.0, 1.0, 7.0], [2.0, 2.0, 4.0, 0.0]], dtype=f64)
+    loss_case(w, "poisson_nll", F.poisson_nll_loss, x * 0.5, counts)
+    loss_case(w, "poisson_nll_rate_full", lambda a, t, reduction: F.poisson_nll_loss(a, t, log_input=False, full=True,
+                                                                                     reduction=reduction),
+              x.abs() + 0.1, counts)
+    var = randn(3, 4).abs() + 0.05
+    var[0, 0] = 1e-9  # below eps: clamped in the value, its gradient passes
+    loss_case(w, "gaussian_nll", lambda a, t, v, reduction: F.gaussian_nll_loss(a, t, v, reduction=reduction),
+              x, y, var)
+    loss_case(w, "gaussian_nll_full", lambda a, t, v, reduction: F.gaussian_nll_loss(a, t, v, full=True, eps=1e-3,
+                                                                                    reduction=reduction),
+              x, y, var)
+    a, pos, neg = randn(4, 5), randn(4, 5), randn(4, 5)
+    loss_case(w, "triplet_margin", lambda q, p_, n_, reduction: F.triplet_margin_loss(q, p_, n_, margin=2.0,
+                                                                                        reduction=reduction),
+              a, pos, neg)
+    loss_case(w, "triplet_margin_p1_swap", lambda q, p_, n_, reduction: F.triplet_margin_loss(q, p_, n_, margin=1.0, p=1,
+                                                                                                swap=True,
+                                                                                                reduction=reduction),
+              a, pos, neg)
+    labels = (torch.rand(3, 4, dtype=f64) > 0.5).to(f64)
+    label_weight = torch.tensor([0.5, 1.0, 2.0, 1.5], dtype=f64)
+    loss_case(w, "multilabel_soft_margin", lambda q, t, reduction: F.multilabel_soft_margin_loss(q, t, weight=label_weight,
+                                                                                                 reduction=reduction),
+              x * 2, labels)
+
+    def focal(q, t, reduction, alpha=0.25, gamma=2.0):
+        # torchvision.ops.sigmoid_focal_loss, written out.
+        p = torch.sigmoid(q)
+        ce = F.binary_cross_entropy_with_logits(q, t, reduction="none")
+        p_t = p * t + (1 - p) * (1 - t)
+        loss = ce * ((1 - p_t) ** gamma)
+        if alpha >= 0:
+            loss = (alpha * t + (1 - alpha) * (1 - t)) * loss
+        return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+    loss_case(w, "sigmoid_focal", focal, x * 2, labels)
+    loss_case(w, "sigmoid_focal_no_alpha", lambda q, t, reduction: focal(q, t, reduction, alpha=-1.0, gamma=1.5),
+              x * 2, labels)

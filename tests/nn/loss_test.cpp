@@ -108,6 +108,49 @@ TYPED_TEST(NnLoss, DivergenceAndEmbeddingLossesMatchTorch) {
   });
 }
 
+TYPED_TEST(NnLoss, MarginPoissonGaussianAndFocalLossesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto t = [](const GoldenCase& c, const char* name) { return c.tensor<AD, 2>(name, DType::f64); };
+  check_loss<B, 2>("soft_margin", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::soft_margin_loss(x, t(c, "t0"), r);
+  });
+  check_loss<B, 2>("margin_ranking", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::margin_ranking_loss(x, t(c, "t0"), t(c, "t1"), 0.3, r);
+  });
+  check_loss<B, 2>("hinge_embedding", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::hinge_embedding_loss(x, t(c, "t0"), 1.5, r);
+  });
+  check_loss<B, 2>("poisson_nll", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::poisson_nll_loss(x, t(c, "t0"), {.reduction = r});
+  });
+  check_loss<B, 2>("poisson_nll_rate_full", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::poisson_nll_loss(x, t(c, "t0"), {.log_input = false, .full = true, .reduction = r});
+  });
+  check_loss<B, 2>("gaussian_nll", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::gaussian_nll_loss(x, t(c, "t0"), t(c, "t1"), false, 1e-6, r);
+  });
+  check_loss<B, 2>("gaussian_nll_full", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::gaussian_nll_loss(x, t(c, "t0"), t(c, "t1"), true, 1e-3, r);
+  });
+  check_loss<B, 2>("triplet_margin", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::triplet_margin_loss(x, t(c, "t0"), t(c, "t1"), 2.0, 2.0, 1e-6, false, r);
+  });
+  check_loss<B, 2>("triplet_margin_p1_swap", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::triplet_margin_loss(x, t(c, "t0"), t(c, "t1"), 1.0, 1.0, 1e-6, true, r);
+  });
+  check_loss<B, 2>("multilabel_soft_margin", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    const auto weight = Tensor<AD, 1>::from_data(TensorData::from(std::vector<double>{0.5, 1.0, 2.0, 1.5}, Shape{4}));
+    return nn::multilabel_soft_margin_loss(x, t(c, "t0"), weight, r);
+  });
+  check_loss<B, 2>("sigmoid_focal", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::sigmoid_focal_loss(x, t(c, "t0"), 0.25, 2.0, r);
+  });
+  check_loss<B, 2>("sigmoid_focal_no_alpha", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::sigmoid_focal_loss(x, t(c, "t0"), -1.0, 1.5, r);
+  });
+}
+
 TYPED_TEST(NnLoss, BadInputsNameTheLoss) {
   using B = TypeParam;
   const auto a = Tensor<B, 2>::zeros({2, 3}), b = Tensor<B, 2>::zeros({3, 2});
@@ -118,6 +161,9 @@ TYPED_TEST(NnLoss, BadInputsNameTheLoss) {
   EXPECT_KILN_ERROR(nn::nll_loss(a.log_softmax(1), Tensor<B, 1, Int>::from({0, 3})), "nll_loss: a target is outside [0, 3)");
   EXPECT_KILN_ERROR(nn::huber_loss(a, a, 0.0), "huber_loss: delta must be positive");
   EXPECT_KILN_ERROR(nn::mse_loss(a, a, nn::Reduction::batchmean), "reduction batchmean is kl_div's only");
+  EXPECT_KILN_ERROR(nn::margin_ranking_loss(a, a, b), "margin_ranking_loss: input [2, 3] and target [3, 2] must have one shape");
+  EXPECT_KILN_ERROR(nn::triplet_margin_loss(a, a, a, 1.0, -1.0), "triplet_margin_loss: p must be positive, got -1");
+  EXPECT_KILN_ERROR(nn::gaussian_nll_loss(a, a, a, false, 0.0), "gaussian_nll_loss: eps must be positive, got 0");
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // Loss functions with torch.nn.functional's meaning: mse, l1, huber, smooth_l1, cross
 // entropy (class indices or probabilities; class weights, ignore_index, label smoothing),
-// nll, binary cross entropy (on probabilities or logits, with pos_weight), KL divergence and
-// the cosine embedding loss. Reduction::mean and ::sum give a one-element tensor of the
+// nll, binary cross entropy (on probabilities or logits, with pos_weight), KL divergence, the
+// cosine embedding loss, the margin losses (soft margin, margin ranking, hinge embedding,
+// triplet, multi-label soft margin), Poisson and Gaussian NLL, and the focal loss. Reduction::mean and ::sum give a one-element tensor of the
 // input's rank (every dim 1); Reduction::none the per-element (per-sample) losses.
 #pragma once
 
 #include "kiln/tensor/tensor.hpp"
 
+#include <cmath>
+#include <numbers>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -207,6 +210,119 @@ Tensor<B, 1> cosine_embedding_loss(const Tensor<B, 2>& x1, const Tensor<B, 2>& x
   const Tensor<B, 1> cos = rows(x1 * x2) / ((rows(x1 * x1) + eps) * (rows(x2 * x2) + eps)).sqrt();
   const Tensor<B, 1> loss = where(y.gt(0.0), 1.0 - cos, where(y.lt(0.0), (cos - margin).clamp_min(0.0), cos.zeros_like()));
   return detail::reduced(loss, r, "cosine_embedding_loss");
+}
+
+namespace detail {
+// max(z, 0) whose gradient passes at z = 0, as torch's clamp_min.
+template <class B, std::size_t D> Tensor<B, D> clamp_at_zero(const Tensor<B, D>& z) {
+  return z.mask_fill(z.lt(0.0), 0.0);
+}
+}  // namespace detail
+
+// log(1 + exp(-y x)) per element, y in {-1, 1} (torch's soft_margin_loss), through softplus.
+template <class B, std::size_t D>
+Tensor<B, D> soft_margin_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, Reduction r = Reduction::mean) {
+  detail::check_same_shape("soft_margin_loss", input, target);
+  return detail::reduced((-(target * input)).softplus(), r, "soft_margin_loss");
+}
+
+// max(0, -y (x1 - x2) + margin): x1 should rank above x2 where y = 1, below where y = -1.
+template <class B, std::size_t D>
+Tensor<B, D> margin_ranking_loss(const Tensor<B, D>& x1, const Tensor<B, D>& x2, const Tensor<B, D>& y,
+                                 double margin = 0.0, Reduction r = Reduction::mean) {
+  detail::check_same_shape("margin_ranking_loss", x1, x2);
+  detail::check_same_shape("margin_ranking_loss", x1, y);
+  return detail::reduced(detail::clamp_at_zero(-(y * (x1 - x2)) + margin), r, "margin_ranking_loss");
+}
+
+// x where y = 1, max(0, margin - x) where y = -1 (both terms for any other y), as torch.
+template <class B, std::size_t D>
+Tensor<B, D> hinge_embedding_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, double margin = 1.0,
+                                  Reduction r = Reduction::mean) {
+  detail::check_same_shape("hinge_embedding_loss", input, target);
+  const Tensor<B, D> below = detail::clamp_at_zero(margin - input).mask_fill(target.eq(1.0), 0.0);
+  const Tensor<B, D> self = input.mask_fill(target.eq(-1.0), 0.0);
+  return detail::reduced(below + self, r, "hinge_embedding_loss");
+}
+
+struct PoissonNllOptions {
+  bool log_input = true;  // the input is log(rate): exp(x) - t x; else x - t log(x + eps)
+  bool full = false;      // add Stirling's t log t - t + log(2 pi t) / 2 where t > 1
+  double eps = 1e-8;
+  Reduction reduction = Reduction::mean;
+};
+template <class B, std::size_t D>
+Tensor<B, D> poisson_nll_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, const PoissonNllOptions& o = {}) {
+  detail::check_same_shape("poisson_nll_loss", input, target);
+  Tensor<B, D> loss = o.log_input ? input.exp() - target * input : input - target * (input + o.eps).log();
+  if (o.full) {
+    const Tensor<B, D> t = target.mask_fill(target.le(1.0), 1.0);  // log of t > 1 only
+    const Tensor<B, D> stirling = t * t.log() - t + (t * (2 * std::numbers::pi)).log() * 0.5;
+    loss = loss + stirling.mask_fill(target.le(1.0), 0.0);
+  }
+  return detail::reduced(loss, o.reduction, "poisson_nll_loss");
+}
+
+// (log var + (x - t)^2 / var) / 2 per element, the variance clamped at eps in the value only
+// (its gradient passes, as torch's clamp under no_grad); `full` adds log(2 pi) / 2.
+template <class B, std::size_t D>
+Tensor<B, D> gaussian_nll_loss(const Tensor<B, D>& input, const Tensor<B, D>& target, const Tensor<B, D>& var,
+                               bool full = false, double eps = 1e-6, Reduction r = Reduction::mean) {
+  detail::check_same_shape("gaussian_nll_loss", input, target);
+  detail::check_same_shape("gaussian_nll_loss", input, var);
+  KILN_CHECK(eps > 0, "gaussian_nll_loss: eps must be positive, got {}", eps);
+  Tensor<B, D> v = var.clamp_min(eps);
+  if constexpr (requires { var.detach(); }) v = var + (v - var).detach();  // on Autodiff: var's gradient as is
+  Tensor<B, D> loss = (v.log() + (input - target).square() / v) * 0.5;
+  if (full) loss = loss + 0.5 * std::log(2 * std::numbers::pi);
+  return detail::reduced(loss, r, "gaussian_nll_loss");
+}
+
+// max(d(a, p) - d(a, n) + margin, 0) per row of [N, D], d the p-norm of x1 - x2 + eps along
+// dim 1 (torch's pairwise_distance); `swap` uses d(p, n) where it is smaller than d(a, n).
+template <class B>
+Tensor<B, 1> triplet_margin_loss(const Tensor<B, 2>& anchor, const Tensor<B, 2>& positive, const Tensor<B, 2>& negative,
+                                 double margin = 1.0, double p = 2.0, double eps = 1e-6, bool swap = false,
+                                 Reduction r = Reduction::mean) {
+  detail::check_same_shape("triplet_margin_loss", anchor, positive);
+  detail::check_same_shape("triplet_margin_loss", anchor, negative);
+  KILN_CHECK(p > 0, "triplet_margin_loss: p must be positive, got {}", p);
+  const std::int64_t n = anchor.dim(0);
+  auto distance = [&](const Tensor<B, 2>& a, const Tensor<B, 2>& b) {
+    return (a - b + eps).norm_dim(p, 1).template reshape<1>({n});
+  };
+  Tensor<B, 1> to_negative = distance(anchor, negative);
+  if (swap) to_negative = to_negative.minimum(distance(positive, negative));
+  return detail::reduced(detail::clamp_at_zero(distance(anchor, positive) - to_negative + margin), r,
+                         "triplet_margin_loss");
+}
+
+// -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) averaged over the C labels of each row of
+// [N, C] (optionally weighted per label), then reduced over N.
+template <class B>
+Tensor<B, 1> multilabel_soft_margin_loss(const Tensor<B, 2>& input, const Tensor<B, 2>& target,
+                                         const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt,
+                                         Reduction r = Reduction::mean) {
+  detail::check_same_shape("multilabel_soft_margin_loss", input, target);
+  Tensor<B, 2> terms = -(target * input.log_sigmoid() + (1.0 - target) * (-input).log_sigmoid());
+  if (weight) terms = terms * weight->template unsqueeze<2>();
+  const Tensor<B, 1> loss = terms.mean_dim(1).template reshape<1>({input.dim(0)});
+  return detail::reduced(loss, r, "multilabel_soft_margin_loss");
+}
+
+// The focal loss of dense detection (torchvision's sigmoid_focal_loss): binary cross entropy
+// on logits scaled by (1 - p_t)^gamma, and by alpha_t where alpha >= 0. Its default
+// reduction is none, as torchvision's.
+template <class B, std::size_t D>
+Tensor<B, D> sigmoid_focal_loss(const Tensor<B, D>& inputs, const Tensor<B, D>& targets, double alpha = 0.25,
+                                double gamma = 2.0, Reduction r = Reduction::none) {
+  detail::check_same_shape("sigmoid_focal_loss", inputs, targets);
+  const Tensor<B, D> p = inputs.sigmoid();
+  const Tensor<B, D> ce = binary_cross_entropy_with_logits(inputs, targets, std::nullopt, std::nullopt, Reduction::none);
+  const Tensor<B, D> p_t = p * targets + (1.0 - p) * (1.0 - targets);
+  Tensor<B, D> loss = ce * (1.0 - p_t).pow(gamma);
+  if (alpha >= 0) loss = loss * (targets * alpha + (1.0 - targets) * (1.0 - alpha));
+  return detail::reduced(loss, r, "sigmoid_focal_loss");
 }
 
 }  // namespace kiln::nn
