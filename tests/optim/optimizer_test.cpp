@@ -76,6 +76,78 @@ TYPED_TEST(Optimizers, EveryOptimizerFollowsTorchOverTwentySteps) {
   follows_torch<B>("lion", optim::Lion<B>({.beta1 = 0.9, .beta2 = 0.99, .weight_decay = 0.1}), 0.01);
 }
 
+// The optimizers after Lion, amsgrad and maximize, against torch.optim (NAdam as torch 2
+// computes it) and the reference formulations of Adan and Muon (gen_optimizers.py).
+TYPED_TEST(Optimizers, TheLaterOptimizersFollowTheirReferences) {
+  using B = TypeParam;
+  follows_torch<B>("adam_amsgrad", optim::Adam<B>({.beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.01, .amsgrad = true}),
+                   0.01);
+  follows_torch<B>("adamw_amsgrad_maximize", optim::adamw<B>({.weight_decay = 0.1, .amsgrad = true, .maximize = true}),
+                   0.01);
+  follows_torch<B>("sgd_maximize", optim::Sgd<B>({.momentum = 0.9, .weight_decay = 0.01, .maximize = true}), 0.05);
+  follows_torch<B>("nadam", optim::NAdam<B>({.weight_decay = 0.01}), 0.01);
+  follows_torch<B>("nadamw", optim::NAdam<B>({.beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.1, .momentum_decay = 0.01,
+                                              .decoupled_weight_decay = true}),
+                   0.01);
+  follows_torch<B>("radam", optim::RAdam<B>({.weight_decay = 0.01}), 0.01);
+  follows_torch<B>("radamw",
+                   optim::RAdam<B>({.beta1 = 0.8, .beta2 = 0.95, .weight_decay = 0.1, .decoupled_weight_decay = true}),
+                   0.01);
+  follows_torch<B>("adamax", optim::Adamax<B>({.beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.01}), 0.01);
+  follows_torch<B>("adadelta", optim::Adadelta<B>({.rho = 0.8, .weight_decay = 0.01}), 1.0);
+  follows_torch<B>("rprop",
+                   optim::Rprop<B>({.etaminus = 0.4, .etaplus = 1.3, .step_size_min = 1e-4, .step_size_max = 0.05}),
+                   0.01);
+  follows_torch<B>("adan", optim::Adan<B>({.weight_decay = 0.02}), 0.01);
+  follows_torch<B>("adan_no_prox",
+                   optim::Adan<B>({.beta1 = 0.9, .beta2 = 0.9, .beta3 = 0.95, .weight_decay = 0.02, .no_prox = true}),
+                   0.01);
+  follows_torch<B>("muon", optim::Muon<B>({.weight_decay = 0.01}), 0.02);
+  follows_torch<B>("muon_plain", optim::Muon<B>({.momentum = 0.9, .nesterov = false, .ns_steps = 3, .adam_lr_scale = 0.5}),
+                   0.02);
+}
+
+// ASGD's averaged parameters (its state "ax"), averaging from step 5 on, are torch's.
+TYPED_TEST(Optimizers, AsgdAveragesTheIteratesAsTorch) {
+  using B = TypeParam;
+  const auto& c = golden("optimizers", "asgd");
+  auto model = start<B>(c);
+  optim::Asgd<B> asgd({.lambd = 1e-2, .alpha = 0.75, .t0 = 5, .weight_decay = 0.01});
+  for (int step = 0; step < kSteps; ++step) {
+    auto grads = loss_of<B>(model, c).backward();
+    asgd.step(0.05, model, grads);
+  }
+  EXPECT_CLOSE(*model.weight, c["weight19"], 1e-10, 1e-12);
+  const auto saved = asgd.state_dict(model);
+  const std::map<std::string, TensorData> by_name(saved.begin(), saved.end());
+  EXPECT_CLOSE(Tensor<B, 2>::from_data(by_name.at("weight.ax")), c["weight_ax"], 1e-10, 1e-12);
+  EXPECT_CLOSE(Tensor<B, 1>::from_data(by_name.at("bias.ax")), c["bias_ax"], 1e-10, 1e-12);
+  // The averages differ from the last iterate: the test would see averaging left out.
+  EXPECT_GT((Tensor<B, 2>::from_data(by_name.at("weight.ax")) - model.weight->inner()).abs().max().item(), 1e-6);
+}
+
+// Muon orthogonalizes a tall matrix through its transpose and scales it by sqrt(rows / cols):
+// the step of a [5, 3] weight is sqrt(5 / 3) times the transposed step of its [3, 5] transpose.
+TYPED_TEST(Optimizers, MuonStepsATallMatrixAsItsTransposeScaled) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  manual_seed(11);
+  nn::Linear<AD> wide(5, 3), tall(3, 5);
+  tall.weight.replace(wide.weight->transpose().detach());
+  const auto direction = Tensor<AD, 2>::random({3, 5}, Distribution::normal(0, 1));
+  const TensorData wide_before = wide.weight->into_data(), tall_before = tall.weight->into_data();
+  auto wide_grads = (*wide.weight * direction).sum().backward();
+  auto tall_grads = (*tall.weight * direction.transpose()).sum().backward();
+  optim::Muon<B>().step(0.1, wide, wide_grads);
+  optim::Muon<B>().step(0.1, tall, tall_grads);
+  const auto wide_step = wide.weight->inner() - Tensor<B, 2>::from_data(wide_before);
+  const auto tall_step = tall.weight->inner() - Tensor<B, 2>::from_data(tall_before);
+  EXPECT_GT(wide_step.abs().max().item(), 1e-3);
+  EXPECT_CLOSE(tall_step, (wide_step.transpose() * std::sqrt(5.0 / 3.0)).into_data(), 1e-4, 1e-6);
+  EXPECT_KILN_ERROR(optim::Muon<B>({.ns_steps = -1}).step(0.1, wide, wide_grads = (*wide.weight).sum().backward()),
+                    "muon: ns_steps must be >= 0, got -1");
+}
+
 // An optimizer named by the model's backend (as Burn spells it) is the one of the inner
 // backend: the same type, so it follows torch the same way.
 static_assert(std::is_same_v<optim::Adam<Autodiff<Cpu>>, optim::Adam<Cpu>>);

@@ -1,7 +1,7 @@
 // Optimizer<B, Rule>: updates the trainable parameters of a module on Autodiff<B> from
 // their gradients, keeping per-parameter state (momentum, moments, step counts) by
 // parameter id. The update of one parameter is its Rule's (optim/rules.hpp: SGD, Adam,
-// AdamW, RMSProp, AdaGrad, Lion), computed on the inner backend over the parameter
+// AdamW, RMSProp, AdaGrad, Lion, NAdam, RAdam, Adamax, Adadelta, ASGD, Rprop, Adan, Muon), computed on the inner backend over the parameter
 // flattened to 1-d. The state can be saved and restored (state_dict / load_state_dict,
 // keyed by parameter path: "layers.0.weight.exp_avg"). Parameter groups (torch.optim's
 // param_groups) give the parameters whose path a group selects options of their own and a
@@ -107,7 +107,6 @@ template <Backend B, class Rule> class Optimizer {
                  B::shape(*g), shape);
       const Shape flat{shape.numel()};
       const Tensor<B, 1> param(B::reshape(p->inner().primitive(), flat));
-      const Tensor<B, 1> grad(B::reshape(*g, flat));
       State& state = state_[p.id()];
       ++state.step;
       const Rule* rule = &rule_;
@@ -118,7 +117,17 @@ template <Backend B, class Rule> class Optimizer {
         rate = lr * group.lr_scale;
         break;
       }
-      const Tensor<B, 1> updated = rule->update(rate, param, grad, state);
+      // torch's maximize: every rule ascends by seeing the negated gradient.
+      Tensor<B, 1> grad(B::reshape(*g, flat));
+      if (rule->options.maximize) grad = -grad;
+      // A rule that works on the parameter's shape (Muon's matrices) is given it.
+      const Tensor<B, 1> updated = [&] {
+        if constexpr (requires { rule->update(rate, param, grad, state, shape); }) {
+          return rule->update(rate, param, grad, state, shape);
+        } else {
+          return rule->update(rate, param, grad, state);
+        }
+      }();
       p.replace(T::from_inner(typename T::InnerTensor(B::reshape(updated.primitive(), shape))));
     });
   }
