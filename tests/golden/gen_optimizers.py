@@ -186,6 +186,35 @@ def run(w, name, make, schedule=None, extra=None):
     w.case(name, **tensors)
 
 
+def run_lbfgs(w, name, steps, **options):
+    """L-BFGS on tanh(x W^T + b) fitted to y (not quadratic, so the line search has work): the
+    weight, bias and the returned loss after each step, and the evaluations in all."""
+    torch.manual_seed(1)
+    weight = torch.randn(3, 5, dtype=f64) * 0.5
+    bias = torch.randn(3, dtype=f64) * 0.5
+    x = torch.randn(8, 5, dtype=f64)
+    y = torch.randn(8, 3, dtype=f64) * 0.5
+    tensors = {"weight": weight.clone(), "bias": bias.clone(), "x": x, "y": y}
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
+    opt = torch.optim.LBFGS([weight, bias], **options)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((torch.tanh(x @ weight.T + bias) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    losses = []
+    for step in range(steps):
+        losses.append(float(opt.step(closure)))
+        tensors[f"weight{step}"] = weight.detach().clone()
+        tensors[f"bias{step}"] = bias.detach().clone()
+    tensors["losses"] = torch.tensor(losses, dtype=f64)
+    tensors["evaluations"] = torch.tensor([opt.state[opt._params[0]]["func_evals"]], dtype=torch.int64)
+    w.case(name, **tensors)
+
+
 def cases(w):
     # The options of each case are repeated in tests/optim/optimizer_test.cpp.
     O = torch.optim
@@ -236,3 +265,6 @@ def cases(w):
     run(w, "muon", lambda ps: Muon(ps, lr=0.02, weight_decay=0.01))
     run(w, "muon_plain", lambda ps: Muon(ps, lr=0.02, momentum=0.9, nesterov=False, ns_steps=3,
                                          adam_lr_scale=0.5))
+    # L-BFGS: a short history that fills and drops, then the strong Wolfe line search.
+    run_lbfgs(w, "lbfgs", 4, lr=0.5, max_iter=5, history_size=3)
+    run_lbfgs(w, "lbfgs_wolfe", 3, lr=1, max_iter=8, line_search_fn="strong_wolfe")

@@ -5,6 +5,7 @@
 #include "golden.hpp"
 
 #include <kiln/nn.hpp>
+#include <kiln/optim/lbfgs.hpp>
 #include <kiln/optim/rules.hpp>
 #include <kiln/optim/scheduler.hpp>
 
@@ -146,6 +147,44 @@ TYPED_TEST(Optimizers, MuonStepsATallMatrixAsItsTransposeScaled) {
   EXPECT_CLOSE(tall_step, (wide_step.transpose() * std::sqrt(5.0 / 3.0)).into_data(), 1e-4, 1e-6);
   EXPECT_KILN_ERROR(optim::Muon<B>({.ns_steps = -1}).step(0.1, wide, wide_grads = (*wide.weight).sum().backward()),
                     "muon: ns_steps must be >= 0, got -1");
+}
+
+// L-BFGS against torch.optim.LBFGS on a tanh regression (gen_optimizers.py's run_lbfgs):
+// the parameters and the returned loss after each step, and the evaluations in all, with a
+// history that fills and drops and with the strong Wolfe line search.
+template <class B> void lbfgs_follows_torch(const std::string& name, int steps, const optim::LbfgsOptions& options) {
+  SCOPED_TRACE(name);
+  using AD = Autodiff<B>;
+  const auto& c = golden("optimizers", name);
+  auto model = start<B>(c);
+  const auto x = c.tensor<AD, 2>("x", DType::f64), y = c.tensor<AD, 2>("y", DType::f64);
+  optim::Lbfgs<AD> lbfgs(options);
+  const std::vector<double> losses = c["losses"].template to_vec<double>();
+  for (int step = 0; step < steps; ++step) {
+    const double loss = lbfgs.step(model, [&] { return (model.forward(x).tanh() - y).square().mean(); });
+    EXPECT_NEAR(loss, losses[static_cast<std::size_t>(step)], 1e-9) << "step " << step + 1;
+    EXPECT_CLOSE(*model.weight, c["weight" + std::to_string(step)], 1e-8, 1e-10) << "after step " << step + 1;
+    EXPECT_CLOSE(*model.bias.value(), c["bias" + std::to_string(step)], 1e-8, 1e-10) << "after step " << step + 1;
+  }
+  EXPECT_EQ(lbfgs.evaluations(), c["evaluations"].template to_vec<std::int64_t>()[0]);
+}
+
+TYPED_TEST(Optimizers, LbfgsFollowsTorch) {
+  using B = TypeParam;
+  lbfgs_follows_torch<B>("lbfgs", 4, {.lr = 0.5, .max_iter = 5, .history_size = 3});
+  lbfgs_follows_torch<B>("lbfgs_wolfe", 3, {.lr = 1, .max_iter = 8, .line_search = optim::LineSearch::strong_wolfe});
+}
+
+TEST(Lbfgs, BadOptionsAndClosuresAreErrors) {
+  using AD = Autodiff<Cpu>;
+  EXPECT_KILN_ERROR(optim::Lbfgs<Cpu>({.history_size = 0}), "lbfgs: needs max_iter >= 1, max_eval >= 0, history_size >= 1");
+  nn::Linear<AD> model(2, 2);
+  optim::Lbfgs<Cpu> lbfgs;
+  EXPECT_KILN_ERROR(lbfgs.step(model, [&] { return model.weight->reshape<1>({-1}); }),
+                    "lbfgs: the closure must return the loss as one element, got shape [4]");
+  model.weight.set_trainable(false);
+  model.bias->set_trainable(false);
+  EXPECT_KILN_ERROR(lbfgs.step(model, [&] { return model.weight->sum(); }), "lbfgs: the module has no trainable parameters");
 }
 
 // An optimizer named by the model's backend (as Burn spells it) is the one of the inner
