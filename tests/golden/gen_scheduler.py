@@ -144,3 +144,16 @@ def cases(w):
     for i, (lr, kind, n) in enumerate([(0.1, 0, 80), (1.0, 1, 40)]):
         case(w, f"multiplicative_lr_{i}", lambda o: L.MultiplicativeLR(o, factors[kind]), lr, n,
              base_lr=lr, factor_kind=kind)
+
+    # LambdaLR: the factor functions are repeated in tests/optim/scheduler_test.cpp by `factor_kind`.
+    lambdas = [lambda t: 0.97 ** t, lambda t: 1.0 / (1 + t // 4)]
+    for i, (lr, kind, n) in enumerate([(0.1, 0, 60), (0.5, 1, 40)]):
+        case(w, f"lambda_lr_{i}", lambda o: L.LambdaLR(o, lambdas[kind]), lr, n, base_lr=lr, factor_kind=kind)
+
+    # ChainedScheduler of multiplicative schedules; the C++ test builds the same ones.
+    chained = [
+        (0.1, lambda o: [L.ConstantLR(o, 0.5, 3), L.ExponentialLR(o, 0.9)], 40),
+        (1.0, lambda o: [L.LinearLR(o, 0.2, 1.0, 5), L.StepLR(o, 4, 0.5), L.PolynomialLR(o, 30, 2.0)], 40),
+    ]
+    for i, (lr, subs, n) in enumerate(chained):
+        case(w, f"chained_{i}", lambda o: L.ChainedScheduler(subs(o)), lr, n)

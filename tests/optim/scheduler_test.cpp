@@ -48,6 +48,13 @@ Scheduler sequential(const std::string& name) {
   throw Error("no sub-schedulers for golden case " + name);
 }
 
+Scheduler chained(const std::string& name) {
+  if (name == "chained_0") return ChainedScheduler(0.1, {ConstantLR(0.1, 0.5, 3), ExponentialLR(0.1, 0.9)});
+  if (name == "chained_1")
+    return ChainedScheduler(1.0, {LinearLR(1.0, 0.2, 1.0, 5), StepLR(1.0, 4, 0.5), PolynomialLR(1.0, 30, 2.0)});
+  throw Error("no sub-schedulers for golden case " + name);
+}
+
 // Builds each golden case's scheduler from the arguments stored in it.
 const std::map<std::string, std::function<Scheduler(const GoldenCase&)>> kBuilders = {
     {"step_lr", [](const GoldenCase& c) -> Scheduler {
@@ -80,6 +87,11 @@ const std::map<std::string, std::function<Scheduler(const GoldenCase&)>> kBuilde
        return NoamLR(integer(c, "d_model"), integer(c, "warmup_steps"), number(c, "factor"));
      }},
     {"sequential", [](const GoldenCase& c) { return sequential(c.name); }},
+    {"chained", [](const GoldenCase& c) { return chained(c.name); }},
+    {"lambda_lr", [](const GoldenCase& c) -> Scheduler {
+       if (integer(c, "factor_kind") == 0) return LambdaLR(number(c, "base_lr"), [](std::int64_t t) { return std::pow(0.97, static_cast<double>(t)); });
+       return LambdaLR(number(c, "base_lr"), [](std::int64_t t) { return 1.0 / static_cast<double>(1 + t / 4); });
+     }},
     {"polynomial_lr", [](const GoldenCase& c) -> Scheduler {
        return PolynomialLR(number(c, "base_lr"), integer(c, "total_iters"), number(c, "power"));
      }},
@@ -299,6 +311,9 @@ TEST(Scheduler, RejectsBadArguments) {
   EXPECT_KILN_ERROR(StepLR(0.1, 3, 0.0), "StepLR: gamma must be finite and > 0, got 0");
   EXPECT_KILN_ERROR(StepLR(0.1, 3).lr(-1), "StepLR: step must be >= 0, got -1");
 
+  EXPECT_KILN_ERROR(ChainedScheduler(0.1, {}), "ChainedScheduler: schedulers is empty");
+  EXPECT_KILN_ERROR(ChainedScheduler(0.0, {StepLR(0.0, 3)}), "ChainedScheduler: base_lr must be finite and > 0, got 0");
+  EXPECT_KILN_ERROR(LambdaLR(0.1, nullptr), "LambdaLR: the factor function is empty");
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {}), "MultiStepLR: milestones is empty");
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {30, 10}), "MultiStepLR: milestones must be in increasing order, got 30 before 10");
   EXPECT_KILN_ERROR(MultiStepLR(0.1, {-5, 10}), "MultiStepLR: milestones must be >= 0, got -5");

@@ -549,6 +549,47 @@ class MultiplicativeLR {
   std::function<double(std::int64_t)> factor_;
 };
 
+// base_lr * factor(step) (torch's LambdaLR): the rate as any function of the step count.
+class LambdaLR {
+ public:
+  LambdaLR(double base_lr, std::function<double(std::int64_t)> factor) : base_lr_(base_lr), factor_(std::move(factor)) {
+    detail::check_rate("LambdaLR", "base_lr", base_lr);
+    KILN_CHECK(static_cast<bool>(factor_), "LambdaLR: the factor function is empty");
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("LambdaLR", step);
+    return base_lr_ * factor_(step);
+  }
+
+ private:
+  double base_lr_;
+  std::function<double(std::int64_t)> factor_;
+};
+
+// Schedules applied together (torch's ChainedScheduler): each was built with the same
+// base_lr, and the rate is base_lr times the product of their factors lr_i(step) / base_lr.
+// That is torch's rate for the schedules whose torch step multiplies the current rate
+// (StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR,
+// MultiplicativeLR); for the others torch's chained rate depends on their order.
+class ChainedScheduler {
+ public:
+  ChainedScheduler(double base_lr, std::vector<Scheduler> schedulers)
+      : base_lr_(base_lr), schedulers_(std::move(schedulers)) {
+    detail::check_positive("ChainedScheduler", "base_lr", base_lr);
+    KILN_CHECK(!schedulers_.empty(), "ChainedScheduler: schedulers is empty; give at least one");
+  }
+  double lr(std::int64_t step) const {
+    detail::check_step("ChainedScheduler", step);
+    double rate = base_lr_;
+    for (const Scheduler& s : schedulers_) rate *= s.lr(step) / base_lr_;
+    return rate;
+  }
+
+ private:
+  double base_lr_;
+  std::vector<Scheduler> schedulers_;
+};
+
 struct PlateauOptions {
   enum class Mode { min, max };                // whether the metric should fall (a loss) or rise (an accuracy)
   enum class Threshold { relative, absolute };  // how `threshold` measures a real improvement
