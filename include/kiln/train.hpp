@@ -10,3 +10,4 @@
 #include "kiln/train/learner.hpp"
 #include "kiln/train/metric.hpp"
 #include "kiln/train/session.hpp"
+#include "kiln/train/task_metric.hpp"

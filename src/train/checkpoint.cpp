@@ -217,7 +217,13 @@ std::string learner_state_to_json(const LearnerState& s) {
   out += "]},\n  \"log_sizes\": {";
   for (std::size_t i = 0; i < s.log_sizes.size(); ++i)
     out += fmt::format("{}{}: {}", i ? ", " : "", json::quote(s.log_sizes[i].first), s.log_sizes[i].second);
-  out += "}\n}\n";
+  out += "}";
+  if (s.plateau)
+    out += fmt::format(",\n  \"plateau\": {{\"lr\": {}, \"best\": {}, \"bad_steps\": {}, \"cooldown_left\": {}, "
+                       "\"steps\": {}}}",
+                       number(s.plateau->lr), number(s.plateau->best), s.plateau->bad_steps, s.plateau->cooldown_left,
+                       s.plateau->steps);
+  out += "\n}\n";
   return out;
 }
 
@@ -274,6 +280,17 @@ LearnerState learner_state_from_json(std::string_view text, std::string_view con
   }
   for (const json::Member& m : r.object(r.member(doc, "log_sizes"), "log_sizes"))
     s.log_sizes.emplace_back(m.key, r.unsigned_integer(m.value, "log_sizes"));
+  // Only in the checkpoints of runs with LearnerOptions::plateau.
+  for (const json::Member& m : r.object(doc, "the document"))
+    if (m.key == "plateau") {
+      optim::ReduceLROnPlateau::State p;
+      p.lr = r.real(r.member(m.value, "lr"), "plateau.lr");
+      p.best = r.real(r.member(m.value, "best"), "plateau.best");
+      p.bad_steps = r.integer(r.member(m.value, "bad_steps"), "plateau.bad_steps");
+      p.cooldown_left = r.integer(r.member(m.value, "cooldown_left"), "plateau.cooldown_left");
+      p.steps = r.integer(r.member(m.value, "steps"), "plateau.steps");
+      s.plateau = p;
+    }
   return s;
 }
 
@@ -401,8 +418,10 @@ void install(const fs::path& fresh, const fs::path& target) {
 }
 
 // Removes all but the `keep` newest checkpoints that come before `current` in the run
-// (`current` counts as one of them); later ones, left by an earlier run, are not touched.
-void prune(const fs::path& root, const std::string& current, std::int64_t keep) {
+// (`current` counts as one of them) and those named in `also_keep`; later ones, left by an
+// earlier run, are not touched.
+void prune(const fs::path& root, const std::string& current, std::int64_t keep,
+           const std::vector<std::string>& also_keep) {
   if (keep <= 0) return;
   const auto current_order = checkpoint_order(current);
   std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, fs::path>> older;
@@ -415,7 +434,9 @@ void prune(const fs::path& root, const std::string& current, std::int64_t keep) 
     older.emplace_back(*order, entry.path());
   }
   std::sort(older.begin(), older.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i) fs::remove_all(older[i].second, error);
+  for (std::size_t i = static_cast<std::size_t>(keep - 1); i < older.size(); ++i)
+    if (std::find(also_keep.begin(), also_keep.end(), older[i].second.filename().string()) == also_keep.end())
+      fs::remove_all(older[i].second, error);
 }
 
 constexpr const char* kRunKey = "kiln.train.run_id";
@@ -451,7 +472,8 @@ void remove_temporary_files(const fs::path& output_dir) {
 }
 
 fs::path write_checkpoint(const fs::path& output_dir, const store::NamedTensors& model,
-                          const store::NamedTensors& optimizer, const LearnerState& state, std::int64_t keep) {
+                          const store::NamedTensors& optimizer, const LearnerState& state, std::int64_t keep,
+                          const std::vector<std::string>& also_keep) {
   const fs::path root = output_dir / "checkpoints";
   const std::string name = checkpoint_name(state);
   const fs::path dir = root / name;
@@ -482,7 +504,7 @@ fs::path write_checkpoint(const fs::path& output_dir, const store::NamedTensors&
   install(fresh, dir);
   // Last: until here, `latest` still names the previous complete checkpoint.
   write_file_atomically(root / "latest", name + "\n");
-  prune(root, name, keep);
+  prune(root, name, keep, also_keep);
   return dir;
 }
 

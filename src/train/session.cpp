@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <iostream>
 #include <system_error>
 
 namespace kiln::train {
@@ -81,6 +82,7 @@ struct Session::Impl {
   Dashboard dashboard;
   std::unique_ptr<MetricLog> log;
   std::optional<optim::Scheduler> scheduler;
+  std::optional<optim::ReduceLROnPlateau> plateau;
   LossCurve loss_curve;
 
   bool started = false;
@@ -107,7 +109,9 @@ struct Session::Impl {
   std::string run_id = new_run_id();  // a restored run keeps its checkpoint's
   bool restored = false;
 
-  Impl(const LearnerOptions& o) : dashboard(o.dashboard, o.console, o.log_every), scheduler(o.scheduler) {}
+  Impl(const LearnerOptions& o) : dashboard(o.dashboard, o.console, o.log_every), scheduler(o.scheduler) {
+    if (o.plateau) plateau.emplace(o.lr, o.plateau->options);
+  }
 
   std::vector<Aggregator>& totals(Split s) { return s == Split::train ? train_totals : valid_totals; }
   std::vector<double>& last(Split s) { return s == Split::train ? train_last : valid_last; }
@@ -144,6 +148,11 @@ Session::Session(LearnerOptions options) : options_(std::move(options)), impl_(s
     KILN_CHECK(options_.early_stopping->patience >= 1 && options_.early_stopping->min_delta >= 0,
                "EarlyStopping: patience must be >= 1 and min_delta >= 0, got {} and {}",
                options_.early_stopping->patience, options_.early_stopping->min_delta);
+  KILN_CHECK(!options_.plateau || !options_.scheduler,
+             "LearnerOptions: scheduler and plateau both set the rate; use one of them");
+  if (options_.keep_best_checkpoints)
+    KILN_CHECK(options_.keep_best_checkpoints->count >= 1, "KeepBestCheckpoints: count must be >= 1, got {}",
+               options_.keep_best_checkpoints->count);
   if (options_.default_metrics) impl_->metrics = default_metrics();
 }
 
@@ -163,7 +172,10 @@ bool Session::needs_outputs(Split split) const {
                      [split](const auto& m) { return m->needs_outputs() && m->applies_to(split); });
 }
 
-double Session::lr() const { return impl_->scheduler ? impl_->scheduler->current() : options_.lr; }
+double Session::lr() const {
+  if (impl_->plateau) return impl_->plateau->current();
+  return impl_->scheduler ? impl_->scheduler->current() : options_.lr;
+}
 
 // ---- the run
 
@@ -248,6 +260,25 @@ void Session::begin_valid() {
   s.phase_start = s.last_step_end = Clock::now();
 }
 
+void Session::begin_evaluation() {
+  Impl& s = *impl_;
+  KILN_CHECK(!in_epoch_ && !evaluating_,
+             "Learner::evaluate: epoch {} is in progress; evaluate between epochs (after end_epoch) or after fit",
+             epoch());
+  evaluating_ = true;
+  phase_ = Split::valid;
+  s.step = 0;
+  s.reset(Split::valid);
+  s.phase_start = s.last_step_end = Clock::now();
+}
+
+MetricValues Session::end_evaluation() {
+  Impl& s = *impl_;
+  KILN_CHECK(evaluating_, "Learner::evaluate: no evaluation in progress");
+  evaluating_ = false;
+  return s.values(Split::valid);
+}
+
 StepRecord Session::record_step(Split split, const StepInput& input) {
   Impl& s = *impl_;
   KILN_CHECK(in_phase(split), "Learner: a {} step outside the {} phase of an epoch", split_name(split),
@@ -255,7 +286,7 @@ StepRecord Session::record_step(Split split, const StepInput& input) {
   const auto now = Clock::now();
   StepInfo info;
   info.split = split;
-  info.epoch = epoch();
+  info.epoch = evaluating_ ? std::max<std::int64_t>(epoch(), 1) : epoch();
   info.step = ++s.step;
   if (split == Split::train) {
     ++s.epoch_train_steps;
@@ -291,6 +322,7 @@ StepRecord Session::record_step(Split split, const StepInput& input) {
     s.valid_step_seconds += info.seconds;
     ++s.timed_valid_steps;
   }
+  if (evaluating_) return record;  // no logs, no dashboard
   if (s.log) s.log->step(split, info.epoch, info.step, info.global_step, record.values);
   if (InterruptGuard::requested() && !s.interrupted) {
     s.interrupted = true;
@@ -342,6 +374,19 @@ EpochSummary Session::end_epoch() {
       summary.new_best = wants_best_model();
     }
   }
+  if (options_.keep_best_checkpoints) {
+    const KeepBestCheckpoints& k = *options_.keep_best_checkpoints;
+    (void)watched(k.metric, k.split, "KeepBestCheckpoints");
+  }
+  if (s.plateau) {
+    const LrPlateau& p = *options_.plateau;
+    const double before = s.plateau->current();
+    const double after = s.plateau->step(watched(p.metric, p.split, "LrPlateau"));
+    if (after != before)
+      s.dashboard.message(fmt::format("plateau: the {} {} has not improved for {}; the rate is now {:.3g} (was {:.3g})",
+                                      split_name(p.split), p.metric, counted(p.options.patience + 1, "epoch"), after,
+                                      before));
+  }
   if (options_.early_stopping) {
     const EarlyStopping& e = *options_.early_stopping;
     const double v = watched(e.metric, e.split, "EarlyStopping");
@@ -381,6 +426,7 @@ LearnerState Session::state() const {
   st.best_epoch = s.best_epoch;
   st.loss_curve = s.loss_curve.state();
   st.epoch_rng = s.epoch_rng;
+  if (s.plateau) st.plateau = s.plateau->state();
   if (!in_epoch_) {
     st.epoch = finished_epochs_;
     st.train_steps = s.epoch_train_steps;
@@ -404,9 +450,29 @@ LearnerState Session::state() const {
 fs::path Session::write_checkpoint(const store::NamedTensors& model, const store::NamedTensors& optimizer) {
   KILN_CHECK(!options_.output_dir.empty(), "Learner::save_checkpoint: LearnerOptions::output_dir is empty");
   if (!impl_->started) begin_run(impl_->epochs, 0, 0);
-  impl_->last_checkpoint =
-      train::write_checkpoint(options_.output_dir, model, optimizer, state(), options_.keep_checkpoints);
+  impl_->last_checkpoint = train::write_checkpoint(options_.output_dir, model, optimizer, state(),
+                                                   options_.keep_checkpoints, best_checkpoints());
   return impl_->last_checkpoint;
+}
+
+std::vector<std::string> Session::best_checkpoints() const {
+  if (!options_.keep_best_checkpoints) return {};
+  const KeepBestCheckpoints& k = *options_.keep_best_checkpoints;
+  std::vector<std::pair<double, std::int64_t>> ranked;  // value, epoch
+  for (const EpochRecord& r : history_)
+    if (const auto v = (k.split == Split::train ? r.train : r.valid).get(k.metric); v && !std::isnan(*v))
+      ranked.emplace_back(*v, r.epoch);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+    return k.goal == Goal::minimize ? a.first < b.first : a.first > b.first;
+  });
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(k.count); ++i) {
+    LearnerState finished;
+    finished.epoch = ranked[i].second;
+    finished.epoch_done = true;
+    names.push_back(checkpoint_name(finished));
+  }
+  return names;
 }
 
 std::optional<Checkpoint> Session::read_latest_checkpoint() const {
@@ -432,6 +498,7 @@ void Session::restore(const LearnerState& state) {
   s.best_epoch = state.best_epoch;
   s.loss_curve.restore(state.loss_curve);
   if (s.scheduler) s.scheduler->seek(state.global_step);
+  if (s.plateau && state.plateau) s.plateau->restore(*state.plateau);
   set_random_state(state.rng);
   s.epoch_rng = state.epoch_rng;
   if (state.epoch == 0 || state.epoch_done) resume_ = Resume::next_epoch;
@@ -590,7 +657,47 @@ FitResult Session::finish(StopReason reason) {
   if (!s.last_checkpoint.empty()) text += fmt::format("; checkpoint {}", s.last_checkpoint.string());
   s.dashboard.message(text);
   s.dashboard.finish(snapshot());
+  print_epoch_summary();
   return result;
+}
+
+// The table of the run's epochs: a row per epoch, a column per metric and phase that some
+// epoch has, right-aligned, each value as its metric formats it.
+void Session::print_epoch_summary() {
+  const Impl& s = *impl_;
+  if (!options_.epoch_summary || s.dashboard.mode() == DashboardMode::none || history_.empty()) return;
+  std::vector<std::pair<std::string, Split>> columns;
+  for (const Split split : {Split::train, Split::valid})
+    for (const auto& m : s.metrics)
+      if (std::any_of(history_.begin(), history_.end(), [&](const EpochRecord& r) {
+            return (split == Split::train ? r.train : r.valid).get(m->name()).has_value();
+          }))
+        columns.emplace_back(m->name(), split);
+  std::vector<std::vector<std::string>> rows;
+  rows.emplace_back(std::vector<std::string>{"epoch"});
+  for (const auto& [name, split] : columns) rows[0].push_back(fmt::format("{} {}", split_name(split), name));
+  for (const EpochRecord& r : history_) {
+    std::vector<std::string> cells{fmt::format("{}", r.epoch)};
+    for (const auto& [name, split] : columns) {
+      const auto v = (split == Split::train ? r.train : r.valid).get(name);
+      cells.push_back(v ? s.format(name, *v) : "-");
+    }
+    rows.push_back(std::move(cells));
+  }
+  std::vector<std::size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out = "|";
+    for (std::size_t i = 0; i < row.size(); ++i) out += fmt::format(" {:>{}} |", row[i], widths[i]);
+    return out + "\n";
+  };
+  std::string text = line(rows[0]) + "|";
+  for (const std::size_t w : widths) text += std::string(w + 1, '-') + ":|";
+  text += "\n";
+  for (std::size_t i = 1; i < rows.size(); ++i) text += line(rows[i]);
+  std::ostream& out = options_.console != nullptr ? *options_.console : std::cout;
+  out << text << std::flush;
 }
 
 }  // namespace detail

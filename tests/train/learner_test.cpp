@@ -3,7 +3,9 @@
 // or by Ctrl-C in the middle of a train or a valid phase, and resumed from its checkpoint
 // (into a model and an optimizer built from another seed) gives bitwise the losses of the
 // uninterrupted run; early stopping stops at the expected epoch; the best model is the
-// best epoch's; logs, plain dashboard lines and the step-level API.
+// best epoch's; logs, plain dashboard lines and the epoch table, the step-level API;
+// evaluate(), the best checkpoints kept beside the newest, ReduceLROnPlateau on a valid
+// metric (over a resume too), and regression metrics from a TrainOutput<AD, 2, 2, Float>.
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
 #include <kiln/optim/rules.hpp>
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 namespace {
 
@@ -77,6 +80,9 @@ struct RunOptions {
   std::optional<train::BestModel> best_model;
   bool validate = true;
   std::ostream* console = nullptr;
+  std::int64_t keep_checkpoints = 0;
+  std::optional<train::KeepBestCheckpoints> keep_best;
+  bool epoch_summary = true;
 };
 
 struct RunResult {
@@ -93,7 +99,9 @@ RunResult run(const RunOptions& o) {
   options.scheduler = optim::StepLR(0.05, 5, 0.5);
   options.output_dir = o.dir;
   options.resume = o.resume;
-  options.keep_checkpoints = 0;
+  options.keep_checkpoints = o.keep_checkpoints;
+  options.keep_best_checkpoints = o.keep_best;
+  options.epoch_summary = o.epoch_summary;
   options.early_stopping = o.early_stopping;
   options.best_model = o.best_model;
   options.dashboard = o.console != nullptr ? train::DashboardMode::plain : train::DashboardMode::none;
@@ -337,7 +345,28 @@ TEST(Learner, PlainDashboardPrintsLinesEveryNStepsAndPerEpoch) {
       "[train] epoch 2/2 step 3/8", "[train] epoch 2/2 step 6/8", "[train] epoch 2/2 step 8/8",
       "[valid] epoch 2/2 step 2/2", prefixes.at(9),
       "[done] completed after 2 epochs (16 train steps)"};  // "1 epoch" for one
-  EXPECT_EQ(prefixes, expected) << out.str();
+  ASSERT_EQ(prefixes.size(), expected.size() + 4) << out.str();  // and the epoch table
+  EXPECT_EQ(std::vector<std::string>(prefixes.begin(), prefixes.begin() + 11), expected) << out.str();
+  // The epoch table: a header, a rule, a row per epoch; a column per metric and phase.
+  EXPECT_EQ(lines[11].rfind("| epoch | train loss | train accuracy | train lr |", 0), 0u) << lines[11];
+  EXPECT_NE(lines[11].find("| valid loss | valid accuracy |"), std::string::npos) << lines[11];
+  EXPECT_EQ(lines[11].find("valid lr"), std::string::npos) << lines[11];
+  EXPECT_EQ(lines[12].rfind("|------:|-----------:|", 0), 0u) << lines[12];
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(lines[13 + e].rfind(fmt::format("| {:>5} | {:>10} | {:>14} |", e + 1,
+                                              fmt::format("{:.4f}", r.history[e].train.get("loss").value()),
+                                              fmt::format("{:.2f}%", r.history[e].train.get("accuracy").value())),
+                                  0),
+              0u)
+        << lines[13 + e];
+    EXPECT_NE(lines[13 + e].find(fmt::format(" {:.4f} |", r.history[e].valid.get("loss").value())), std::string::npos);
+    EXPECT_EQ(lines[13 + e].size(), lines[11].size());
+  }
+  // Turned off, the run's lines end with [done].
+  std::ostringstream off;
+  run({.epochs = 2, .console = &off, .epoch_summary = false});
+  EXPECT_EQ(off.str().find("| epoch |"), std::string::npos);
+  EXPECT_NE(off.str().find("[done] completed after 2 epochs"), std::string::npos);
   EXPECT_EQ(lines[4].rfind("[epoch 1/2] done in ", 0), 0u);
   EXPECT_NE(lines[4].find(fmt::format("| train: loss {:.4f} accuracy {:.2f}%", r.history[0].train.get("loss").value(),
                                       r.history[0].train.get("accuracy").value())),
@@ -476,6 +505,149 @@ TEST(Learner, ClipsGradientsBeforeEachStep) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Learner: clip_grad_norm must be finite and > 0, got -1"), std::string::npos);
   }
+}
+
+// keep_checkpoints 1 with the 2 best epochs by a valid metric: the newest and the best stay.
+TEST(Learner, KeepsTheBestCheckpointsBesideTheNewest) {
+  const fs::path dir = fresh_dir("keep_best");
+  run({.dir = dir, .epochs = 5, .scripted = {1, 4, 5, 2, 3}, .keep_checkpoints = 1,
+       .keep_best = train::KeepBestCheckpoints{.metric = "scripted", .goal = train::Goal::maximize, .count = 2}});
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(dir / "checkpoints"))
+    if (entry.is_directory()) kept.push_back(entry.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch-0002", "epoch-0003", "epoch-0005"}));
+  // Minimizing instead: epochs 1 and 4 are the best.
+  const fs::path low = fresh_dir("keep_best_min");
+  run({.dir = low, .epochs = 5, .scripted = {1, 4, 5, 2, 3}, .keep_checkpoints = 1,
+       .keep_best = train::KeepBestCheckpoints{.metric = "scripted", .count = 2}});
+  for (const char* name : {"epoch-0001", "epoch-0004", "epoch-0005"}) EXPECT_TRUE(fs::exists(low / "checkpoints" / name)) << name;
+  for (const char* name : {"epoch-0002", "epoch-0003"}) EXPECT_FALSE(fs::exists(low / "checkpoints" / name)) << name;
+  EXPECT_KILN_ERROR(run({.epochs = 1, .keep_best = train::KeepBestCheckpoints{.count = 0}}),
+                    "KeepBestCheckpoints: count must be >= 1, got 0");
+  EXPECT_KILN_ERROR(run({.dir = fresh_dir("keep_best_missing"), .epochs = 1,
+                         .keep_best = train::KeepBestCheckpoints{.metric = "nothing"}}),
+                    "KeepBestCheckpoints watches the valid nothing, which epoch 1 does not have");
+}
+
+// ReduceLROnPlateau on a valid metric: the rate of each epoch is the plateau's after the
+// epochs before it, and a resumed run continues the plateau's state from the checkpoint.
+std::vector<train::EpochRecord> plateau_run(const fs::path& dir, std::int64_t epochs, bool resume) {
+  const Data& d = data();
+  Net model = steady_net(5);
+  optim::Sgd<Cpu> sgd;
+  train::LearnerOptions options;
+  options.lr = 0.1;
+  options.plateau = train::LrPlateau{.metric = "scripted", .options = {.factor = 0.5, .patience = 1}};
+  options.output_dir = dir;
+  options.resume = resume;
+  options.dashboard = train::DashboardMode::none;
+  train::Learner learner(model, sgd, options);
+  learner.add_metric(std::make_unique<Scripted>(std::vector<double>{5, 4, 4, 4, 4, 4, 3, 3}));
+  learner.fit(d.train, d.valid, epochs);
+  return learner.history();
+}
+
+TEST(Learner, PlateauCutsTheRateWhenTheValidMetricStalls) {
+  const std::vector<double> script = {5, 4, 4, 4, 4, 4, 3, 3};
+  optim::ReduceLROnPlateau plateau(0.1, {.factor = 0.5, .patience = 1});
+  std::vector<double> expected;  // each epoch's rate
+  for (const double v : script) {
+    expected.push_back(plateau.current());
+    plateau.step(v);
+  }
+  EXPECT_EQ(expected, (std::vector<double>{0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.025, 0.025}));
+  const auto full = plateau_run(fresh_dir("plateau_full"), 8, false);
+  ASSERT_EQ(full.size(), 8u);
+  for (std::size_t e = 0; e < 8; ++e) EXPECT_EQ(full[e].train.get("lr"), expected[e]) << "epoch " << e + 1;
+  const fs::path dir = fresh_dir("plateau_resume");
+  plateau_run(dir, 5, false);
+  const auto resumed = plateau_run(dir, 8, true);
+  ASSERT_EQ(resumed.size(), 8u);
+  for (std::size_t e = 0; e < 8; ++e) {
+    EXPECT_EQ(resumed[e].train.get("lr"), expected[e]) << "epoch " << e + 1;
+    EXPECT_EQ(resumed[e].train.get("loss"), full[e].train.get("loss")) << "epoch " << e + 1;
+  }
+  Net model(1);
+  optim::Sgd<Cpu> sgd;
+  train::LearnerOptions both;
+  both.scheduler = optim::StepLR(0.1, 1, 0.5);
+  both.plateau = train::LrPlateau{};
+  EXPECT_KILN_ERROR(train::Learner(model, sgd, both), "scheduler and plateau both set the rate");
+}
+
+// evaluate: the validation phase alone; the values an epoch's validation records, nothing
+// trained, counted or written.
+TEST(Learner, EvaluateRunsTheValidationPhaseOnly) {
+  const Data& d = data();
+  Net model = steady_net(4);
+  optim::Sgd<Cpu> sgd;
+  train::LearnerOptions options;
+  options.lr = 0.05;
+  options.output_dir = fresh_dir("evaluate");
+  options.dashboard = train::DashboardMode::none;
+  train::Learner learner(model, sgd, options);
+  const std::vector<double> before = weights_of(model);
+  const train::MetricValues values = learner.evaluate(d.valid);
+  EXPECT_EQ(weights_of(model), before);
+  EXPECT_TRUE(learner.history().empty());
+  EXPECT_FALSE(fs::exists(options.output_dir / "checkpoints"));
+  EXPECT_FALSE(fs::exists(options.output_dir / "steps.csv"));
+  double loss = 0, correct = 0;
+  for (const Batch& b : d.valid) {
+    const auto out = model.train_step(b);
+    loss += out.loss.item() * 16;
+    correct += static_cast<double>(train::count_top_k_correct(out.output->into_data(), b.y.into_data(), 1));
+  }
+  EXPECT_NEAR(values.get("loss").value(), loss / 32, 1e-14);
+  EXPECT_EQ(values.get("accuracy").value(), 100 * correct / 32);
+  EXPECT_FALSE(values.get("lr").has_value());
+  // After an epoch of training: what that epoch's validation recorded.
+  learner.fit(d.train, d.valid, 1);
+  const train::MetricValues after = learner.evaluate(d.valid);
+  EXPECT_EQ(after.get("loss"), learner.history().at(0).valid.get("loss"));
+  EXPECT_EQ(after.get("accuracy"), learner.history().at(0).valid.get("accuracy"));
+  EXPECT_EQ(learner.history().size(), 1u);
+  const std::string epochs_csv = read_file(options.output_dir / "epochs.csv");
+  EXPECT_EQ(std::count(epochs_csv.begin(), epochs_csv.end(), '\n'), 3);  // header, train, valid
+  learner.begin_epoch();
+  EXPECT_KILN_ERROR(learner.evaluate(d.valid), "Learner::evaluate: epoch 2 is in progress");
+}
+
+// The task metrics in the Learner: a regression step returns [N, D] outputs and targets.
+struct Regressor {
+  nn::Linear<AD> linear;
+  KILN_MODULE(linear)
+  Regressor() {
+    manual_seed(8);
+    linear = nn::Linear<AD>(3, 2);
+    nn::for_each_param(*this, [](const std::string&, auto& p) { p.replace(p.val().cast(DType::f64)); });
+  }
+  train::TrainOutput<AD, 2, 2, Float> train_step(const std::pair<Tensor<AD, 2>, Tensor<AD, 2>>& b) const {
+    const auto y = linear.forward(b.first);
+    return {nn::mse_loss(y, b.second).reshape({1}), y, b.second};
+  }
+};
+
+TEST(Learner, RegressionMetricsOverAnEvaluation) {
+  manual_seed(31);
+  std::vector<std::pair<Tensor<AD, 2>, Tensor<AD, 2>>> batches;
+  for (int i = 0; i < 3; ++i)
+    batches.emplace_back(Tensor<AD, 2>::random({10, 3}, Distribution::normal(0, 1), {}, DType::f64),
+                         Tensor<AD, 2>::random({10, 2}, Distribution::normal(0, 1), {}, DType::f64));
+  Regressor model;
+  optim::Sgd<Cpu> sgd;
+  train::LearnerOptions options;
+  options.default_metrics = false;
+  options.dashboard = train::DashboardMode::none;
+  train::Learner learner(model, sgd, options);
+  learner.add_metric(train::r2_metric());
+  learner.add_metric(train::rmse_metric());
+  const train::MetricValues values = learner.evaluate(batches);
+  train::RegressionSums sums;
+  for (const auto& b : batches) sums.add(model.linear.forward(b.first).into_data(), b.second.into_data());
+  EXPECT_NEAR(values.get("r2").value(), sums.r2(), 1e-12);
+  EXPECT_NEAR(values.get("rmse").value(), sums.rmse(), 1e-12);
 }
 
 // ---- docs/train.md's example, extracted from the page by tests/docs (its #include lines

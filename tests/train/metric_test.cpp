@@ -185,6 +185,17 @@ TEST(Checkpoint, LearnerStateRoundTripsExactly) {
   EXPECT_EQ(t.loss_curve.bucket, 4);
   EXPECT_EQ(t.loss_curve.y_sum, 0.7);
   EXPECT_EQ(t.log_sizes, s.log_sizes);
+  EXPECT_FALSE(t.plateau.has_value());  // a run without LearnerOptions::plateau writes none
+  // ReduceLROnPlateau's state, its best still infinite.
+  s.plateau = optim::ReduceLROnPlateau::State{.lr = 0.025, .best = std::numeric_limits<double>::infinity(),
+                                              .bad_steps = 1, .cooldown_left = 2, .steps = 7};
+  const LearnerState p = learner_state_from_json(learner_state_to_json(s), "test");
+  ASSERT_TRUE(p.plateau.has_value());
+  EXPECT_EQ(p.plateau->lr, 0.025);
+  EXPECT_EQ(p.plateau->best, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(p.plateau->bad_steps, 1);
+  EXPECT_EQ(p.plateau->cooldown_left, 2);
+  EXPECT_EQ(p.plateau->steps, 7);
   EXPECT_EQ(checkpoint_name(s), "epoch-0003-step-000017");
   s.epoch_done = true;
   EXPECT_EQ(checkpoint_name(s), "epoch-0003");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "kiln/core/rng.hpp"
+#include "kiln/optim/scheduler.hpp"
 #include "kiln/store/named_tensors.hpp"
 #include "kiln/train/metric.hpp"
 
@@ -72,6 +73,7 @@ struct LearnerState {
   std::int64_t best_epoch = 0;
   LossCurve::State loss_curve;
   std::vector<std::pair<std::string, std::uint64_t>> log_sizes;  // file name, bytes
+  std::optional<optim::ReduceLROnPlateau::State> plateau;  // LearnerOptions::plateau's
 };
 
 std::string learner_state_to_json(const LearnerState& state);
@@ -88,13 +90,14 @@ struct Checkpoint {
 };
 
 // Writes a checkpoint (see the top of this header) and returns its directory. Keeps the
-// `keep` newest checkpoints (0: all), removing older ones once `latest` names the new one.
+// `keep` newest checkpoints (0: all) and those named in `also_keep` (the best epochs'),
+// removing older ones once `latest` names the new one.
 // The model's and the optimizer's files carry state.run_id and the checkpoint's name in
 // their metadata ("kiln.train.run_id", "kiln.train.checkpoint"). Temporary files that
 // killed writes left in checkpoints/ are removed first.
 std::filesystem::path write_checkpoint(const std::filesystem::path& output_dir, const store::NamedTensors& model,
                                        const store::NamedTensors& optimizer, const LearnerState& state,
-                                       std::int64_t keep = 0);
+                                       std::int64_t keep = 0, const std::vector<std::string>& also_keep = {});
 // The checkpoint `latest` names; nullopt when there is none. A broken checkpoint is a
 // kiln::Error naming the file: a name that is not a checkpoint's, counts beyond
 // kMaxCheckpointCount, files whose run id or checkpoint name disagree with learner.json.

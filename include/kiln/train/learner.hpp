@@ -33,16 +33,21 @@
 
 namespace kiln::train {
 
-// What a step returns: the loss (one element), and for classification metrics the scores
-// [N, C] and the targets (class indices [N]). `items` counts the batch's examples for the
-// means and the throughput (0: the first dim of output, else of targets, else 1).
-template <Backend B> struct TrainOutput {
+// What a step returns: the loss (one element), and for the metrics that read them the
+// outputs and the targets: by default scores [N, C] and class indices [N] (classification);
+// other tasks name their ranks and the targets' kind, e.g. TrainOutput<B, 2, 2, Float> for
+// regression [N, D] against [N, D], TrainOutput<B, 4, 4, Float> for images (see
+// train/task_metric.hpp). `items` counts the batch's examples for the means and the
+// throughput (0: the first dim of output, else of targets, else 1).
+template <Backend B, std::size_t OutputRank = 2, std::size_t TargetRank = 1, class TargetKind = Int>
+struct TrainOutput {
   Tensor<B, 1> loss;
-  std::optional<Tensor<B, 2>> output = std::nullopt;
-  std::optional<Tensor<B, 1, Int>> targets = std::nullopt;
+  std::optional<Tensor<B, OutputRank>> output = std::nullopt;
+  std::optional<Tensor<B, TargetRank, TargetKind>> targets = std::nullopt;
   std::int64_t items = 0;
 };
-template <Backend B> using ValidOutput = TrainOutput<B>;
+template <Backend B, std::size_t OutputRank = 2, std::size_t TargetRank = 1, class TargetKind = Int>
+using ValidOutput = TrainOutput<B, OutputRank, TargetRank, TargetKind>;
 
 // The default step functions: the model's train_step / valid_step members.
 struct CallTrainStep {
@@ -131,6 +136,23 @@ class Learner {
   }
   template <class TrainData> FitResult fit(TrainData&& train, std::int64_t epochs) {
     return run(train, static_cast<detail::NoBatches*>(nullptr), epochs);
+  }
+
+  // Runs the validation phase over `data` with the learner's metrics and returns their
+  // values (what an epoch would record as its valid values), outside the epochs: no
+  // training, no epoch counted, no log line, checkpoint, best model or early stopping. The
+  // model is left in evaluation mode. Before fit, between epochs or after fit; a loader with
+  // set_epoch is not told an epoch.
+  template <class Data> MetricValues evaluate(Data&& data) {
+    session_.begin_evaluation();
+    nn::eval(model_);
+    try {
+      for (auto it = std::begin(data); it != std::end(data); ++it) validate(*it);
+    } catch (...) {
+      (void)session_.end_evaluation();
+      throw;
+    }
+    return session_.end_evaluation();
   }
 
   // ---- the step-level API, for loops of one's own:

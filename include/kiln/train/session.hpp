@@ -45,6 +45,25 @@ struct EarlyStopping {
   double min_delta = 0;
 };
 
+// Keeps the checkpoints of the `count` best finished epochs by a metric, besides the
+// keep_checkpoints newest (a checkpoint either rule keeps stays), like Lightning's
+// ModelCheckpoint(monitor, mode, save_top_k) beside a keep-last rule. Ties: the earlier epoch.
+struct KeepBestCheckpoints {
+  std::string metric = "loss";
+  Split split = Split::valid;
+  Goal goal = Goal::minimize;
+  std::int64_t count = 1;
+};
+
+// The rate from optim::ReduceLROnPlateau (torch's ReduceLROnPlateau, from LearnerOptions::lr),
+// stepped once per epoch with the epoch's value of a metric; options.mode says whether it
+// should fall (min, a loss) or rise (max, an accuracy), options.patience counts epochs.
+struct LrPlateau {
+  std::string metric = "loss";
+  Split split = Split::valid;
+  optim::PlateauOptions options{};
+};
+
 struct LearnerOptions {
   // The learning rate of every step, or the schedule of rates by train step: step t (from 0,
   // counted over the whole run) uses scheduler->lr(t), and the scheduler steps once per
@@ -68,12 +87,19 @@ struct LearnerOptions {
   bool resume = false;
   bool checkpoints = true;            // a checkpoint after every epoch (and on Ctrl-C)
   std::int64_t keep_checkpoints = 2;  // the newest ones kept; 0: all
+  std::optional<KeepBestCheckpoints> keep_best_checkpoints;  // and those of the best epochs
+  // The rate cut when a validation metric stops improving; not with `scheduler`. Its state
+  // is in the checkpoints.
+  std::optional<LrPlateau> plateau;
   std::optional<EarlyStopping> early_stopping;
   std::optional<BestModel> best_model;
   bool default_metrics = true;  // train::default_metrics(); add_metric adds more
   DashboardMode dashboard = DashboardMode::automatic;
   std::int64_t log_every = 50;     // plain dashboard: a line every log_every steps
   std::ostream* console = nullptr;  // where the dashboard goes; null: std::cout
+  // At the end of the run, a table of every epoch (a row each) and its metrics (a column per
+  // metric and phase) on `console`, unless the dashboard is DashboardMode::none.
+  bool epoch_summary = true;
   bool handle_interrupt = true;     // fit catches Ctrl-C (SIGINT): see train/interrupt.hpp
   std::string title = "Kiln";
 };
@@ -138,7 +164,11 @@ class Session {
   std::int64_t epoch() const { return in_epoch_ ? finished_epochs_ + 1 : finished_epochs_; }
   std::int64_t begin_epoch();
   void begin_valid();
-  bool in_phase(Split split) const { return in_epoch_ && phase_ == split; }
+  bool in_phase(Split split) const { return (in_epoch_ || evaluating_) && phase_ == split; }
+  // A validation phase outside the epochs (Learner::evaluate): the metrics' valid values of
+  // its steps; no epoch, log, checkpoint, best model, early stopping or dashboard line.
+  void begin_evaluation();
+  MetricValues end_evaluation();
   bool in_epoch() const { return in_epoch_; }
   StepRecord record_step(Split split, const StepInput& input);
   EpochSummary end_epoch();
@@ -178,6 +208,9 @@ class Session {
 
  private:
   void write_learning_curves();
+  void print_epoch_summary();
+  // The checkpoint names of the epochs options.keep_best_checkpoints keeps.
+  std::vector<std::string> best_checkpoints() const;
 
   struct Impl;
   LearnerOptions options_;
@@ -185,6 +218,7 @@ class Session {
 
   std::int64_t finished_epochs_ = 0;
   bool in_epoch_ = false;
+  bool evaluating_ = false;
   Split phase_ = Split::train;
   std::vector<EpochRecord> history_;
   Resume resume_ = Resume::next_epoch;
