@@ -108,6 +108,47 @@ TYPED_TEST(NnTransformer, DecoderStackMatchesTorchAndNamesItsParametersLikeTorch
   });
 }
 
+// Incremental decoding with the key-value caches: the target fed as a prompt and then one
+// position at a time gives torch's full causal decoder output, row by row, also with a
+// padded memory; a cleared cache starts over.
+TYPED_TEST(NnTransformer, IncrementalDecodingGivesTheFullSequencesOutput) {
+  using B = TypeParam;
+  const GoldenCase& c = golden("transformer", "decoder_stack");
+  nn::TransformerDecoder<B> decoder(2, kModel, kHeads, {.dim_feedforward = kFeedForward, .dropout = 0.0}, true);
+  load_f64(decoder, c);
+  const auto tgt = c.tensor<B, 3>("tgt");
+  const auto memory = c.tensor<B, 3>("memory");
+  const nn::AttentionMasks<B> memory_masks{.key_padding_mask = mask<B>(c, "memory_key_padding_mask")};
+  const std::int64_t length = tgt.dim(1);
+  ASSERT_GE(length, 3);
+  nn::DecoderCache<B> cache;
+  // A two-position prompt first, then (after clear) one position at a time from the start.
+  for (const std::int64_t prompt : {2, 1}) {
+    SCOPED_TRACE(prompt);
+    std::vector<Tensor<B, 3>> rows{decoder.forward_incremental(tgt.narrow(1, 0, prompt), memory, cache, memory_masks)};
+    for (std::int64_t t = prompt; t < length; ++t) {
+      rows.push_back(decoder.forward_incremental(tgt.narrow(1, t, 1), memory, cache, memory_masks));
+      EXPECT_EQ(cache.length(), t + 1);
+    }
+    EXPECT_CLOSE(Tensor<B, 3>::cat(rows, 1), c["y"], kTol, kTol);
+    cache.clear();
+  }
+  // One attention alone: the cache grows by the positions fed; a batch of another size is refused.
+  nn::KvCache<B> kv;
+  const auto& attention = decoder.layers[0].self_attn;
+  const auto whole = attention.forward(tgt, tgt, tgt, {.causal = true});
+  const auto first = attention.forward_incremental(tgt.narrow(1, 0, length - 1), kv);
+  const auto last = attention.forward_incremental(tgt.narrow(1, length - 1, 1), kv);
+  EXPECT_EQ(kv.length(), length);
+  EXPECT_CLOSE(Tensor<B, 3>::cat({first, last}, 1), whole.into_data(), kTol, kTol);
+  EXPECT_KILN_ERROR(attention.forward_incremental(Tensor<B, 3>::zeros({tgt.dim(0) + 1, 1, kModel}), kv),
+                    fmt::format("nn::MultiHeadAttention: the cache holds {} sequences", tgt.dim(0)));
+  nn::KvCache<B> memory_kv;
+  attention.forward_memory(tgt, memory, memory_kv);
+  EXPECT_KILN_ERROR(attention.forward_memory(tgt, memory.narrow(1, 0, 1), memory_kv),
+                    "nn::MultiHeadAttention: the cache holds a memory of");
+}
+
 TYPED_TEST(NnTransformer, DecoderRejectsBadShapesAndMasks) {
   using B = TypeParam;
   manual_seed(8);

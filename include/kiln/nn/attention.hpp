@@ -3,7 +3,8 @@
 // MultiHeadAttention (torch.nn.MultiheadAttention: in_proj_weight / in_proj_bias packing
 // q, k, v; out_proj), TransformerEncoderLayer and TransformerDecoderLayer (post- or
 // pre-norm, relu or gelu), and their stacks TransformerEncoder and TransformerDecoder
-// (optional final norm). Positional encodings are in nn/positional.hpp.
+// (optional final norm), with key-value caches for incremental decoding (KvCache,
+// DecoderCache). Positional encodings are in nn/positional.hpp.
 #pragma once
 
 #include "kiln/nn/layers.hpp"
@@ -25,6 +26,18 @@ template <class B> struct AttentionMasks {
   std::optional<Tensor<B, 2, Bool>> key_padding_mask;
   // Each query attends only to keys at or before its position (L == S).
   bool causal = false;
+};
+
+// The projected keys and values an attention has seen, for incremental decoding
+// (MultiHeadAttention::forward_incremental, forward_memory): [N, H, S, E / H] each, empty
+// until the first call. clear() starts a new sequence.
+template <class B> struct KvCache {
+  std::optional<Tensor<B, 4>> key, value;
+  std::int64_t length() const { return key ? key->dim(2) : 0; }
+  void clear() {
+    key.reset();
+    value.reset();
+  }
 };
 
 template <class B> struct MultiHeadAttention {
@@ -53,20 +66,73 @@ template <class B> struct MultiHeadAttention {
   // query [N, L, E], key and value [N, S, E] → [N, L, E].
   Tensor<B, 3> forward(const Tensor<B, 3>& query, const Tensor<B, 3>& key, const Tensor<B, 3>& value,
                        const AttentionMasks<B>& masks = {}) const {
-    const std::int64_t e = embed_dim(), h = num_heads, dh = e / h;
-    const std::int64_t n = query.dim(0), l = query.dim(1), s = key.dim(1);
-    KILN_CHECK(query.dim(2) == e && key.dim(2) == e && value.dim(2) == e && key.dim(0) == n && value.dim(0) == n &&
-                   value.dim(1) == s,
+    const std::int64_t e = embed_dim();
+    KILN_CHECK(query.dim(2) == e && key.dim(2) == e && value.dim(2) == e && key.dim(0) == query.dim(0) &&
+                   value.dim(0) == query.dim(0) && value.dim(1) == key.dim(1),
                "nn::MultiHeadAttention: query {}, key {} and value {} must be [N, L, {}], [N, S, {}], [N, S, {}]",
                query.shape(), key.shape(), value.shape(), e, e, e);
-    // The projection of x by rows [part * E, (part + 1) * E) of the packed weights, as [N, H, len, dh].
-    auto project = [&](const Tensor<B, 3>& x, std::int64_t part) {
-      const auto w = in_proj_weight->slice({ops::Slice(part * e, (part + 1) * e)});
-      Tensor<B, 3> y = x.matmul(w.transpose().template unsqueeze<3>());
-      if (in_proj_bias) y = y + (*in_proj_bias)->slice({ops::Slice(part * e, (part + 1) * e)}).template unsqueeze<3>();
-      return y.template reshape<4>({x.dim(0), x.dim(1), h, dh}).permute({0, 2, 1, 3});
-    };
-    const Tensor<B, 4> q = project(query, 0), k = project(key, 1), v = project(value, 2);
+    return attend(project(query, 0), project(key, 1), project(value, 2), masks);
+  }
+
+  // Self-attention over a sequence that grows by x [N, L, E], its next L positions: their
+  // keys and values join `cache`, and each attends to every cached position up to its own.
+  // Fed a sequence in pieces (one position at a time, or a prompt then single positions),
+  // it gives what forward(x, x, x, {.causal = true}) gives for the whole sequence.
+  Tensor<B, 3> forward_incremental(const Tensor<B, 3>& x, KvCache<B>& cache) const {
+    const std::int64_t e = embed_dim(), l = x.dim(1);
+    KILN_CHECK(x.dim(2) == e, "nn::MultiHeadAttention: forward_incremental's x {} must be [N, L, {}]", x.shape(), e);
+    KILN_CHECK(!cache.key || cache.key->dim(0) == x.dim(0),
+               "nn::MultiHeadAttention: the cache holds {} sequences, x {} has {}", cache.length() ? cache.key->dim(0) : 0,
+               x.shape(), x.dim(0));
+    Tensor<B, 4> k = project(x, 1), v = project(x, 2);
+    if (cache.key) {
+      k = Tensor<B, 4>::cat({*cache.key, k}, 2);
+      v = Tensor<B, 4>::cat({*cache.value, v}, 2);
+    }
+    cache.key = k;
+    cache.value = v;
+    // New query i sits at position past + i and may not see the keys after it.
+    const std::int64_t s = k.dim(2), past = s - l;
+    AttentionMasks<B> masks;
+    if (l > 1) masks.attn_mask = Tensor<B, 2>::ones({l, s}, x.device()).triu(past + 1).gt(0.0);
+    return attend(project(x, 0), k, v, masks);
+  }
+
+  // Attention from query [N, L, E] to a memory [N, S, E] that stays the same from call to
+  // call (an encoder's output): its keys and values are projected on the first call and kept
+  // in `cache`. Equal to forward(query, memory, memory, masks).
+  Tensor<B, 3> forward_memory(const Tensor<B, 3>& query, const Tensor<B, 3>& memory, KvCache<B>& cache,
+                              const AttentionMasks<B>& masks = {}) const {
+    const std::int64_t e = embed_dim();
+    KILN_CHECK(query.dim(2) == e && memory.dim(2) == e && memory.dim(0) == query.dim(0),
+               "nn::MultiHeadAttention: query {} and memory {} must be [N, L, {}] and [N, S, {}]", query.shape(),
+               memory.shape(), e, e);
+    if (!cache.key) {
+      cache.key = project(memory, 1);
+      cache.value = project(memory, 2);
+    }
+    KILN_CHECK(cache.key->dim(0) == memory.dim(0) && cache.key->dim(2) == memory.dim(1),
+               "nn::MultiHeadAttention: the cache holds a memory of {} sequences of {}, memory {} differs: clear the "
+               "cache for a new memory",
+               cache.key->dim(0), cache.key->dim(2), memory.shape());
+    return attend(project(query, 0), *cache.key, *cache.value, masks);
+  }
+
+ private:
+  // The projection of x [N, len, E] by rows [part E, (part + 1) E) of the packed weights
+  // (0: query, 1: key, 2: value), as heads [N, H, len, E / H].
+  Tensor<B, 4> project(const Tensor<B, 3>& x, std::int64_t part) const {
+    const std::int64_t e = embed_dim();
+    const auto w = in_proj_weight->slice({ops::Slice(part * e, (part + 1) * e)});
+    Tensor<B, 3> y = x.matmul(w.transpose().template unsqueeze<3>());
+    if (in_proj_bias) y = y + (*in_proj_bias)->slice({ops::Slice(part * e, (part + 1) * e)}).template unsqueeze<3>();
+    return y.template reshape<4>({x.dim(0), x.dim(1), num_heads, e / num_heads}).permute({0, 2, 1, 3});
+  }
+
+  // Projected heads q [N, H, L, dh], k and v [N, H, S, dh] → [N, L, E] through out_proj.
+  Tensor<B, 3> attend(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
+                      const AttentionMasks<B>& masks) const {
+    const std::int64_t n = q.dim(0), l = q.dim(2), s = k.dim(2);
     // The masks combine into the one bool mask scaled_dot_product_attention takes, broadcast
     // over the heads: attn_mask [1, 1, L, S], key_padding_mask [N, 1, 1, S], both [N, 1, L, S].
     std::optional<Tensor<B, 4, Bool>> mask;
@@ -88,8 +154,7 @@ template <class B> struct MultiHeadAttention {
     const functional::AttentionOptions options{.causal = masks.causal,
                                                .dropout = dropout.mode.training ? dropout.p : 0.0};
     const Tensor<B, 4> attended = functional::scaled_dot_product_attention(q, k, v, mask, options);  // [N, H, L, dh]
-    const Tensor<B, 3> heads = attended.permute({0, 2, 1, 3}).template reshape<3>({n, l, e});
-    return out_proj.forward(heads);
+    return out_proj.forward(attended.permute({0, 2, 1, 3}).template reshape<3>({n, l, embed_dim()}));
   }
 };
 
@@ -170,6 +235,12 @@ template <class B> struct TransformerEncoder {
   }
 };
 
+// What a decoder layer keeps for incremental decoding: its self-attention's keys and values
+// of the positions so far, and its projected memory.
+template <class B> struct DecoderLayerCache {
+  KvCache<B> self_attn, memory;
+};
+
 // torch.nn.TransformerDecoderLayer: self-attention over the target, attention over the
 // encoder's output (memory), then the feed-forward block, each with a residual connection
 // and a LayerNorm (after it, or before it when norm_first).
@@ -204,14 +275,36 @@ template <class B> struct TransformerDecoderLayer {
   // attention over memory (memory_mask [L, S], memory_key_padding_mask [N, S]).
   Tensor<B, 3> forward(const Tensor<B, 3>& tgt, const Tensor<B, 3>& memory, const AttentionMasks<B>& tgt_masks = {},
                        const AttentionMasks<B>& memory_masks = {}) const {
+    check(tgt, memory);
+    return run(
+        tgt, [&](const Tensor<B, 3>& x) { return self_attn.forward(x, x, x, tgt_masks); },
+        [&](const Tensor<B, 3>& x) { return multihead_attn.forward(x, memory, memory, memory_masks); });
+  }
+
+  // Incremental decoding: tgt [N, L, E] holds the next L target positions, `cache` what the
+  // layer keeps of the earlier ones and of memory. Over a sequence fed in pieces it gives
+  // what forward(tgt, memory, {.causal = true}, memory_masks) gives for the whole of it, the
+  // new positions' rows.
+  Tensor<B, 3> forward_incremental(const Tensor<B, 3>& tgt, const Tensor<B, 3>& memory, DecoderLayerCache<B>& cache,
+                                   const AttentionMasks<B>& memory_masks = {}) const {
+    check(tgt, memory);
+    return run(
+        tgt, [&](const Tensor<B, 3>& x) { return self_attn.forward_incremental(x, cache.self_attn); },
+        [&](const Tensor<B, 3>& x) { return multihead_attn.forward_memory(x, memory, cache.memory, memory_masks); });
+  }
+
+ private:
+  void check(const Tensor<B, 3>& tgt, const Tensor<B, 3>& memory) const {
     const std::int64_t e = self_attn.embed_dim();
     KILN_CHECK(tgt.dim(2) == e && memory.dim(2) == e && memory.dim(0) == tgt.dim(0),
                "nn::TransformerDecoderLayer: tgt {} and memory {} must be [N, L, {}] and [N, S, {}]", tgt.shape(),
                memory.shape(), e, e);
-    auto attend_self = [&](const Tensor<B, 3>& x) { return dropout1.forward(self_attn.forward(x, x, x, tgt_masks)); };
-    auto attend_memory = [&](const Tensor<B, 3>& x) {
-      return dropout2.forward(multihead_attn.forward(x, memory, memory, memory_masks));
-    };
+  }
+  // The layer around its two attentions: residual connections, norms, the feed-forward block.
+  template <class SelfAttention, class MemoryAttention>
+  Tensor<B, 3> run(const Tensor<B, 3>& tgt, SelfAttention&& attention, MemoryAttention&& memory_attention) const {
+    auto attend_self = [&](const Tensor<B, 3>& x) { return dropout1.forward(attention(x)); };
+    auto attend_memory = [&](const Tensor<B, 3>& x) { return dropout2.forward(memory_attention(x)); };
     auto feed_forward = [&](const Tensor<B, 3>& x) {
       return dropout3.forward(detail::feed_forward(linear1, dropout, linear2, gelu, x));
     };
@@ -224,6 +317,14 @@ template <class B> struct TransformerDecoderLayer {
     x = norm2.forward(x + attend_memory(x));
     return norm3.forward(x + feed_forward(x));
   }
+};
+
+// A TransformerDecoder's caches of incremental decoding, one per layer; clear() starts a new
+// sequence, length() is the positions decoded so far.
+template <class B> struct DecoderCache {
+  std::vector<DecoderLayerCache<B>> layers;
+  std::int64_t length() const { return layers.empty() ? 0 : layers.front().self_attn.length(); }
+  void clear() { layers.clear(); }
 };
 
 // A stack of decoder layers (layers.0, layers.1...), each attending to the same memory,
@@ -243,6 +344,18 @@ template <class B> struct TransformerDecoder {
   Tensor<B, 3> forward(Tensor<B, 3> x, const Tensor<B, 3>& memory, const AttentionMasks<B>& tgt_masks = {},
                        const AttentionMasks<B>& memory_masks = {}) const {
     for (const auto& layer : layers) x = layer.forward(x, memory, tgt_masks, memory_masks);
+    return norm ? norm->forward(x) : x;
+  }
+  // Incremental decoding (TransformerDecoderLayer::forward_incremental) through every layer:
+  // x [N, L, E] are the next L target positions; `cache` (empty for a new sequence) keeps one
+  // DecoderLayerCache per layer.
+  Tensor<B, 3> forward_incremental(Tensor<B, 3> x, const Tensor<B, 3>& memory, DecoderCache<B>& cache,
+                                   const AttentionMasks<B>& memory_masks = {}) const {
+    if (cache.layers.empty()) cache.layers.resize(layers.size());
+    KILN_CHECK(cache.layers.size() == layers.size(),
+               "nn::TransformerDecoder: the cache is of a decoder of {} layers, this one has {}", cache.layers.size(),
+               layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) x = layers[i].forward_incremental(x, memory, cache.layers[i], memory_masks);
     return norm ? norm->forward(x) : x;
   }
 };
