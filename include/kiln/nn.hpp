@@ -15,6 +15,7 @@
 #include "kiln/nn/param.hpp"
 #include "kiln/nn/pool.hpp"
 #include "kiln/nn/positional.hpp"
+#include "kiln/nn/resample.hpp"
 #include "kiln/nn/rnn.hpp"
 #include "kiln/nn/state.hpp"
 #include "kiln/nn/valid.hpp"
