@@ -1,6 +1,8 @@
 """Golden resampling layers from torch.nn (tests/nn/resample_test.cpp): MaxUnpool2d of what
 MaxPool2d(return_indices=True) gave, and Upsample in each mode. Each case holds x (and for
-unpooling the indices), the output y, and for the loss sum(y * r) the gradient dx."""
+unpooling the indices), the output y, and for the loss sum(y * r) the gradient dx. The
+grid_sample cases also hold the grid and its gradient dgrid; the affine_grid ones theta and
+dtheta."""
 import torch
 import torch.nn as nn
 
@@ -35,3 +37,23 @@ def cases(w):
                                              recompute_scale_factor=True), x)
     x1 = torch.randn(2, 3, 5, generator=g, dtype=f64)
     case(w, "upsample_linear_1d", nn.Upsample(scale_factor=3.0, mode="linear"), x1)
+
+    # grid_sample: points partly outside [-1, 1], every mode, padding and corner alignment.
+    x = torch.randn(2, 3, 5, 6, generator=g, dtype=f64)
+    grid = torch.rand(2, 4, 7, 2, generator=g, dtype=f64) * 2.6 - 1.3
+    for mode in ["bilinear", "nearest"]:
+        for padding in ["zeros", "border", "reflection"]:
+            for corners in [False, True]:
+                xg, gg = x.clone().requires_grad_(True), grid.clone().requires_grad_(True)
+                y = torch.nn.functional.grid_sample(xg, gg, mode=mode, padding_mode=padding, align_corners=corners)
+                r = torch.randn(y.shape, dtype=f64)
+                (y * r).sum().backward()
+                w.case(f"grid_sample_{mode}_{padding}_{int(corners)}", x=x, grid=grid, y=y.detach(), r=r,
+                       dx=xg.grad, dgrid=gg.grad)
+    theta = torch.randn(2, 2, 3, generator=g, dtype=f64)
+    for corners in [False, True]:
+        tg = theta.clone().requires_grad_(True)
+        y = torch.nn.functional.affine_grid(tg, [2, 3, 4, 5], align_corners=corners)
+        r = torch.randn(y.shape, dtype=f64)
+        (y * r).sum().backward()
+        w.case(f"affine_grid_{int(corners)}", theta=theta, y=y.detach(), r=r, dtheta=tg.grad)

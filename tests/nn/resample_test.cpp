@@ -1,7 +1,9 @@
 // Resampling layers against torch.nn (tests/golden/gen_resample.py): MaxUnpool2d (default and
 // given output sizes, padding) and Upsample (nearest, bilinear with and without
-// align_corners, bicubic by scale factor, 1-d linear): output and input gradient of
-// sum(y * r) in f64, on every backend; bad sizes and indices are errors naming them.
+// align_corners, bicubic by scale factor, 1-d linear), grid_sample (bilinear and nearest,
+// zeros / border / reflection padding, with and without align_corners) and affine_grid:
+// outputs and the gradients of sum(y * r) in f64, on every backend; bad sizes and indices
+// are errors naming them.
 #include "backends.hpp"
 #include "golden.hpp"
 
@@ -83,6 +85,62 @@ TYPED_TEST(NnResample, UpsampleMatchesTorch) {
   EXPECT_KILN_ERROR(nn::Upsample<AD>(nn::UpsampleOptions{}), "nn::Upsample: give either size or scale_factor, not neither");
   EXPECT_KILN_ERROR(nn::Upsample<AD>({.scale_factor = std::array{0.0, 1.0}}),
                     "nn::Upsample: scale_factor [0, 1] must be finite and > 0");
+}
+
+TYPED_TEST(NnResample, GridSampleMatchesTorchInEveryModeWithGradients) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using functional::GridPadding;
+  using functional::GridSampleMode;
+  for (const auto mode : {GridSampleMode::bilinear, GridSampleMode::nearest}) {
+    for (const auto padding : {GridPadding::zeros, GridPadding::border, GridPadding::reflection}) {
+      for (const bool corners : {false, true}) {
+        const std::string name = fmt::format("grid_sample_{}_{}_{}", mode == GridSampleMode::bilinear ? "bilinear" : "nearest",
+                                             padding == GridPadding::zeros    ? "zeros"
+                                             : padding == GridPadding::border ? "border"
+                                                                              : "reflection",
+                                             corners ? 1 : 0);
+        SCOPED_TRACE(name);
+        const GoldenCase& c = golden("resample", name);
+        const auto x = c.tensor<AD, 4>("x", DType::f64).require_grad();
+        const auto grid = c.tensor<AD, 4>("grid", DType::f64).require_grad();
+        const auto y = functional::grid_sample(x, grid, {.mode = mode, .padding_mode = padding, .align_corners = corners});
+        EXPECT_CLOSE(y, c["y"], kTol, kTol);
+        const auto grads = (y * Tensor<AD, 4>::from_data(c["r"])).sum().backward();
+        EXPECT_CLOSE(*x.grad(grads), c["dx"], kTol, kTol);
+        // torch gives the nearest mode's grid a zero gradient; Kiln's has none (also zero).
+        const auto dgrid = grid.grad(grads);
+        const double torch_dgrid = Tensor<B, 4>::from_data(c["dgrid"]).abs().max().item();
+        if (dgrid) EXPECT_CLOSE(*dgrid, c["dgrid"], 1e-9, 1e-9);
+        else EXPECT_EQ(torch_dgrid, 0.0);
+      }
+    }
+  }
+  EXPECT_KILN_ERROR(functional::grid_sample(Tensor<B, 4>::zeros({2, 3, 4, 4}), Tensor<B, 4>::zeros({2, 5, 5, 3})),
+                    "grid_sample: grid [2, 5, 5, 3] must be [N, H_out, W_out, 2] for input [2, 3, 4, 4]");
+}
+
+TYPED_TEST(NnResample, AffineGridMatchesTorchAndSamplesTheIdentity) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  for (const bool corners : {false, true}) {
+    SCOPED_TRACE(corners);
+    const GoldenCase& c = golden("resample", fmt::format("affine_grid_{}", corners ? 1 : 0));
+    const auto theta = c.tensor<AD, 3>("theta", DType::f64).require_grad();
+    const auto y = functional::affine_grid(theta, {2, 3, 4, 5}, corners);
+    EXPECT_CLOSE(y, c["y"], kTol, kTol);
+    const auto grads = (y * Tensor<AD, 4>::from_data(c["r"])).sum().backward();
+    EXPECT_CLOSE(*theta.grad(grads), c["dtheta"], kTol, kTol);
+    // The identity map samples every pixel at its own centre: the input comes back.
+    manual_seed(9);
+    const auto image = Tensor<B, 4>::random({1, 2, 4, 5}, Distribution::normal(0, 1), {}, DType::f64);
+    const auto identity = Tensor<B, 3>::from({{{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0}}}, {}, DType::f64);
+    const auto sampled = functional::grid_sample(image, functional::affine_grid(identity, {1, 2, 4, 5}, corners),
+                                                 {.align_corners = corners});
+    EXPECT_CLOSE(sampled, image.into_data(), 1e-12, 1e-12);
+  }
+  EXPECT_KILN_ERROR(functional::affine_grid(Tensor<B, 3>::zeros({2, 3, 3}), {2, 1, 4, 4}),
+                    "affine_grid: theta [2, 3, 3] must be [N, 2, 3] for size [2, 1, 4, 4]");
 }
 
 }  // namespace
