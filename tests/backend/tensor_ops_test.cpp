@@ -1,10 +1,12 @@
 // Conformance: the ops written once over every backend as free functions
-// (kiln/tensor/rearrange.hpp, linalg.hpp, order.hpp, select.hpp, einsum.hpp, unfold.hpp) against PyTorch golden values
+// (kiln/tensor/rearrange.hpp, linalg.hpp, order.hpp, select.hpp, einsum.hpp, unfold.hpp,
+// bitwise.hpp) against PyTorch golden values
 // (tests/golden/gen_tensor_ops.py), on Float and Int tensors, with bad input.
 // Their gradients are checked in tests/autodiff (grad_cases.hpp).
 #include "backends.hpp"
 #include "golden.hpp"
 
+#include <kiln/tensor/bitwise.hpp>
 #include <kiln/tensor/einsum.hpp>
 #include <kiln/tensor/linalg.hpp>
 #include <kiln/tensor/order.hpp>
@@ -314,4 +316,23 @@ TYPED_TEST(TensorOps, PixelShuffleAndUnshuffleMatchTorch) {
   EXPECT_EXACT(F::pixel_unshuffle(F::pixel_shuffle(x, 2), 2), c["x"]);
   EXPECT_KILN_ERROR(F::pixel_shuffle(x, 3), "pixel_shuffle: 8 channels of shape [2, 8, 3, 4] do not divide by the factor 3");
   EXPECT_KILN_ERROR(F::pixel_unshuffle(x, 2), "pixel_unshuffle: the height and width of shape [2, 8, 3, 4] do not divide");
+}
+
+// ---- bitwise
+
+TYPED_TEST(TensorOps, BitwiseNotAndShiftsMatchTorchOnNegativeValues) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "bitwise");
+  const auto x = c.tensor<B, 2, Int>("x");
+  const auto shifts = c.tensor<B, 2, Int>("shifts");
+  EXPECT_EXACT(bitwise_not(x), c["not_"]);
+  EXPECT_EXACT(bitwise_left_shift(x, 3), c["left3"]);
+  EXPECT_EXACT(bitwise_right_shift(x, 2), c["right2"]);
+  EXPECT_EXACT(bitwise_left_shift(x, shifts.clamp_max(20.0)), c["left_by"]);
+  EXPECT_EXACT(bitwise_right_shift(x, shifts), c["right_by"]);
+  EXPECT_EXACT(bitwise_left_shift(c.tensor<B, 1, Int>("big"), 62), c["big_left"]);
+  EXPECT_EXACT(bitwise_not(c.tensor<B, 2, Bool>("bools")), c["bools_not"]);
+  EXPECT_KILN_ERROR(bitwise_left_shift(x, 63), "bitwise_left_shift: the shift must lie in 0..62, got 63");
+  EXPECT_KILN_ERROR(bitwise_right_shift(x, shifts.sub(1.0)),
+                    "bitwise_right_shift: the shifts must lie in 0..62, got values from -1 to 61");
 }

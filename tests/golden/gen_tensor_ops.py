@@ -132,3 +132,12 @@ def cases(w):
     py = torch.randn(1, 2, 6, 4)
     w.case("pixel_shuffle", x=px, shuffled=F.pixel_shuffle(px, 2), y=py, unshuffled=F.pixel_unshuffle(py, 2),
            x3=px[0], shuffled3=F.pixel_shuffle(px[0], 2))
+
+    # ---- bitwise ops of integer arithmetic (kiln/tensor/bitwise.hpp)
+    bx = torch.tensor([[5, -7, 0], [123456789, -1, 64]])
+    bs = torch.tensor([[0, 1, 2], [3, 62, 5]])
+    bb = torch.tensor([[True, False, True]])
+    w.case("bitwise", x=bx, not_=torch.bitwise_not(bx), left3=torch.bitwise_left_shift(bx, 3),
+           right2=torch.bitwise_right_shift(bx, 2), shifts=bs, left_by=torch.bitwise_left_shift(bx, bs.clamp(max=20)),
+           right_by=torch.bitwise_right_shift(bx, bs), big=torch.tensor([1, -1]),
+           big_left=torch.bitwise_left_shift(torch.tensor([1, -1]), 62), bools=bb, bools_not=torch.bitwise_not(bb))
