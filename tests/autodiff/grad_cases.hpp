@@ -424,6 +424,7 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       // ---- einsum and sliding windows (kiln/tensor/einsum.hpp, unfold.hpp)
       {"einsum_batched", [](const In& in) { return flat(einsum<3>("bij,bjk->ikb", in.x3(0), in.x3(1))); }},
       {"einsum_diagonal", [](const In& in) { return flat(einsum<2>("ii,ij->ij", in.x2(0), in.x2(1))); }},
+      {"einsum_chain", [](const In& in) { return flat(einsum<2>("bjk,j,bj->bk", in.x3(0), in.x1(1), in.x2(2))); }},
       {"unfold", [](const In& in) { return flat(F::unfold(in.x4(0), {3, 2}, {{2, 1}, {1, 2}, {2, 3}})); }},
       {"fold", [](const In& in) { return flat(F::fold(in.x3(0), {4, 5}, {2, 3}, {{1, 1}, {1, 0}, {1, 1}})); }},
       {"pixel_shuffle", [](const In& in) { return flat(F::pixel_shuffle(in.x4(0), 2)); }},

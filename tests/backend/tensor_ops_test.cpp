@@ -277,12 +277,25 @@ TYPED_TEST(TensorOps, EinsumMatchesTorchForProductsDiagonalsSumsAndPermutes) {
   EXPECT_CLOSE(einsum<2>("ij,kl->ik", a, b), c["private"]);
   EXPECT_CLOSE(einsum<2>("ii,ij->ij", sq, b), c["diag_times"]);
   EXPECT_CLOSE(einsum<2>("ij,jk->ik", a.transpose().transpose(), b.transpose().transpose()), c["matmul"]);
-  EXPECT_KILN_ERROR(einsum<2>("ij,jk->ik", a, a), "einsum: label 'j' has size 4 in the first operand and 3 in the second");
+  EXPECT_KILN_ERROR(einsum<2>("ij,jk->ik", a, a), "einsum: label 'j' has sizes 4 and 3 in two operands");
   EXPECT_KILN_ERROR(einsum<1>("ij,jk->ik", a, b), "einsum: \"ij,jk->ik\" gives a result of rank 2, the call asks for rank 1");
   EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b), "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
   EXPECT_KILN_ERROR(einsum<2>("ij->iz", a), "einsum: output label 'z' of \"ij->iz\" names no input dim");
   EXPECT_KILN_ERROR(einsum<2>("...j->...j", a), "einsum: '...' is not supported");
   EXPECT_KILN_ERROR(einsum<1>("ij->ii", sq), "einsum: output label 'i' of \"ij->ii\" repeats");
+}
+
+TYPED_TEST(TensorOps, EinsumContractsThreeOperandsLeftToRight) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "einsum3");
+  const auto a = c.tensor<B, 2>("a"), b = c.tensor<B, 2>("b"), m = c.tensor<B, 2>("c");
+  const auto v = c.tensor<B, 1>("v");
+  EXPECT_CLOSE(einsum<2>("ij,jk,kl->il", a, b, m), c["chain"]);
+  EXPECT_CLOSE(einsum<2>("ij,jk,kl", a, b, m), c["implicit"]);
+  EXPECT_CLOSE(einsum<2>("ij,j,jk->ik", a, v, b), c["scaled"]);
+  EXPECT_CLOSE(einsum<2>("bjk,j,bj->bk", c.tensor<B, 3>("batch"), v, a), c["shared"]);
+  EXPECT_CLOSE(einsum<1>("ij,jk,kl->", a, b, m), c["total"], 1e-5, 1e-5);
+  EXPECT_KILN_ERROR(einsum<2>("ij,jk->ik", a, b, m), "einsum: \"ij,jk->ik\" names 2 operands, 3 given");
 }
 
 // ---- sliding windows and sub-pixel rearrangement

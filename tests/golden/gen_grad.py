@@ -426,3 +426,4 @@ def cases(w):
     case(w, "fold", lambda x: F.fold(x, (4, 5), (2, 3), padding=(1, 0)), [rand(2, 12, 15)])
     case(w, "pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), [rand(2, 8, 2, 3)])
     case(w, "pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), [rand(1, 2, 4, 6)])
+    case(w, "einsum_chain", lambda a, v, b: torch.einsum("bjk,j,bj->bk", a, v, b), [rand(2, 3, 4), rand(3), rand(2, 3)])

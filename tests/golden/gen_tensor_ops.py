@@ -141,3 +141,11 @@ def cases(w):
            right2=torch.bitwise_right_shift(bx, 2), shifts=bs, left_by=torch.bitwise_left_shift(bx, bs.clamp(max=20)),
            right_by=torch.bitwise_right_shift(bx, bs), big=torch.tensor([1, -1]),
            big_left=torch.bitwise_left_shift(torch.tensor([1, -1]), 62), bools=bb, bools_not=torch.bitwise_not(bb))
+
+    # ---- einsum of three operands
+    ca, cb, cc = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)
+    cv = torch.randn(3)
+    cbat = torch.randn(2, 3, 4)
+    w.case("einsum3", a=ca, b=cb, c=cc, v=cv, batch=cbat, chain=torch.einsum("ij,jk,kl->il", ca, cb, cc),
+           implicit=torch.einsum("ij,jk,kl", ca, cb, cc), scaled=torch.einsum("ij,j,jk->ik", ca, cv, cb),
+           shared=torch.einsum("bjk,j,bj->bk", cbat, cv, ca), total=torch.einsum("ij,jk,kl->", ca, cb, cc).reshape(1))

@@ -1,5 +1,5 @@
-// einsum over one or two Float tensors (torch.einsum), lowered to diagonals (strided slices),
-// sums, permutes, reshapes and one batched matmul, so every backend, Autodiff and Fusion run
+// einsum over Float tensors (torch.einsum), lowered to diagonals (strided slices), sums,
+// permutes, reshapes and a batched matmul per pair of operands, so every backend, Autodiff and Fusion run
 // and differentiate it. The result's rank is a template argument: einsum<2>("ij,jk->ik", a, b).
 #pragma once
 
@@ -89,6 +89,32 @@ template <class B> std::int64_t einsum_size(const EinsumTerm<B>& t, const std::s
   return n;
 }
 
+// Contracts two operands as one batched matmul, [batch, a_only, shared] @ [batch, shared,
+// b_only]: labels in both that `keep` names are batch dims, the others are summed.
+template <class B> EinsumTerm<B> einsum_contract(const EinsumTerm<B>& a, const EinsumTerm<B>& b, const std::string& keep) {
+  std::string batch, contracted, a_only, b_only;
+  for (char ch : a.labels) {
+    const bool in_b = b.labels.find(ch) != std::string::npos, kept = keep.find(ch) != std::string::npos;
+    (in_b ? (kept ? batch : contracted) : a_only).push_back(ch);
+  }
+  for (char ch : b.labels)
+    if (a.labels.find(ch) == std::string::npos) b_only.push_back(ch);
+  for (char ch : batch + contracted) {
+    const std::int64_t sa = einsum_size(a, std::string(1, ch)), sb = einsum_size(b, std::string(1, ch));
+    KILN_CHECK(sa == sb, "einsum: label '{}' has sizes {} and {} in two operands", ch, sa, sb);
+  }
+  const std::int64_t nb = einsum_size(a, batch), na = einsum_size(a, a_only), nc = einsum_size(a, contracted),
+                     nbo = einsum_size(b, b_only);
+  const auto left = B::reshape(einsum_arrange(a, batch + a_only + contracted), Shape{nb, na, nc});
+  const auto right = B::reshape(einsum_arrange(b, batch + contracted + b_only), Shape{nb, nc, nbo});
+  std::vector<std::int64_t> dims;
+  const Shape sa = B::shape(a.value), sb = B::shape(b.value);
+  for (char ch : batch + a_only) dims.push_back(sa[a.labels.find(ch)]);
+  for (char ch : b_only) dims.push_back(sb[b.labels.find(ch)]);
+  if (dims.empty()) dims.push_back(1);
+  return {B::reshape(B::matmul(left, right), Shape(dims)), batch + a_only + b_only};
+}
+
 template <class B>
 typename B::Primitive einsum_impl(std::string_view equation, std::vector<EinsumTerm<B>> terms, std::size_t rank) {
   const std::string eq = einsum_strip(equation);
@@ -132,55 +158,35 @@ typename B::Primitive einsum_impl(std::string_view equation, std::vector<EinsumT
   KILN_CHECK(output.size() == rank || (output.empty() && rank == 1),
              "einsum: \"{}\" gives a result of rank {}, the call asks for rank {}", equation, output.size(), rank);
   for (auto& t : terms) einsum_diagonals(t);
-  if (terms.size() == 1) {
-    einsum_sum_private(terms[0], output);
-    return output.empty() ? terms[0].value : einsum_arrange(terms[0], output);
+  // Each operand's own labels are summed first; then the operands contract left to right,
+  // keeping the labels that the output or a later operand still needs.
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    std::string needed = output;
+    for (std::size_t j = 0; j < terms.size(); ++j)
+      if (j != i) needed += terms[j].labels;
+    einsum_sum_private(terms[i], needed);
   }
-  auto& a = terms[0];
-  auto& b = terms[1];
-  einsum_sum_private(a, output + b.labels);
-  einsum_sum_private(b, output + a.labels);
-  std::string batch, contracted, a_only, b_only;
-  for (char ch : a.labels) {
-    const bool in_b = b.labels.find(ch) != std::string::npos, in_out = output.find(ch) != std::string::npos;
-    (in_b ? (in_out ? batch : contracted) : a_only).push_back(ch);
+  EinsumTerm<B> product = terms[0];
+  for (std::size_t k = 1; k < terms.size(); ++k) {
+    std::string keep = output;
+    for (std::size_t j = k + 1; j < terms.size(); ++j) keep += terms[j].labels;
+    product = einsum_contract(product, terms[k], keep);
   }
-  for (char ch : b.labels)
-    if (a.labels.find(ch) == std::string::npos) b_only.push_back(ch);
-  for (char ch : batch + contracted) {
-    const std::int64_t sa = einsum_size(a, std::string(1, ch)), sb = einsum_size(b, std::string(1, ch));
-    KILN_CHECK(sa == sb, "einsum: label '{}' has size {} in the first operand and {} in the second", ch, sa, sb);
-  }
-  // [batch, a_only, contracted] @ [batch, contracted, b_only] → [batch, a_only, b_only]
-  const std::int64_t nb = einsum_size(a, batch), na = einsum_size(a, a_only), nc = einsum_size(a, contracted),
-                     nbo = einsum_size(b, b_only);
-  const auto left = B::reshape(einsum_arrange(a, batch + a_only + contracted), Shape{nb, na, nc});
-  const auto right = B::reshape(einsum_arrange(b, batch + contracted + b_only), Shape{nb, nc, nbo});
-  std::vector<std::int64_t> dims;
-  const Shape sa = B::shape(a.value), sb = B::shape(b.value);
-  for (char ch : batch + a_only) dims.push_back(sa[a.labels.find(ch)]);
-  for (char ch : b_only) dims.push_back(sb[b.labels.find(ch)]);
-  if (dims.empty()) dims.push_back(1);
-  const EinsumTerm<B> product{B::reshape(B::matmul(left, right), Shape(dims)), batch + a_only + b_only};
   return output.empty() ? product.value : einsum_arrange(product, output);
 }
 
 }  // namespace detail
 
-// torch.einsum of one tensor: "ii->i" (diagonal), "ii" (trace), "ij->ji", "ijk->ik" (sum).
-// R is the result's rank; a result with no labels is Kiln's scalar, shape [1] (R = 1).
-// Labels are letters; a label repeated in one operand takes its diagonal; without "->" the
-// output is the labels that appear once, in alphabetical order, as in torch.
-template <std::size_t R, class B, std::size_t D>
-Tensor<B, R> einsum(std::string_view equation, const Tensor<B, D>& a) {
-  return Tensor<B, R>(detail::einsum_impl<B>(equation, {{a.primitive(), {}}}, R));
-}
-// torch.einsum of two tensors: "ij,jk->ik" (matmul), "bij,bjk->bik" (batched), "i,j->ij"
-// (outer), "i,i->" (dot). Labels shared by both operands and the output are batch dims, those
-// shared and not in the output are summed as one matmul.
-template <std::size_t R, class B, std::size_t D1, std::size_t D2>
-Tensor<B, R> einsum(std::string_view equation, const Tensor<B, D1>& a, const Tensor<B, D2>& b) {
-  return Tensor<B, R>(detail::einsum_impl<B>(equation, {{a.primitive(), {}}, {b.primitive(), {}}}, R));
+// torch.einsum: "ij,jk->ik" (matmul), "bij,bjk->bik" (batched), "i,j->ij" (outer), "i,i->"
+// (dot), "ii->i" (diagonal), "ii" (trace), "ijk->ik" (sum), "ij,jk,kl->il" (a chain). R is the
+// result's rank; a result with no labels is Kiln's scalar, shape [1] (R = 1). Labels are
+// letters (no "..."); a label repeated in one operand takes its diagonal; without "->" the
+// output is the labels that appear once, in alphabetical order, as in torch. Operands
+// contract left to right; sizes must match (no broadcasting of size-1 dims).
+template <std::size_t R, class B, std::size_t... Ds>
+Tensor<B, R> einsum(std::string_view equation, const Tensor<B, Ds>&... operands) {
+  static_assert(sizeof...(Ds) >= 1, "einsum: give at least one operand");
+  return Tensor<B, R>(detail::einsum_impl<B>(equation, {detail::EinsumTerm<B>{operands.primitive(), {}}...}, R));
 }
 
 }  // namespace kiln
