@@ -10,6 +10,12 @@
 #include "golden.hpp"
 
 #include <kiln/tensor.hpp>
+#include <kiln/tensor/einsum.hpp>
+#include <kiln/tensor/linalg.hpp>
+#include <kiln/tensor/order.hpp>
+#include <kiln/tensor/rearrange.hpp>
+#include <kiln/tensor/select.hpp>
+#include <kiln/tensor/unfold.hpp>
 
 #include <functional>
 #include <limits>
@@ -399,6 +405,30 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
        [](const In& in) {
          return flat(F::interpolate(in.x3(0), 8, ops::InterpolateOptions{ops::InterpolateMode::bilinear, true}));
        }},
+      // ---- free-function tensor ops (kiln/tensor/rearrange.hpp, linalg.hpp)
+      {"movedim", [](const In& in) { return flat(movedim(in.x3(0), {0, 1}, {2, 0})); }},
+      {"squeeze_all", [](const In& in) { return flat(squeeze<2>(in.x4(0))); }},
+      {"repeat_interleave", [](const In& in) { return flat(repeat_interleave(in.x2(0), 3, 1)); }},
+      {"diagonal", [](const In& in) { return flat(diagonal(in.x3(0), 1, 2, 0)); }},
+      {"diag_of_matrix", [](const In& in) { return flat(diag(in.x2(0), -1)); }},
+      {"diag_of_vector", [](const In& in) { return flat(diag(in.x1(0), 2)); }},
+      {"trace", [](const In& in) { return flat(trace(in.x2(0))); }},
+      {"outer", [](const In& in) { return flat(outer(in.x1(0), in.x1(1))); }},
+      {"cross", [](const In& in) { return flat(cross(in.x3(0), in.x3(1), 0)); }},
+      // ---- order statistics and selection (kiln/tensor/order.hpp, select.hpp)
+      {"cummax", [](const In& in) { return flat(cummax(in.x2(0), 1).first); }},
+      {"cummin", [](const In& in) { return flat(cummin(in.x2(0), 0).first); }},
+      {"median_dim", [](const In& in) { return flat(median(in.x2(0), 1)); }},
+      {"quantile", [](const In& in) { return flat(quantile(in.x2(0), 0.3, 1)); }},
+      {"masked_select", [](const In& in) { return masked_select(in.x2(0), in.m2(0)); }},
+      // ---- einsum and sliding windows (kiln/tensor/einsum.hpp, unfold.hpp)
+      {"einsum_batched", [](const In& in) { return flat(einsum<3>("bij,bjk->ikb", in.x3(0), in.x3(1))); }},
+      {"einsum_diagonal", [](const In& in) { return flat(einsum<2>("ii,ij->ij", in.x2(0), in.x2(1))); }},
+      {"einsum_chain", [](const In& in) { return flat(einsum<2>("bjk,j,bj->bk", in.x3(0), in.x1(1), in.x2(2))); }},
+      {"unfold", [](const In& in) { return flat(F::unfold(in.x4(0), {3, 2}, {{2, 1}, {1, 2}, {2, 3}})); }},
+      {"fold", [](const In& in) { return flat(F::fold(in.x3(0), {4, 5}, {2, 3}, {{1, 1}, {1, 0}, {1, 1}})); }},
+      {"pixel_shuffle", [](const In& in) { return flat(F::pixel_shuffle(in.x4(0), 2)); }},
+      {"pixel_unshuffle", [](const In& in) { return flat(F::pixel_unshuffle(in.x4(0), 2)); }},
   };
 }
 

@@ -402,3 +402,28 @@ def cases(w):
     case(w, "copysign_scalar", lambda x: torch.copysign(x, torch.tensor(-0.8, dtype=f64)), [nonzero(3, 4)])
     case(w, "logaddexp_broadcast", torch.logaddexp, [rand(3, 4), rand(1, 4)])
     case(w, "logaddexp_scalar", lambda x: torch.logaddexp(x, torch.tensor(0.8, dtype=f64)), [rand(3, 4)])
+    # ---- free-function tensor ops (kiln/tensor/rearrange.hpp, linalg.hpp), appended as above
+    case(w, "movedim", lambda x: torch.movedim(x, [0, 1], [2, 0]), [rand(2, 3, 4)])
+    case(w, "squeeze_all", torch.squeeze, [rand(1, 3, 1, 4)])
+    case(w, "repeat_interleave", lambda x: torch.repeat_interleave(x, 3, 1), [rand(2, 3)])
+    case(w, "diagonal", lambda x: torch.diagonal(x, 1, 2, 0), [rand(3, 2, 4)])
+    case(w, "diag_of_matrix", lambda x: torch.diag(x, -1), [rand(4, 3)])
+    case(w, "diag_of_vector", lambda x: torch.diag(x, 2), [rand(3)])
+    case(w, "trace", lambda x: torch.trace(x).reshape(1), [rand(3, 4)])
+    case(w, "outer", torch.outer, [rand(4), rand(3)])
+    case(w, "cross", lambda a, b: torch.linalg.cross(a, b, dim=0), [rand(3, 2, 4), rand(3, 1, 4)])
+    # ---- order statistics and selection (kiln/tensor/order.hpp, select.hpp), appended as above
+    case(w, "cummax", lambda x: torch.cummax(x, 1).values, [rand(3, 5)])
+    case(w, "cummin", lambda x: torch.cummin(x, 0).values, [rand(4, 3)])
+    case(w, "median_dim", lambda x: torch.median(x, 1, keepdim=True).values, [rand(3, 5)])
+    case(w, "quantile", lambda x: torch.quantile(x, 0.3, 1, keepdim=True), [rand(3, 5)])
+    mask = torch.rand(3, 4) > 0.5
+    case(w, "masked_select", lambda x: torch.masked_select(x, mask), [rand(3, 4)], masks=[mask])
+    # ---- einsum and sliding windows (kiln/tensor/einsum.hpp, unfold.hpp), appended as above
+    case(w, "einsum_batched", lambda a, b: torch.einsum("bij,bjk->ikb", a, b), [rand(2, 3, 4), rand(2, 4, 5)])
+    case(w, "einsum_diagonal", lambda a, b: torch.einsum("ii,ij->ij", a, b), [rand(3, 3), rand(3, 2)])
+    case(w, "unfold", lambda x: F.unfold(x, (3, 2), dilation=(2, 1), padding=(1, 2), stride=(2, 3)), [rand(2, 3, 5, 6)])
+    case(w, "fold", lambda x: F.fold(x, (4, 5), (2, 3), padding=(1, 0)), [rand(2, 12, 15)])
+    case(w, "pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), [rand(2, 8, 2, 3)])
+    case(w, "pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), [rand(1, 2, 4, 6)])
+    case(w, "einsum_chain", lambda a, v, b: torch.einsum("bjk,j,bj->bk", a, v, b), [rand(2, 3, 4), rand(3), rand(2, 3)])

@@ -1,0 +1,162 @@
+// Order statistics and sorted search written once over every backend as free functions:
+// cummax/cummin, median, quantile, searchsorted, bucketize. They are compositions of sort,
+// comparisons, reductions and gather, so every backend, Autodiff and Fusion run them; the
+// values that carry a gradient are gathered at the chosen indices, so it flows to those, as
+// in torch.
+#pragma once
+
+#include "kiln/tensor/rearrange.hpp"
+#include "kiln/tensor/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+namespace detail {
+
+// The running max (or min) along dim and its index, as torch's cummax/cummin: the last index
+// among ties, and once a NaN is seen the value is NaN and the index the last NaN's. Each
+// position i compares all j <= i at once (an [..., n, n] tensor), so memory grows as n².
+template <class B, std::size_t D, class K>
+std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cumulative_extreme(const char* op, const Tensor<B, D, K>& x,
+                                                                 std::int64_t dim, bool largest) {
+  const std::size_t d = normalize_dim(op, dim, D);
+  const std::int64_t n = x.shape()[d];
+  if (x.numel() == 0) return {x, Tensor<B, D, Int>(provided::full<B>(x.shape(), 0.0, DType::i64, x.device()))};
+  const Tensor<B, D, K> last = movedim(x, static_cast<std::int64_t>(d), -1);  // [..., n]
+  std::vector<std::int64_t> square = last.shape().to_vector();
+  square.push_back(n);  // [..., i, j]
+  const Shape full(square);
+  std::vector<std::int64_t> pair_dims(D + 1, 1);
+  pair_dims[D - 1] = n;
+  pair_dims[D] = n;
+  // later[i][j]: j comes after i, so it is not part of position i's prefix.
+  const auto i_index = Tensor<B, 1, Int>::arange(0, n, 1, x.device());
+  const Tensor<B, 2, Bool> later_2d = i_index.template reshape<2>({1, n}).gt(i_index.template reshape<2>({n, 1}));
+  const Tensor<B, D + 1, Bool> later(B::expand(B::reshape(later_2d.primitive(), Shape(pair_dims)), full));
+  // The prefix of each position, with x[i] itself standing in for the elements after it.
+  const Tensor<B, D + 1, K> row = last.unsqueeze_dim(D - 1).expand_as(full);
+  const Tensor<B, D + 1, K> prefix = row.mask_where(later, last.unsqueeze_dim(D).expand_as(full));
+  const Tensor<B, D + 1, K> extreme = (largest ? prefix.max_dim(D) : prefix.min_dim(D)).expand_as(full);
+  Tensor<B, D + 1, Bool> hit = row.eq(extreme);
+  if constexpr (std::same_as<K, Float>) hit = hit.logical_or(row.isnan().logical_and(extreme.isnan()));
+  hit = hit.logical_and(later.logical_not());
+  pair_dims[D - 1] = 1;
+  const Tensor<B, D + 1, Int> j_index(B::expand(B::reshape(i_index.primitive(), Shape(pair_dims)), full));
+  const Tensor<B, D, Int> index = j_index.mask_fill(hit.logical_not(), -1).max_dim(D).squeeze_dim(D);
+  const Tensor<B, D, Int> moved = movedim(index, -1, static_cast<std::int64_t>(d));
+  return {x.gather(static_cast<std::int64_t>(d), moved), moved};
+}
+
+}  // namespace detail
+
+// {running max along dim, its index} (torch.cummax): ties take the last index; a NaN stays the
+// max from where it appears.
+template <class B, std::size_t D, class K>
+std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cummax(const Tensor<B, D, K>& x, std::int64_t dim) requires Numeric<K> {
+  return detail::cumulative_extreme("cummax", x, dim, true);
+}
+// {running min along dim, its index} (torch.cummin), with cummax's rules for ties and NaN.
+template <class B, std::size_t D, class K>
+std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cummin(const Tensor<B, D, K>& x, std::int64_t dim) requires Numeric<K> {
+  return detail::cumulative_extreme("cummin", x, dim, false);
+}
+
+// {median along dim, its index}, the dim kept with size 1 as Kiln's reductions do (torch.median
+// with keepdim=True): of an even count the lower of the two middle values, and NaN (at the
+// first NaN's index) where the slice holds one.
+template <class B, std::size_t D, class K>
+std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> median_with_indices(const Tensor<B, D, K>& x, std::int64_t dim)
+  requires Numeric<K>
+{
+  const auto d = static_cast<std::int64_t>(normalize_dim("median", dim, D));
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(d)];
+  KILN_CHECK(n > 0, "median: dim {} of shape {} is empty", d, x.shape());
+  const auto [sorted, order] = x.sort_with_indices(d);
+  // The position in sorted order: the lower middle, or the first NaN (NaN sorts last).
+  Tensor<B, D, Int> position(
+      provided::full<B>(order.narrow(d, 0, 1).shape(), static_cast<double>((n - 1) / 2), DType::i64, x.device()));
+  if constexpr (std::same_as<K, Float>) {
+    const Tensor<B, D, Int> numbers = x.isnan().logical_not().to_int().sum_dim(d);
+    position = position.mask_where(numbers.lt(static_cast<double>(n)), numbers);
+  }
+  const Tensor<B, D, Int> index = order.gather(d, position);
+  return {x.gather(d, index), index};
+}
+template <class B, std::size_t D, class K> Tensor<B, D, K> median(const Tensor<B, D, K>& x, std::int64_t dim)
+  requires Numeric<K>
+{
+  return median_with_indices(x, dim).first;
+}
+// The median of all elements (torch.median without dim), as Kiln's scalar: shape [1].
+template <class B, std::size_t D, class K> Tensor<B, 1, K> median(const Tensor<B, D, K>& x) requires Numeric<K> {
+  return median(x.template reshape<1>({-1}), 0);
+}
+
+// The q-th quantile along dim (torch.quantile, interpolation "linear"), the dim kept with
+// size 1: between the sorted values at floor and ceil of q * (n - 1), linearly. NaN where the
+// slice holds a NaN.
+template <class B, std::size_t D> Tensor<B, D> quantile(const Tensor<B, D>& x, double q, std::int64_t dim) {
+  KILN_CHECK(q >= 0.0 && q <= 1.0, "quantile: q must lie in [0, 1], got {}", q);
+  const auto d = static_cast<std::int64_t>(normalize_dim("quantile", dim, D));
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(d)];
+  KILN_CHECK(n > 0, "quantile: dim {} of shape {} is empty", d, x.shape());
+  const Tensor<B, D> sorted = x.sort(d);
+  const double position = q * static_cast<double>(n - 1);
+  const auto below = static_cast<std::int64_t>(std::floor(position));
+  const std::int64_t above = std::min(below + 1, n - 1);
+  const double weight = position - static_cast<double>(below);
+  const Tensor<B, D> low = sorted.narrow(d, below, 1), high = sorted.narrow(d, above, 1);
+  // torch's lerp: from the nearer end, so that q at a sample gives that sample exactly.
+  const Tensor<B, D> out = weight < 0.5 ? low.add(high.sub(low).mul(weight)) : high.sub(high.sub(low).mul(1.0 - weight));
+  return out.mask_fill(x.isnan().any_dim(d), std::numeric_limits<double>::quiet_NaN());
+}
+// The q-th quantile of all elements (torch.quantile without dim): shape [1].
+template <class B, std::size_t D> Tensor<B, 1> quantile(const Tensor<B, D>& x, double q) {
+  return quantile(x.template reshape<1>({-1}), q, 0);
+}
+
+// For each value, the index where it would go in the ascending `sorted_sequence` to keep it
+// sorted (torch.searchsorted): the first such index, or the last with right = true. A 1-d
+// sequence serves values of any shape; a sequence of rank D >= 2 holds one sequence per row,
+// its leading dims matching the values'. Compares every value with every element.
+template <class B, std::size_t D, class K>
+Tensor<B, D, Int> searchsorted(const Tensor<B, 1, K>& sorted_sequence, const Tensor<B, D, K>& values,
+                               bool right = false)
+  requires Numeric<K>
+{
+  std::vector<std::int64_t> seq_dims(D + 1, 1);
+  seq_dims[D] = sorted_sequence.dim(0);
+  const Tensor<B, D + 1, K> seq(B::reshape(sorted_sequence.primitive(), Shape(seq_dims)));
+  const Tensor<B, D + 1, K> v = values.unsqueeze_dim(D);
+  const Tensor<B, D + 1, Bool> before = right ? seq.le(v) : seq.lt(v);
+  return before.to_int().sum_dim(D).squeeze_dim(D);
+}
+template <class B, std::size_t D, class K>
+Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values, bool right = false)
+  requires Numeric<K> && (D >= 2)
+{
+  const Shape s = sorted_sequence.shape(), v = values.shape();
+  for (std::size_t i = 0; i + 1 < D; ++i)
+    KILN_CHECK(s[i] == v[i], "searchsorted: the leading dims of the sequence {} and the values {} differ", s, v);
+  const Tensor<B, D + 1, K> seq = sorted_sequence.unsqueeze_dim(D - 1);  // [..., 1, m]
+  const Tensor<B, D + 1, K> val = values.unsqueeze_dim(D);               // [..., k, 1]
+  const Tensor<B, D + 1, Bool> before = right ? seq.le(val) : seq.lt(val);
+  return before.to_int().sum_dim(D).squeeze_dim(D);
+}
+
+// The bucket of each element between ascending `boundaries` (torch.bucketize): i such that
+// boundaries[i-1] < x <= boundaries[i], or boundaries[i-1] <= x < boundaries[i] with right = true.
+template <class B, std::size_t D, class K>
+Tensor<B, D, Int> bucketize(const Tensor<B, D, K>& x, const Tensor<B, 1, K>& boundaries, bool right = false)
+  requires Numeric<K>
+{
+  return searchsorted(boundaries, x, right);
+}
+
+}  // namespace kiln
