@@ -1,5 +1,5 @@
-// Recurrent layers against torch.nn (tests/golden/gen_rnn.py): Lstm, Gru, LstmCell and
-// GruCell get PyTorch's weights by PyTorch's names; outputs and final states must match in
+// Recurrent layers against torch.nn (tests/golden/gen_rnn.py): Rnn, Lstm, Gru and their
+// cells get PyTorch's weights by PyTorch's names; outputs and final states must match in
 // f64 and, on Autodiff backends, so must the gradients of x, of the initial states and of
 // every parameter. Also: state_dict keys in PyTorch's order and strict loading of a torch
 // state_dict, dropout between layers only, and errors that name the layer and the shapes.
@@ -132,6 +132,36 @@ TYPED_TEST(NnRnn, GruMatchesTorch) {
   check_gradients(cell, c, compared(c, "h", cell.forward(inputs[0].second, inputs[1].second)), inputs);
 }
 
+template <class B> void check_rnn(nn::Rnn<B>& rnn, const std::string& name) {
+  SCOPED_TRACE(name);
+  const GoldenCase& c = golden("rnn", name);
+  load_torch_weights(rnn, c);
+  Inputs<B, 3> inputs{{"x", input<B, 3>(c, "x")}};
+  const bool with_state = c.tensors.count("h0") != 0;
+  if (with_state) inputs.push_back({"h0", input<B, 3>(c, "h0")});
+  const nn::RnnOutput<B> out = with_state ? rnn.forward(inputs[0].second, inputs[1].second) : rnn.forward(inputs[0].second);
+  check_gradients(rnn, c, compared(c, "y", out.output) + compared(c, "h_n", out.h_n), inputs);
+}
+
+TYPED_TEST(NnRnn, RnnMatchesTorch) {
+  using B = TypeParam;
+  nn::Rnn<B> stacked(4, 5, {.num_layers = 2, .bidirectional = true});
+  check_rnn(stacked, "rnn_2_layers_bidirectional");
+  nn::Rnn<B> relu(4, 5, {}, nn::RnnNonlinearity::relu);
+  check_rnn(relu, "rnn_relu_initial_state");
+  nn::Rnn<B> time_major(4, 5, {.num_layers = 2, .bias = false, .batch_first = false, .bidirectional = true},
+                        nn::RnnNonlinearity::relu);
+  check_rnn(time_major, "rnn_relu_no_bias_time_major");
+
+  for (const auto nonlinearity : {nn::RnnNonlinearity::tanh, nn::RnnNonlinearity::relu}) {
+    nn::RnnCell<B> cell(4, 5, true, nonlinearity);
+    const GoldenCase& c = golden("rnn", nonlinearity == nn::RnnNonlinearity::tanh ? "rnn_cell" : "rnn_cell_relu");
+    load_torch_weights(cell, c);
+    const Inputs<B, 2> inputs{{"x", input<B, 2>(c, "x")}, {"h0", input<B, 2>(c, "h0")}};
+    check_gradients(cell, c, compared(c, "h", cell.forward(inputs[0].second, inputs[1].second)), inputs);
+  }
+}
+
 // A PyTorch state_dict (the fixture's weights, f64) loads strictly into f32 modules.
 template <class M> void expect_torch_state_dict_loads(M& module, const std::string& name) {
   SCOPED_TRACE(name);
@@ -170,6 +200,22 @@ TEST(NnRnnNames, StateDictKeysArePyTorchsAndTorchWeightsLoad) {
   expect_torch_state_dict_loads(lstm_cell, "lstm_cell");
   nn::GruCell<B> gru_cell(4, 5);
   expect_torch_state_dict_loads(gru_cell, "gru_cell");
+
+  nn::Rnn<B> rnn(4, 5, {.num_layers = 2, .bias = false, .bidirectional = true}, nn::RnnNonlinearity::relu);
+  EXPECT_EQ(nn::state_dict(rnn).names(),
+            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse", "weight_hh_l0_reverse",
+                                      "weight_ih_l1", "weight_hh_l1", "weight_ih_l1_reverse", "weight_hh_l1_reverse"}));
+  expect_torch_state_dict_loads(rnn, "rnn_relu_no_bias_time_major");
+  nn::RnnCell<B> rnn_cell(4, 5);
+  expect_torch_state_dict_loads(rnn_cell, "rnn_cell");
+  // nn::valid keeps the nonlinearity, of the stack and of every cell.
+  const nn::Rnn<Autodiff<B>> trained(4, 5, {.num_layers = 2}, nn::RnnNonlinearity::relu);
+  const nn::Rnn<B> converted = nn::valid(trained);
+  EXPECT_EQ(converted.nonlinearity, nn::RnnNonlinearity::relu);
+  ASSERT_EQ(converted.cells.size(), 2u);
+  for (const auto& cell : converted.cells) EXPECT_EQ(cell.nonlinearity, nn::RnnNonlinearity::relu);
+  const nn::RnnCell<Autodiff<B>> trained_cell(4, 5, true, nn::RnnNonlinearity::relu);
+  EXPECT_EQ(nn::valid(trained_cell).nonlinearity, nn::RnnNonlinearity::relu);
 
   // PyTorch's initialization: uniform in +-1/sqrt(hidden).
   const double bound = 1.0 / std::sqrt(5.0);
@@ -226,6 +272,11 @@ TYPED_TEST(NnRnn, BadShapesNameTheLayerAndTheShapes) {
                     "nn::Gru: input_size, hidden_size and num_layers must be positive, got 4, 5 and 0");
   EXPECT_KILN_ERROR(nn::Lstm<B>(4, 5, {.dropout = 1.5}), "nn::Lstm: dropout must be in [0, 1], got 1.5");
   EXPECT_KILN_ERROR(nn::Lstm<B>().forward(x), "nn::Lstm: the module has no layers");
+  const nn::Rnn<B> rnn(4, 5, {.num_layers = 2});
+  EXPECT_KILN_ERROR(rnn.forward(x, T3::zeros({1, 2, 5})), "nn::Rnn: h_0 of shape [1, 2, 5] must be [2, 2, 5]");
+  EXPECT_KILN_ERROR(rnn.forward(T3::zeros({2, 3, 5})), "nn::Rnn: input of shape [2, 3, 5] has 5 features in its last dim");
+  EXPECT_KILN_ERROR(nn::RnnCell<B>(4, 5).forward(T2::zeros({2, 3})), "nn::RnnCell: input of shape [2, 3] has 3 features");
+  EXPECT_KILN_ERROR(nn::Rnn<B>(0, 5), "nn::Rnn: input_size, hidden_size and num_layers must be positive");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Recurrent layers with torch.nn's meaning and parameter names, so PyTorch state_dicts
-// load as they are: Lstm and Gru (torch.nn.LSTM / GRU: stacked layers, both directions,
-// dropout between layers; weight_ih_l0, bias_hh_l1_reverse...) and the single steps
-// LstmCell and GruCell (torch.nn.LSTMCell / GRUCell: weight_ih, weight_hh, bias_ih, bias_hh).
+// load as they are: Rnn, Lstm and Gru (torch.nn.RNN / LSTM / GRU: stacked layers, both
+// directions, dropout between layers; weight_ih_l0, bias_hh_l1_reverse...) and the single
+// steps RnnCell, LstmCell and GruCell (torch.nn.RNNCell / LSTMCell / GRUCell: weight_ih,
+// weight_hh, bias_ih, bias_hh).
 //
 // Unlike PyTorch, batch_first defaults to true, as everywhere in kiln::nn: the input and
 // the output are [batch, sequence, features] ([sequence, batch, features] with
@@ -22,6 +23,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln::nn {
@@ -161,6 +164,53 @@ template <class B> struct GruCell : detail::RecurrentCell<B, 3> {
   }
 };
 
+// The activation of an Elman RNN (torch's nonlinearity "tanh" or "relu").
+enum class RnnNonlinearity { tanh, relu };
+
+// One Elman RNN step (torch.nn.RNNCell): h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
+template <class B> struct RnnCell : detail::RecurrentCell<B, 1> {
+  using State = Tensor<B, 2>;  // h [N, hidden]
+  static constexpr std::string_view name = "nn::RnnCell";
+  RnnNonlinearity nonlinearity = RnnNonlinearity::tanh;
+
+  template <class W> void visit(W& walker) { visit_with(walker, *this); }
+  template <class W> void visit(W& walker) const { visit_with(walker, *this); }
+
+  RnnCell() = default;
+  RnnCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
+          RnnNonlinearity nonlinearity_ = RnnNonlinearity::tanh, const typename B::Device& device = {})
+      : detail::RecurrentCell<B, 1>(name, input_size, hidden_size, bias, device), nonlinearity(nonlinearity_) {}
+
+  // x [N, input] and h [N, hidden] (zeros when not given) → the next h.
+  Tensor<B, 2> forward(const Tensor<B, 2>& x, const std::optional<Tensor<B, 2>>& h = std::nullopt) const {
+    this->check_step(name, x, h ? &*h : nullptr, "h");
+    return step(project(x), h ? *h : zero_state(x.dim(0), x.device(), x.dtype()), this->weight_hh->transpose());
+  }
+
+  // x [..., input] → x W_ih^T + b_ih + b_hh [..., hidden].
+  template <std::size_t D> Tensor<B, D> project(const Tensor<B, D>& x) const {
+    std::optional<Tensor<B, 1>> bias;
+    if (this->bias_ih) bias = this->bias_ih->val() + this->bias_hh->val();
+    return this->project_with(x, bias);
+  }
+  State step(const Tensor<B, 2>& projected, const State& h, const Tensor<B, 2>& weight_hh_t) const {
+    const Tensor<B, 2> z = projected + h.matmul(weight_hh_t);
+    return nonlinearity == RnnNonlinearity::relu ? z.relu() : z.tanh();
+  }
+  static const Tensor<B, 2>& hidden(const State& h) { return h; }
+  State zero_state(std::int64_t batch, const typename B::Device& device, DType dtype) const {
+    return Tensor<B, 2>::zeros({batch, this->hidden_size()}, device, dtype);
+  }
+
+ private:
+  template <class W, class Self> static void visit_with(W& walker, Self& self) {
+    static_cast<std::conditional_t<std::is_const_v<Self>, const detail::RecurrentCell<B, 1>, detail::RecurrentCell<B, 1>>&>(
+        self)
+        .visit(walker);
+    walker.field("nonlinearity", self.nonlinearity);
+  }
+};
+
 namespace detail {
 
 // A stack of cells over a sequence: what Lstm and Gru share. `name` is the layer's name in errors.
@@ -176,8 +226,10 @@ template <class B, class Cell> struct RecurrentStack {
   template <class W> void visit(W& walker) const { visit_cells(walker, *this); }
 
   RecurrentStack() = default;
+  // cell_args go to each cell's constructor between its bias and its device.
+  template <class... CellArgs>
   RecurrentStack(std::string_view name, std::int64_t input_size, std::int64_t hidden_size, const RnnOptions& options,
-                 const typename B::Device& device)
+                 const typename B::Device& device, const CellArgs&... cell_args)
       : num_layers(options.num_layers), bidirectional(options.bidirectional), batch_first(options.batch_first) {
     KILN_CHECK(input_size > 0 && hidden_size > 0 && num_layers > 0,
                "{}: input_size, hidden_size and num_layers must be positive, got {}, {} and {}", name, input_size,
@@ -187,7 +239,8 @@ template <class B, class Cell> struct RecurrentStack {
     dropout = Dropout<B>(options.dropout);
     for (std::int64_t layer = 0; layer < num_layers; ++layer)
       for (std::int64_t d = 0; d < directions(); ++d)
-        cells.emplace_back(layer == 0 ? input_size : directions() * hidden_size, hidden_size, options.bias, device);
+        cells.emplace_back(layer == 0 ? input_size : directions() * hidden_size, hidden_size, options.bias, cell_args...,
+                           device);
   }
 
   std::int64_t directions() const { return bidirectional ? 2 : 1; }
@@ -246,6 +299,20 @@ template <class B, class Cell> struct RecurrentStack {
       x = directions_out.size() == 1 ? directions_out[0] : Tensor<B, 3>::cat(directions_out, 2);
     }
     return x;
+  }
+
+  // For cells whose state is h alone (Rnn, Gru): the output and h_n from h_0 (zeros when null).
+  std::pair<Tensor<B, 3>, Tensor<B, 3>> run_from(std::string_view name, const Tensor<B, 3>& x,
+                                                 const Tensor<B, 3>* h_0) const {
+    check_input(name, x);
+    std::vector<Tensor<B, 2>> states;
+    if (h_0 != nullptr) {
+      states = split_state(name, "h_0", x, *h_0);
+    } else {
+      states.assign(cells.size(), zero_state(x));
+    }
+    Tensor<B, 3> output = run(x, states);
+    return {std::move(output), stack(states, 0)};
   }
 
  private:
@@ -332,15 +399,46 @@ template <class B> struct Gru : detail::RecurrentStack<B, GruCell<B>> {
 
  private:
   GruOutput<B> forward_from(const Tensor<B, 3>& x, const Tensor<B, 3>* h_0) const {
-    this->check_input(name, x);
-    std::vector<Tensor<B, 2>> states;
-    if (h_0 != nullptr) {
-      states = this->split_state(name, "h_0", x, *h_0);
-    } else {
-      states.assign(this->cells.size(), this->zero_state(x));
-    }
-    Tensor<B, 3> output = this->run(x, states);
-    return {std::move(output), stack(states, 0)};
+    auto [output, h_n] = this->run_from(name, x, h_0);
+    return {std::move(output), std::move(h_n)};
+  }
+};
+
+// What Rnn::forward returns: output and h_n, shaped as Lstm's.
+template <class B> struct RnnOutput {
+  Tensor<B, 3> output, h_n;
+};
+
+// torch.nn.RNN: a stack of Elman RnnCells (tanh or relu), parameters named as PyTorch's.
+template <class B> struct Rnn : detail::RecurrentStack<B, RnnCell<B>> {
+  static constexpr std::string_view name = "nn::Rnn";
+  RnnNonlinearity nonlinearity = RnnNonlinearity::tanh;  // every cell's, kept in step with them
+
+  template <class W> void visit(W& walker) {
+    detail::RecurrentStack<B, RnnCell<B>>::visit(walker);
+    walker.field("nonlinearity", nonlinearity);
+    for (auto& cell : this->cells) cell.nonlinearity = nonlinearity;
+  }
+  template <class W> void visit(W& walker) const {
+    detail::RecurrentStack<B, RnnCell<B>>::visit(walker);
+    walker.field("nonlinearity", nonlinearity);
+  }
+
+  Rnn() = default;
+  Rnn(std::int64_t input_size, std::int64_t hidden_size, const RnnOptions& options = {},
+      RnnNonlinearity nonlinearity_ = RnnNonlinearity::tanh, const typename B::Device& device = {})
+      : detail::RecurrentStack<B, RnnCell<B>>(name, input_size, hidden_size, options, device, nonlinearity_),
+        nonlinearity(nonlinearity_) {}
+
+  // x [N, L, input_size] (batch_first) or [L, N, input_size]; h starts at zero.
+  RnnOutput<B> forward(const Tensor<B, 3>& x) const { return forward_from(x, nullptr); }
+  // The same from an initial state h_0 [num_layers * directions, N, hidden].
+  RnnOutput<B> forward(const Tensor<B, 3>& x, const Tensor<B, 3>& h_0) const { return forward_from(x, &h_0); }
+
+ private:
+  RnnOutput<B> forward_from(const Tensor<B, 3>& x, const Tensor<B, 3>* h_0) const {
+    auto [output, h_n] = this->run_from(name, x, h_0);
+    return {std::move(output), std::move(h_n)};
   }
 };
 
