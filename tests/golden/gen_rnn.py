@@ -72,3 +72,9 @@ def cases(w):
                                                       bidirectional=True), randn(3, 2, 4))
     rnn_case(w, "rnn_cell", nn.RNNCell(4, 5), randn(2, 4), randn(2, 5))
     rnn_case(w, "rnn_cell_relu", nn.RNNCell(4, 5, nonlinearity="relu"), randn(2, 4), randn(2, 5))
+
+    # ---- LSTM with proj_size (appended)
+    rnn_case(w, "lstm_proj_2_layers_bidirectional",
+             nn.LSTM(4, 5, num_layers=2, bidirectional=True, proj_size=3, batch_first=True), randn(2, 3, 4))
+    rnn_case(w, "lstm_proj_initial_state", nn.LSTM(4, 5, proj_size=2, batch_first=True), randn(2, 3, 4),
+             (randn(1, 2, 2), randn(1, 2, 5)))

@@ -107,6 +107,10 @@ TYPED_TEST(NnRnn, LstmMatchesTorch) {
   check_lstm(single, "lstm_initial_state");
   nn::Lstm<B> time_major(4, 5, {.bias = false, .batch_first = false, .bidirectional = true});
   check_lstm(time_major, "lstm_no_bias_time_major");
+  nn::Lstm<B> projected(4, 5, {.num_layers = 2, .bidirectional = true, .proj_size = 3});
+  check_lstm(projected, "lstm_proj_2_layers_bidirectional");
+  nn::Lstm<B> projected_from_state(4, 5, {.proj_size = 2});
+  check_lstm(projected_from_state, "lstm_proj_initial_state");
 
   nn::LstmCell<B> cell(4, 5);
   const GoldenCase& c = golden("rnn", "lstm_cell");
@@ -195,6 +199,17 @@ TEST(NnRnnNames, StateDictKeysArePyTorchsAndTorchWeightsLoad) {
             (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse", "weight_hh_l0_reverse"}));
   expect_torch_state_dict_loads(gru, "gru_no_bias_time_major");
 
+  // With proj_size, weight_hr follows each layer's biases, as in torch.nn.LSTM's state_dict.
+  nn::Lstm<B> projected(4, 5, {.num_layers = 2, .bidirectional = true, .proj_size = 3});
+  want.clear();
+  for (const char* layer : {"l0", "l0_reverse", "l1", "l1_reverse"})
+    for (const char* param : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"})
+      want.push_back(fmt::format("{}_{}", param, layer));
+  EXPECT_EQ(nn::state_dict(projected).names(), want);
+  expect_torch_state_dict_loads(projected, "lstm_proj_2_layers_bidirectional");
+  const nn::Lstm<Autodiff<B>> trained_projected(4, 5, {.proj_size = 2});
+  EXPECT_EQ(nn::valid(trained_projected).cells.at(0).weight_hr.value()->shape(), Shape({2, 5}));
+
   nn::LstmCell<B> lstm_cell(4, 5);
   EXPECT_EQ(nn::state_dict(lstm_cell).names(), (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
   expect_torch_state_dict_loads(lstm_cell, "lstm_cell");
@@ -272,6 +287,13 @@ TYPED_TEST(NnRnn, BadShapesNameTheLayerAndTheShapes) {
                     "nn::Gru: input_size, hidden_size and num_layers must be positive, got 4, 5 and 0");
   EXPECT_KILN_ERROR(nn::Lstm<B>(4, 5, {.dropout = 1.5}), "nn::Lstm: dropout must be in [0, 1], got 1.5");
   EXPECT_KILN_ERROR(nn::Lstm<B>().forward(x), "nn::Lstm: the module has no layers");
+  const nn::Lstm<B> projected(4, 5, {.proj_size = 2});
+  EXPECT_KILN_ERROR(projected.forward(x, T3::zeros({1, 2, 5}), T3::zeros({1, 2, 5})),
+                    "nn::Lstm: h_0 of shape [1, 2, 5] must be [1, 2, 2] (num_layers * directions, batch, proj_size)");
+  EXPECT_KILN_ERROR(projected.forward(x, T3::zeros({1, 2, 2}), T3::zeros({1, 2, 2})),
+                    "nn::Lstm: c_0 of shape [1, 2, 2] must be [1, 2, 5] (num_layers * directions, batch, hidden_size)");
+  EXPECT_KILN_ERROR(nn::Lstm<B>(4, 5, {.proj_size = 5}), "nn::Lstm: proj_size must be in [0, hidden_size 5), got 5");
+  EXPECT_KILN_ERROR(nn::Gru<B>(4, 5, {.proj_size = 2}), "nn::Gru: proj_size is for nn::Lstm only, got 2");
   const nn::Rnn<B> rnn(4, 5, {.num_layers = 2});
   EXPECT_KILN_ERROR(rnn.forward(x, T3::zeros({1, 2, 5})), "nn::Rnn: h_0 of shape [1, 2, 5] must be [2, 2, 5]");
   EXPECT_KILN_ERROR(rnn.forward(T3::zeros({2, 3, 5})), "nn::Rnn: input of shape [2, 3, 5] has 5 features in its last dim");
