@@ -192,3 +192,8 @@ def more_layer_cases(w):
     layer_case(w, "adaptive_max_pool1d", nn.AdaptiveMaxPool1d(4), randn(2, 3, 10))
     layer_case(w, "adaptive_max_pool2d", nn.AdaptiveMaxPool2d((3, 2)), randn(2, 3, 7, 5))
     layer_case(w, "adaptive_max_pool2d_unbatched", nn.AdaptiveMaxPool2d((2, 4)), randn(3, 5, 9))
+    # Norms below eps: clamped in the value, the gradient x / eps (torch's clamp is outside the graph).
+    small = randn(2, 3, 4)
+    small[1, 0] *= 1e-4
+    small[0, 2] *= 1e-4
+    layer_case(w, "cosine_similarity_small_norms", OfHalves(nn.CosineSimilarity(dim=-1, eps=1e-3)), small)

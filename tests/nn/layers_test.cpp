@@ -350,6 +350,7 @@ TYPED_TEST(NnLayers, DistancesLocalResponseNormAndAdaptiveMaxPoolMatchTorch) {
   };
   check_input_gradient<B, 3>(nn::CosineSimilarity<AD>{}, "cosine_similarity", of_halves);
   check_input_gradient<B, 4>(nn::CosineSimilarity<AD>{.dim = -1, .eps = 1e-6}, "cosine_similarity_last_dim", of_halves);
+  check_input_gradient<B, 3>(nn::CosineSimilarity<AD>{.dim = -1, .eps = 1e-3}, "cosine_similarity_small_norms", of_halves);
   check_input_gradient<B, 3>(nn::PairwiseDistance<AD>{}, "pairwise_distance", of_halves);
   check_input_gradient<B, 3>(nn::PairwiseDistance<AD>{.p = 1.0, .eps = 1e-3}, "pairwise_distance_p1", of_halves);
   check_input_gradient<B, 4>(nn::LocalResponseNorm<AD>(3, 0.1, 0.75, 2.0), "local_response_norm");

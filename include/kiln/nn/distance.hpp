@@ -1,6 +1,7 @@
 // Similarity and distance of two inputs as torch.nn's modules, with their defaults:
-// CosineSimilarity (x1 . x2 / max(|x1| |x2|, eps) along dim) and PairwiseDistance
-// (|x1 - x2 + eps|_p along the last dim). Stateless; both drop the dim they reduce.
+// CosineSimilarity (x1 / max(|x1|, eps) . x2 / max(|x2|, eps) along dim, as torch computes it)
+// and PairwiseDistance (|x1 - x2 + eps|_p along the last dim). Stateless; both drop the dim
+// they reduce.
 #pragma once
 
 #include "kiln/nn/module.hpp"
@@ -16,8 +17,17 @@ template <class B> struct CosineSimilarity {
 
   // x1 and x2 broadcast against each other; the result drops `dim`.
   template <std::size_t D> Tensor<B, D - 1> forward(const Tensor<B, D>& x1, const Tensor<B, D>& x2) const {
-    const Tensor<B, D> norms = (x1.square().sum_dim(dim) * x2.square().sum_dim(dim)).clamp_min(eps * eps).sqrt();
-    return ((x1 * x2).sum_dim(dim) / norms).squeeze_dim(dim);
+    return ((x1 / clamped_norm(x1)) * (x2 / clamped_norm(x2))).sum_dim(dim).squeeze_dim(dim);
+  }
+
+ private:
+  // |x| along dim, at least eps; its gradient is x / that value even where it is clamped, as
+  // torch's (which clamps the norm in place, outside the graph).
+  template <std::size_t D> Tensor<B, D> clamped_norm(const Tensor<B, D>& x) const {
+    const Tensor<B, D> squares = x.square().sum_dim(dim);
+    Tensor<B, D> norm = squares.sqrt().clamp_min(eps);
+    if constexpr (AutodiffBackend<B>) norm = norm.detach() + (squares - squares.detach()) / (norm.detach() * 2.0);
+    return norm;
   }
 };
 
