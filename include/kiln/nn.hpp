@@ -6,6 +6,8 @@
 
 #include "kiln/nn/attention.hpp"
 #include "kiln/nn/conv.hpp"
+#include "kiln/nn/ctc.hpp"
+#include "kiln/nn/distance.hpp"
 #include "kiln/nn/init.hpp"
 #include "kiln/nn/layers.hpp"
 #include "kiln/nn/linear.hpp"

@@ -113,3 +113,33 @@ def cases(w):
     loss_case(w, "sigmoid_focal", focal, x * 2, labels)
     loss_case(w, "sigmoid_focal_no_alpha", lambda q, t, reduction: focal(q, t, reduction, alpha=-1.0, gamma=1.5),
               x * 2, labels)
+
+    # ---- multi-class and multi-label margin losses (appended)
+    scores = randn(4, 5)
+    classes = torch.tensor([2, 0, 4, 2])
+    class_weight = torch.tensor([0.5, 1.0, 2.0, 1.5, 0.8], dtype=f64)
+    loss_case(w, "multi_margin", F.multi_margin_loss, scores, classes)
+    loss_case(w, "multi_margin_p2_weighted", lambda q, t, reduction: F.multi_margin_loss(q, t, p=2, margin=0.7,
+                                                                                         weight=class_weight,
+                                                                                         reduction=reduction),
+              scores, classes, weight=class_weight)
+    # Rows list their classes up to the first -1; what follows it is ignored.
+    label_lists = torch.tensor([[3, 0, -1, 1, 2], [1, -1, -1, -1, -1], [0, 1, 2, 3, 4], [-1, 2, 0, 0, 0]])
+    loss_case(w, "multilabel_margin", F.multilabel_margin_loss, scores, label_lists)
+
+    # ---- CTC (appended): x are logits [T, N, C] and the loss takes their log_softmax, where
+    # torch's gradient (exp(log_probs) minus the true one) and the true one agree.
+    def ctc(targets, input_lengths, target_lengths, **options):
+        def fn(q, t, reduction):
+            return F.ctc_loss(q.log_softmax(2), t, input_lengths, target_lengths, reduction=reduction, **options)
+        return fn
+    logits = randn(6, 3, 5)
+    padded = torch.tensor([[1, 2, 2, 3], [4, 1, 0, 0], [2, 0, 0, 0]])
+    lengths = dict(input_lengths=torch.tensor([6, 5, 3]), target_lengths=torch.tensor([4, 2, 1]))
+    loss_case(w, "ctc_padded", ctc(padded, **lengths), logits, padded, **lengths)
+    # Blank last, concatenated targets, an empty target, and [1, 1, 2] in 3 frames (it needs 4:
+    # inf, which zero_infinity turns to 0).
+    concatenated = torch.tensor([1, 1, 2, 3])
+    lengths = dict(input_lengths=torch.tensor([3, 6, 4]), target_lengths=torch.tensor([3, 1, 0]))
+    loss_case(w, "ctc_concatenated_zero_infinity", ctc(concatenated, blank=4, zero_infinity=True, **lengths), logits,
+              concatenated, **lengths)

@@ -80,6 +80,7 @@ def cases(w):
     rms_case(w)
     attention_cases(w)
     bilinear_case(w)
+    more_layer_cases(w)
 
 
 class RmsNorm(nn.Module):
@@ -145,3 +146,54 @@ class BilinearOfHalves(nn.Module):
 def bilinear_case(w):
     torch.manual_seed(7)
     layer_case(w, "bilinear", BilinearOfHalves(), torch.randn(6, 7, dtype=f64))
+
+
+class OfHalves(nn.Module):
+    """x [2, ...] -> module(x[0], x[1]), so a two-input layer takes one input."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x):
+        return self.module(x[0], x[1])
+
+
+class BagsAt(nn.EmbeddingBag):
+    """EmbeddingBag with fixed offsets (and per-sample weights), so it takes the indices alone."""
+
+    def __init__(self, offsets, *args, per_sample_weights=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.offsets, self.per_sample_weights = offsets, per_sample_weights
+
+    def forward(self, x):
+        return super().forward(x, self.offsets, per_sample_weights=self.per_sample_weights)
+
+
+def more_layer_cases(w):
+    """Distances, local response norm, EmbeddingBag and adaptive max pooling (appended)."""
+    torch.manual_seed(11)
+    randn = lambda *s: torch.randn(*s, dtype=f64)
+    layer_case(w, "cosine_similarity", OfHalves(nn.CosineSimilarity()), randn(2, 4, 6))
+    layer_case(w, "cosine_similarity_last_dim", OfHalves(nn.CosineSimilarity(dim=-1, eps=1e-6)), randn(2, 3, 2, 5))
+    layer_case(w, "pairwise_distance", OfHalves(nn.PairwiseDistance()), randn(2, 4, 6))
+    layer_case(w, "pairwise_distance_p1", OfHalves(nn.PairwiseDistance(p=1.0, eps=1e-3)), randn(2, 4, 6))
+    layer_case(w, "local_response_norm", nn.LocalResponseNorm(3, alpha=0.1, beta=0.75, k=2.0), randn(2, 5, 3, 4))
+    layer_case(w, "local_response_norm_even", nn.LocalResponseNorm(2), randn(2, 5, 6) * 3)
+    # Bag 1 is empty in each: zeros.
+    weights = torch.tensor([0.5, 1.25, 0.75, 1.5, 2.0, 0.25, 1.0], dtype=f64)  # as in tests/nn/layers_test.cpp
+    layer_case(w, "embedding_bag_sum", BagsAt(torch.tensor([0, 3, 3, 5]), 10, 4, mode="sum", per_sample_weights=weights),
+               torch.tensor([1, 2, 4, 4, 9, 0, 3]))
+    layer_case(w, "embedding_bag_mean_padding", BagsAt(torch.tensor([0, 2, 3, 6]), 10, 4, padding_idx=2),
+               torch.tensor([2, 1, 2, 5, 7, 2, 3]))
+    layer_case(w, "embedding_bag_max", BagsAt(torch.tensor([0, 2, 2, 6]), 10, 4, mode="max"),
+               torch.tensor([1, 5, 3, 6, 0, 8, 2]))
+    layer_case(w, "embedding_bag_2d", nn.EmbeddingBag(10, 4), torch.tensor([[1, 2, 3], [4, 4, 0]]))
+    layer_case(w, "adaptive_max_pool1d", nn.AdaptiveMaxPool1d(4), randn(2, 3, 10))
+    layer_case(w, "adaptive_max_pool2d", nn.AdaptiveMaxPool2d((3, 2)), randn(2, 3, 7, 5))
+    layer_case(w, "adaptive_max_pool2d_unbatched", nn.AdaptiveMaxPool2d((2, 4)), randn(3, 5, 9))
+    # Norms below eps: clamped in the value, the gradient x / eps (torch's clamp is outside the graph).
+    small = randn(2, 3, 4)
+    small[1, 0] *= 1e-4
+    small[0, 2] *= 1e-4
+    layer_case(w, "cosine_similarity_small_norms", OfHalves(nn.CosineSimilarity(dim=-1, eps=1e-3)), small)

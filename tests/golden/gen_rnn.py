@@ -1,4 +1,4 @@
-"""Golden recurrent layers from torch.nn (tests/nn/rnn_test.cpp): LSTM, GRU and their
+"""Golden recurrent layers from torch.nn (tests/nn/rnn_test.cpp): LSTM, GRU, RNN and their
 cells. For each case: the parameters (state_dict names, prefixed "w."), the input x and
 initial states h0 / c0 when given, the outputs (y, h_n, c_n for the layers; h, c for the
 cells), and for the loss sum over outputs o of sum(o * r.o), with fixed random r.o: the
@@ -22,7 +22,7 @@ def rnn_case(w, name, module, x, state=None):
         for label, v in zip(labels, values):
             inputs[label] = v.to(f64).clone().requires_grad_(True)
             tensors[label] = v.detach()
-    is_cell = isinstance(module, (nn.LSTMCell, nn.GRUCell))
+    is_cell = isinstance(module, (nn.LSTMCell, nn.GRUCell, nn.RNNCell))
     args = tuple(inputs.values())
     if not args:
         result = module(x)
@@ -62,3 +62,19 @@ def cases(w):
         # Time-major input (batch_first=False), no biases, both directions.
         rnn_case(w, f"{kind}_no_bias_time_major", layer(4, 5, bias=False, bidirectional=True), randn(3, 2, 4))
         rnn_case(w, f"{kind}_cell", cell(4, 5), randn(2, 4), state(2, 5))
+
+    # ---- Elman RNN (appended: the cases above keep their inputs)
+    rnn_case(w, "rnn_2_layers_bidirectional", nn.RNN(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+             randn(2, 3, 4))
+    rnn_case(w, "rnn_relu_initial_state", nn.RNN(4, 5, nonlinearity="relu", batch_first=True), randn(2, 3, 4),
+             randn(1, 2, 5))
+    rnn_case(w, "rnn_relu_no_bias_time_major", nn.RNN(4, 5, num_layers=2, nonlinearity="relu", bias=False,
+                                                      bidirectional=True), randn(3, 2, 4))
+    rnn_case(w, "rnn_cell", nn.RNNCell(4, 5), randn(2, 4), randn(2, 5))
+    rnn_case(w, "rnn_cell_relu", nn.RNNCell(4, 5, nonlinearity="relu"), randn(2, 4), randn(2, 5))
+
+    # ---- LSTM with proj_size (appended)
+    rnn_case(w, "lstm_proj_2_layers_bidirectional",
+             nn.LSTM(4, 5, num_layers=2, bidirectional=True, proj_size=3, batch_first=True), randn(2, 3, 4))
+    rnn_case(w, "lstm_proj_initial_state", nn.LSTM(4, 5, proj_size=2, batch_first=True), randn(2, 3, 4),
+             (randn(1, 2, 2), randn(1, 2, 5)))

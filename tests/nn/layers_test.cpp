@@ -90,16 +90,21 @@ TYPED_TEST(NnLayers, ConvolutionsMatchTorch) {
   check_layer<B, 4>(t2, "conv_transpose2d", fwd);
 }
 
-// The input gradient of the stateless layers (they have no parameters to check).
-template <class B, std::size_t D, class M> void check_input_gradient(const M& module, const std::string& name) {
+// The input gradient of the stateless layers (they have no parameters to check), whose
+// output is forward(module, x).
+template <class B, std::size_t D, class M, class Forward>
+void check_input_gradient(const M& module, const std::string& name, Forward&& forward) {
   SCOPED_TRACE(name);
   using AD = Autodiff<B>;
   const GoldenCase& c = golden("nn", name);
   const auto x = c.tensor<AD, D>("x", DType::f64).require_grad();
-  const auto y = module.forward(x);
+  const auto y = forward(module, x);
   EXPECT_CLOSE(y, c["y"], kTol, kTol);
   const auto grads = (y * decltype(y)::from_data(c["r"])).sum().backward();
   EXPECT_CLOSE(*x.grad(grads), c["dx"], kTol, kTol);
+}
+template <class B, std::size_t D, class M> void check_input_gradient(const M& module, const std::string& name) {
+  check_input_gradient<B, D>(module, name, [](const M& m, const auto& x) { return m.forward(x); });
 }
 
 TYPED_TEST(NnLayers, PoolingMatchesTorch) {
@@ -336,6 +341,47 @@ TYPED_TEST(NnLayers, SequentialChainsModulesAndNamesThemByPosition) {
   EXPECT_CLOSE(mlp.forward(x), want.into_data(), 0, 0);
 }
 
+TYPED_TEST(NnLayers, DistancesLocalResponseNormAndAdaptiveMaxPoolMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  // The fixtures' x is [2, ...]: the layer's two inputs.
+  auto of_halves = [](const auto& m, const auto& x) {
+    return m.forward(x.narrow(0, 0, 1).squeeze_dim(0), x.narrow(0, 1, 1).squeeze_dim(0));
+  };
+  check_input_gradient<B, 3>(nn::CosineSimilarity<AD>{}, "cosine_similarity", of_halves);
+  check_input_gradient<B, 4>(nn::CosineSimilarity<AD>{.dim = -1, .eps = 1e-6}, "cosine_similarity_last_dim", of_halves);
+  check_input_gradient<B, 3>(nn::CosineSimilarity<AD>{.dim = -1, .eps = 1e-3}, "cosine_similarity_small_norms", of_halves);
+  check_input_gradient<B, 3>(nn::PairwiseDistance<AD>{}, "pairwise_distance", of_halves);
+  check_input_gradient<B, 3>(nn::PairwiseDistance<AD>{.p = 1.0, .eps = 1e-3}, "pairwise_distance_p1", of_halves);
+  check_input_gradient<B, 4>(nn::LocalResponseNorm<AD>(3, 0.1, 0.75, 2.0), "local_response_norm");
+  check_input_gradient<B, 3>(nn::LocalResponseNorm<AD>(2), "local_response_norm_even");
+  check_input_gradient<B, 3>(nn::AdaptiveMaxPool1d<AD>(4), "adaptive_max_pool1d");
+  check_input_gradient<B, 4>(nn::AdaptiveMaxPool2d<AD>({3, 2}), "adaptive_max_pool2d");
+  check_input_gradient<B, 3>(nn::AdaptiveMaxPool2d<AD>({2, 4}), "adaptive_max_pool2d_unbatched");
+}
+
+TYPED_TEST(NnLayers, EmbeddingBagMatchesTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto bags_at = [](std::vector<std::int64_t> offsets, std::optional<Tensor<AD, 1>> weights = std::nullopt) {
+    return [=](const auto& m, const GoldenCase& c) { return m.forward(c.tensor<AD, 1, Int>("x"), offsets, weights); };
+  };
+  nn::EmbeddingBag<AD> sum(10, 4, nn::BagMode::sum);
+  const auto weights = Tensor<AD, 1>::from_data(
+      TensorData::from(std::vector<double>{0.5, 1.25, 0.75, 1.5, 2.0, 0.25, 1.0}, Shape{7}));
+  check_layer<B, 0>(sum, "embedding_bag_sum", bags_at({0, 3, 3, 5}, weights));
+  nn::EmbeddingBag<AD> mean(10, 4, nn::BagMode::mean, 2);
+  check_layer<B, 0>(mean, "embedding_bag_mean_padding", bags_at({0, 2, 3, 6}));
+  nn::EmbeddingBag<AD> max(10, 4, nn::BagMode::max);
+  check_layer<B, 0>(max, "embedding_bag_max", bags_at({0, 2, 2, 6}));
+  nn::EmbeddingBag<AD> fixed(10, 4);
+  check_layer<B, 0>(fixed, "embedding_bag_2d", [](const auto& m, const GoldenCase& c) {
+    return m.forward(c.tensor<AD, 2, Int>("x"));
+  });
+  // The padding row starts at zero, as Embedding's.
+  EXPECT_EQ(nn::EmbeddingBag<B>(5, 3, nn::BagMode::mean, -1).weight->narrow(0, 4, 1).abs().sum().item(), 0.0);
+}
+
 TYPED_TEST(NnLayers, BadShapesNameTheLayer) {
   using B = TypeParam;
   EXPECT_KILN_ERROR(nn::Conv2d<B>(3, 4, {3, 3}, {.groups = 2}), "nn::Conv2d: 3 in and 4 out channels");
@@ -344,6 +390,17 @@ TYPED_TEST(NnLayers, BadShapesNameTheLayer) {
   EXPECT_KILN_ERROR(ln.forward(Tensor<B, 2>::zeros({2, 5})), "nn::LayerNorm: input [2, 5] does not end with");
   nn::BatchNorm2d<B> bn(3);
   EXPECT_KILN_ERROR(bn.forward(Tensor<B, 4>::zeros({2, 4, 2, 2})), "nn::BatchNorm: input [2, 4, 2, 2] has 4 channels");
+  const nn::EmbeddingBag<B> bag(5, 3);
+  const auto indices = Tensor<B, 1, Int>::from({1, 2, 3});
+  EXPECT_KILN_ERROR(bag.forward(indices, {1, 2}), "nn::EmbeddingBag: offsets[0] = 1 must be 0");
+  EXPECT_KILN_ERROR(bag.forward(indices, {0, 2, 1}), "nn::EmbeddingBag: offsets[2] = 1 must be at least the offset before it");
+  EXPECT_KILN_ERROR(bag.forward(indices, {0, 4}), "at most the 3 indices");
+  EXPECT_KILN_ERROR(bag.forward(Tensor<B, 1, Int>::from({1, 7}), {0}), "nn::EmbeddingBag: index 7 at position 1 is outside the 5 embeddings");
+  EXPECT_KILN_ERROR(bag.forward(indices, {0}, Tensor<B, 1>::ones({3})), "nn::EmbeddingBag: per_sample_weights need mode sum");
+  EXPECT_KILN_ERROR(nn::EmbeddingBag<B>(5, 3, nn::BagMode::sum, 5), "nn::EmbeddingBag: padding_idx 5 is outside the 5 embeddings");
+  EXPECT_KILN_ERROR(nn::LocalResponseNorm<B>(0), "nn::LocalResponseNorm: size must be positive, got 0");
+  EXPECT_KILN_ERROR(nn::AdaptiveMaxPool1d<B>(0).forward(Tensor<B, 3>::zeros({1, 2, 3})),
+                    "nn::AdaptiveMaxPool1d: output size 0 for an input of shape [1, 2, 3]");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <kiln/nn.hpp>
 
+#include <cmath>
+
 namespace {
 
 using namespace kiln;
@@ -151,6 +153,46 @@ TYPED_TEST(NnLoss, MarginPoissonGaussianAndFocalLossesMatchTorch) {
   });
 }
 
+TYPED_TEST(NnLoss, MultiClassAndMultiLabelMarginLossesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto classes = [](const GoldenCase& c) { return c.tensor<AD, 1, Int>("t0"); };
+  check_loss<B, 2>("multi_margin", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::multi_margin_loss(x, classes(c), 1, 1.0, std::nullopt, r);
+  });
+  check_loss<B, 2>("multi_margin_p2_weighted", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::multi_margin_loss(x, classes(c), 2, 0.7, std::optional(c.tensor<AD, 1>("weight", DType::f64)), r);
+  });
+  check_loss<B, 2>("multilabel_margin", [](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::multilabel_margin_loss(x, c.tensor<AD, 2, Int>("t0"), r);
+  });
+}
+
+// The fixture's x are logits [T, N, C]; the loss takes their log_softmax (see gen_loss.py).
+TYPED_TEST(NnLoss, CtcMatchesTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto lengths = [](const GoldenCase& c, const char* name) { return c.tensor<AD, 1, Int>(name).template to_vec<std::int64_t>(); };
+  check_loss<B, 3>("ctc_padded", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::ctc_loss(x.log_softmax(2), c.tensor<AD, 2, Int>("t0"), lengths(c, "input_lengths"),
+                        lengths(c, "target_lengths"), {.reduction = r});
+  });
+  check_loss<B, 3>("ctc_concatenated_zero_infinity", [&](const auto& x, const GoldenCase& c, nn::Reduction r) {
+    return nn::ctc_loss(x.log_softmax(2), c.tensor<AD, 1, Int>("t0"), lengths(c, "input_lengths"),
+                        lengths(c, "target_lengths"), {.blank = 4, .reduction = r, .zero_infinity = true});
+  });
+  // Without zero_infinity the impossible alignment is inf, as torch's; an input of no frames
+  // explains the empty target with probability 1.
+  const GoldenCase& c = golden("loss", "ctc_concatenated_zero_infinity");
+  const auto log_probs = c.tensor<B, 3>("x", DType::f64).log_softmax(2);
+  const std::vector<double> losses =
+      nn::ctc_loss(log_probs, c.tensor<B, 1, Int>("t0"), {3, 6, 0}, {3, 1, 0}, {.blank = 4, .reduction = nn::Reduction::none})
+          .template to_vec<double>();
+  EXPECT_TRUE(std::isinf(losses[0]) && losses[0] > 0);
+  EXPECT_NEAR(losses[1], c["loss_none"].template to_vec<double>()[1], kTol);
+  EXPECT_EQ(losses[2], 0.0);
+}
+
 TYPED_TEST(NnLoss, BadInputsNameTheLoss) {
   using B = TypeParam;
   const auto a = Tensor<B, 2>::zeros({2, 3}), b = Tensor<B, 2>::zeros({3, 2});
@@ -164,6 +206,28 @@ TYPED_TEST(NnLoss, BadInputsNameTheLoss) {
   EXPECT_KILN_ERROR(nn::margin_ranking_loss(a, a, b), "margin_ranking_loss: input [2, 3] and target [3, 2] must have one shape");
   EXPECT_KILN_ERROR(nn::triplet_margin_loss(a, a, a, 1.0, -1.0), "triplet_margin_loss: p must be positive, got -1");
   EXPECT_KILN_ERROR(nn::gaussian_nll_loss(a, a, a, false, 0.0), "gaussian_nll_loss: eps must be positive, got 0");
+  const auto classes = Tensor<B, 1, Int>::from({0, 2});
+  EXPECT_KILN_ERROR(nn::multi_margin_loss(a, classes, 3), "multi_margin_loss: p must be 1 or 2, got 3");
+  EXPECT_KILN_ERROR(nn::multi_margin_loss(a, Tensor<B, 1, Int>::from({0, 3})), "multi_margin_loss: a target is outside [0, 3)");
+  EXPECT_KILN_ERROR(nn::multi_margin_loss(a, classes, 1, 1.0, Tensor<B, 1>::ones({2})),
+                    "multi_margin_loss: 2 class weights for 3 classes");
+  EXPECT_KILN_ERROR(nn::multilabel_margin_loss(a, Tensor<B, 2, Int>::from({{0, 1, -1}, {2, 5, -1}})),
+                    "multilabel_margin_loss: target[1, 1] = 5 is outside [0, 3) and is not -1");
+  EXPECT_KILN_ERROR(nn::multilabel_margin_loss(a, Tensor<B, 2, Int>::zeros({3, 2})),
+                    "multilabel_margin_loss: input [2, 3] and target [3, 2] must have one shape");
+  const auto log_probs = Tensor<B, 3>::zeros({4, 2, 3}).log_softmax(2);
+  const auto targets = Tensor<B, 2, Int>::from({{1, 2}, {2, 0}});
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, targets, {4}, {2, 1}), "ctc_loss: 1 input_lengths for a batch of 2");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, targets, {4, 5}, {2, 1}), "ctc_loss: input_lengths[1] = 5 is outside [0, 4]");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, targets, {4, 4}, {2, 3}), "ctc_loss: target_lengths[1] = 3 is outside [0, 2]");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, targets, {4, 4}, {2}), "ctc_loss: 1 target_lengths for a batch of 2");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, Tensor<B, 1, Int>::from({1, 2, 1}), {4, 4}, {2, 2}),
+                    "ctc_loss: target_lengths[1] = 2 goes past the 3 concatenated targets");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, Tensor<B, 1, Int>::from({1, 2, 1}), {4, 4}, {1, 1}),
+                    "ctc_loss: target_lengths sum to 2, but there are 3 concatenated targets");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, Tensor<B, 2, Int>::from({{1, 3}, {2, 0}}), {4, 4}, {2, 1}),
+                    "ctc_loss: target 1 of sample 0 is 3, outside [0, 3)");
+  EXPECT_KILN_ERROR(nn::ctc_loss(log_probs, targets, {4, 4}, {2, 1}, {.blank = 3}), "ctc_loss: blank 3 is outside [0, 3)");
 }
 
 }  // namespace

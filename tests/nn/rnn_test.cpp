@@ -1,5 +1,5 @@
-// Recurrent layers against torch.nn (tests/golden/gen_rnn.py): Lstm, Gru, LstmCell and
-// GruCell get PyTorch's weights by PyTorch's names; outputs and final states must match in
+// Recurrent layers against torch.nn (tests/golden/gen_rnn.py): Rnn, Lstm, Gru and their
+// cells get PyTorch's weights by PyTorch's names; outputs and final states must match in
 // f64 and, on Autodiff backends, so must the gradients of x, of the initial states and of
 // every parameter. Also: state_dict keys in PyTorch's order and strict loading of a torch
 // state_dict, dropout between layers only, and errors that name the layer and the shapes.
@@ -107,6 +107,10 @@ TYPED_TEST(NnRnn, LstmMatchesTorch) {
   check_lstm(single, "lstm_initial_state");
   nn::Lstm<B> time_major(4, 5, {.bias = false, .batch_first = false, .bidirectional = true});
   check_lstm(time_major, "lstm_no_bias_time_major");
+  nn::Lstm<B> projected(4, 5, {.num_layers = 2, .bidirectional = true, .proj_size = 3});
+  check_lstm(projected, "lstm_proj_2_layers_bidirectional");
+  nn::Lstm<B> projected_from_state(4, 5, {.proj_size = 2});
+  check_lstm(projected_from_state, "lstm_proj_initial_state");
 
   nn::LstmCell<B> cell(4, 5);
   const GoldenCase& c = golden("rnn", "lstm_cell");
@@ -130,6 +134,36 @@ TYPED_TEST(NnRnn, GruMatchesTorch) {
   load_torch_weights(cell, c);
   const Inputs<B, 2> inputs{{"x", input<B, 2>(c, "x")}, {"h0", input<B, 2>(c, "h0")}};
   check_gradients(cell, c, compared(c, "h", cell.forward(inputs[0].second, inputs[1].second)), inputs);
+}
+
+template <class B> void check_rnn(nn::Rnn<B>& rnn, const std::string& name) {
+  SCOPED_TRACE(name);
+  const GoldenCase& c = golden("rnn", name);
+  load_torch_weights(rnn, c);
+  Inputs<B, 3> inputs{{"x", input<B, 3>(c, "x")}};
+  const bool with_state = c.tensors.count("h0") != 0;
+  if (with_state) inputs.push_back({"h0", input<B, 3>(c, "h0")});
+  const nn::RnnOutput<B> out = with_state ? rnn.forward(inputs[0].second, inputs[1].second) : rnn.forward(inputs[0].second);
+  check_gradients(rnn, c, compared(c, "y", out.output) + compared(c, "h_n", out.h_n), inputs);
+}
+
+TYPED_TEST(NnRnn, RnnMatchesTorch) {
+  using B = TypeParam;
+  nn::Rnn<B> stacked(4, 5, {.num_layers = 2, .bidirectional = true});
+  check_rnn(stacked, "rnn_2_layers_bidirectional");
+  nn::Rnn<B> relu(4, 5, {}, nn::RnnNonlinearity::relu);
+  check_rnn(relu, "rnn_relu_initial_state");
+  nn::Rnn<B> time_major(4, 5, {.num_layers = 2, .bias = false, .batch_first = false, .bidirectional = true},
+                        nn::RnnNonlinearity::relu);
+  check_rnn(time_major, "rnn_relu_no_bias_time_major");
+
+  for (const auto nonlinearity : {nn::RnnNonlinearity::tanh, nn::RnnNonlinearity::relu}) {
+    nn::RnnCell<B> cell(4, 5, true, nonlinearity);
+    const GoldenCase& c = golden("rnn", nonlinearity == nn::RnnNonlinearity::tanh ? "rnn_cell" : "rnn_cell_relu");
+    load_torch_weights(cell, c);
+    const Inputs<B, 2> inputs{{"x", input<B, 2>(c, "x")}, {"h0", input<B, 2>(c, "h0")}};
+    check_gradients(cell, c, compared(c, "h", cell.forward(inputs[0].second, inputs[1].second)), inputs);
+  }
 }
 
 // A PyTorch state_dict (the fixture's weights, f64) loads strictly into f32 modules.
@@ -165,11 +199,38 @@ TEST(NnRnnNames, StateDictKeysArePyTorchsAndTorchWeightsLoad) {
             (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse", "weight_hh_l0_reverse"}));
   expect_torch_state_dict_loads(gru, "gru_no_bias_time_major");
 
+  // With proj_size, weight_hr follows each layer's biases, as in torch.nn.LSTM's state_dict.
+  nn::Lstm<B> projected(4, 5, {.num_layers = 2, .bidirectional = true, .proj_size = 3});
+  want.clear();
+  for (const char* layer : {"l0", "l0_reverse", "l1", "l1_reverse"})
+    for (const char* param : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"})
+      want.push_back(fmt::format("{}_{}", param, layer));
+  EXPECT_EQ(nn::state_dict(projected).names(), want);
+  expect_torch_state_dict_loads(projected, "lstm_proj_2_layers_bidirectional");
+  const nn::Lstm<Autodiff<B>> trained_projected(4, 5, {.proj_size = 2});
+  EXPECT_EQ(nn::valid(trained_projected).cells.at(0).weight_hr.value()->shape(), Shape({2, 5}));
+
   nn::LstmCell<B> lstm_cell(4, 5);
   EXPECT_EQ(nn::state_dict(lstm_cell).names(), (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
   expect_torch_state_dict_loads(lstm_cell, "lstm_cell");
   nn::GruCell<B> gru_cell(4, 5);
   expect_torch_state_dict_loads(gru_cell, "gru_cell");
+
+  nn::Rnn<B> rnn(4, 5, {.num_layers = 2, .bias = false, .bidirectional = true}, nn::RnnNonlinearity::relu);
+  EXPECT_EQ(nn::state_dict(rnn).names(),
+            (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l0_reverse", "weight_hh_l0_reverse",
+                                      "weight_ih_l1", "weight_hh_l1", "weight_ih_l1_reverse", "weight_hh_l1_reverse"}));
+  expect_torch_state_dict_loads(rnn, "rnn_relu_no_bias_time_major");
+  nn::RnnCell<B> rnn_cell(4, 5);
+  expect_torch_state_dict_loads(rnn_cell, "rnn_cell");
+  // nn::valid keeps the nonlinearity, of the stack and of every cell.
+  const nn::Rnn<Autodiff<B>> trained(4, 5, {.num_layers = 2}, nn::RnnNonlinearity::relu);
+  const nn::Rnn<B> converted = nn::valid(trained);
+  EXPECT_EQ(converted.nonlinearity, nn::RnnNonlinearity::relu);
+  ASSERT_EQ(converted.cells.size(), 2u);
+  for (const auto& cell : converted.cells) EXPECT_EQ(cell.nonlinearity, nn::RnnNonlinearity::relu);
+  const nn::RnnCell<Autodiff<B>> trained_cell(4, 5, true, nn::RnnNonlinearity::relu);
+  EXPECT_EQ(nn::valid(trained_cell).nonlinearity, nn::RnnNonlinearity::relu);
 
   // PyTorch's initialization: uniform in +-1/sqrt(hidden).
   const double bound = 1.0 / std::sqrt(5.0);
@@ -226,6 +287,18 @@ TYPED_TEST(NnRnn, BadShapesNameTheLayerAndTheShapes) {
                     "nn::Gru: input_size, hidden_size and num_layers must be positive, got 4, 5 and 0");
   EXPECT_KILN_ERROR(nn::Lstm<B>(4, 5, {.dropout = 1.5}), "nn::Lstm: dropout must be in [0, 1], got 1.5");
   EXPECT_KILN_ERROR(nn::Lstm<B>().forward(x), "nn::Lstm: the module has no layers");
+  const nn::Lstm<B> projected(4, 5, {.proj_size = 2});
+  EXPECT_KILN_ERROR(projected.forward(x, T3::zeros({1, 2, 5}), T3::zeros({1, 2, 5})),
+                    "nn::Lstm: h_0 of shape [1, 2, 5] must be [1, 2, 2] (num_layers * directions, batch, proj_size)");
+  EXPECT_KILN_ERROR(projected.forward(x, T3::zeros({1, 2, 2}), T3::zeros({1, 2, 2})),
+                    "nn::Lstm: c_0 of shape [1, 2, 2] must be [1, 2, 5] (num_layers * directions, batch, hidden_size)");
+  EXPECT_KILN_ERROR(nn::Lstm<B>(4, 5, {.proj_size = 5}), "nn::Lstm: proj_size must be in [0, hidden_size 5), got 5");
+  EXPECT_KILN_ERROR(nn::Gru<B>(4, 5, {.proj_size = 2}), "nn::Gru: proj_size is for nn::Lstm only, got 2");
+  const nn::Rnn<B> rnn(4, 5, {.num_layers = 2});
+  EXPECT_KILN_ERROR(rnn.forward(x, T3::zeros({1, 2, 5})), "nn::Rnn: h_0 of shape [1, 2, 5] must be [2, 2, 5]");
+  EXPECT_KILN_ERROR(rnn.forward(T3::zeros({2, 3, 5})), "nn::Rnn: input of shape [2, 3, 5] has 5 features in its last dim");
+  EXPECT_KILN_ERROR(nn::RnnCell<B>(4, 5).forward(T2::zeros({2, 3})), "nn::RnnCell: input of shape [2, 3] has 3 features");
+  EXPECT_KILN_ERROR(nn::Rnn<B>(0, 5), "nn::Rnn: input_size, hidden_size and num_layers must be positive");
 }
 
 }  // namespace

@@ -1,15 +1,17 @@
-// Small layers with torch.nn's meaning: Dropout, Embedding, PRelu, the activations as
-// modules (for nn::Sequential), and nn::Sequential itself.
+// Small layers with torch.nn's meaning: Dropout, Embedding, EmbeddingBag, PRelu, the
+// activations as modules (for nn::Sequential), and nn::Sequential itself.
 #pragma once
 
 #include "kiln/nn/init.hpp"
 #include "kiln/nn/module.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 namespace kiln::nn {
 
@@ -66,6 +68,109 @@ template <class B> struct Embedding {
     for (std::size_t i = 0; i < D; ++i) dims[i] = indices.dim(static_cast<std::int64_t>(i));
     dims[D] = weight->dim(1);
     return rows.template reshape<D + 1>(dims);
+  }
+};
+
+// How EmbeddingBag reduces the rows of a bag (torch's mode "sum", "mean", "max").
+enum class BagMode { sum, mean, max };
+
+// Sums, averages or takes the max of the embeddings of each bag of indices, without making the
+// [..., dim] tensor of all of them (torch.nn.EmbeddingBag; its default mode is mean). Weight
+// N(0, 1) as Embedding's; indices equal to padding_idx are left out of their bag, and an empty
+// bag gives zeros.
+template <class B> struct EmbeddingBag {
+  Param<Tensor<B, 2>> weight;  // [num_embeddings, embedding_dim]
+  BagMode mode = BagMode::mean;
+  std::optional<std::int64_t> padding_idx;
+  KILN_MODULE(weight, mode, padding_idx)
+
+  EmbeddingBag() = default;
+  EmbeddingBag(std::int64_t num, std::int64_t dim, BagMode mode_ = BagMode::mean,
+               std::optional<std::int64_t> padding = std::nullopt, const typename B::Device& device = {})
+      : mode(mode_), padding_idx(padding) {
+    KILN_CHECK(num > 0 && dim > 0, "nn::EmbeddingBag: sizes must be positive, got {} x {}", num, dim);
+    if (padding_idx && *padding_idx < 0) *padding_idx += num;
+    KILN_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num),
+               "nn::EmbeddingBag: padding_idx {} is outside the {} embeddings", padding.value_or(0), num);
+    Tensor<B, 2> w = Init::normal(0, 1).template make<B, 2>({num, dim}, device);
+    if (padding_idx) w = w.slice_assign({ops::Slice(*padding_idx, *padding_idx + 1)}, Tensor<B, 2>::zeros({1, dim}, device));
+    weight = Param(w);
+  }
+
+  // indices [M] in bags starting at offsets [bags] (offsets[0] = 0, non-decreasing; bag b is
+  // indices[offsets[b], offsets[b + 1])); per_sample_weights [M] scale each row (mode sum
+  // only) → [bags, dim].
+  Tensor<B, 2> forward(const Tensor<B, 1, Int>& indices, const std::vector<std::int64_t>& offsets,
+                       const std::optional<Tensor<B, 1>>& per_sample_weights = std::nullopt) const {
+    const std::int64_t m = indices.dim(0);
+    KILN_CHECK(!per_sample_weights || mode == BagMode::sum,
+               "nn::EmbeddingBag: per_sample_weights need mode sum, as torch's");
+    KILN_CHECK(!per_sample_weights || per_sample_weights->dim(0) == m,
+               "nn::EmbeddingBag: {} per_sample_weights for {} indices", per_sample_weights ? per_sample_weights->dim(0) : 0,
+               m);
+    for (std::size_t b = 0; b < offsets.size(); ++b)
+      KILN_CHECK((b == 0 ? offsets[b] == 0 : offsets[b] >= offsets[b - 1]) && offsets[b] <= m,
+                 "nn::EmbeddingBag: offsets[{}] = {} must be {} and at most the {} indices", b, offsets[b],
+                 b == 0 ? "0" : "at least the offset before it", m);
+    return bags(indices.template to_vec<std::int64_t>(), offsets, indices.device(), per_sample_weights);
+  }
+  // Bags of one size: indices [bags, size] → [bags, dim].
+  Tensor<B, 2> forward(const Tensor<B, 2, Int>& indices,
+                       const std::optional<Tensor<B, 2>>& per_sample_weights = std::nullopt) const {
+    std::vector<std::int64_t> offsets;
+    for (std::int64_t b = 0; b < indices.dim(0); ++b) offsets.push_back(b * indices.dim(1));
+    std::optional<Tensor<B, 1>> flat_weights;
+    if (per_sample_weights) {
+      KILN_CHECK(per_sample_weights->shape() == indices.shape(), "nn::EmbeddingBag: per_sample_weights {} for indices {}",
+                 per_sample_weights->shape(), indices.shape());
+      flat_weights = per_sample_weights->template reshape<1>({-1});
+    }
+    return forward(indices.template reshape<1>({-1}), offsets, flat_weights);
+  }
+
+ private:
+  Tensor<B, 2> bags(const std::vector<std::int64_t>& indices, const std::vector<std::int64_t>& offsets,
+                    const typename B::Device& device, const std::optional<Tensor<B, 1>>& per_sample_weights) const {
+    const std::int64_t num = weight->dim(0), dim = weight->dim(1), count = static_cast<std::int64_t>(offsets.size());
+    // The positions kept (not padding), the bag of each and the bags' sizes, on the host.
+    std::vector<std::int64_t> kept, rows_kept, bag_of;
+    std::vector<double> sizes(static_cast<std::size_t>(count), 0.0);
+    for (std::int64_t b = 0; b < count; ++b) {
+      const std::int64_t end = b + 1 < count ? offsets[static_cast<std::size_t>(b + 1)] : static_cast<std::int64_t>(indices.size());
+      for (std::int64_t i = offsets[static_cast<std::size_t>(b)]; i < end; ++i) {
+        const std::int64_t row = indices[static_cast<std::size_t>(i)];
+        KILN_CHECK(row >= 0 && row < num, "nn::EmbeddingBag: index {} at position {} is outside the {} embeddings", row, i,
+                   num);
+        if (padding_idx && row == *padding_idx) continue;
+        kept.push_back(i);
+        rows_kept.push_back(row);
+        bag_of.push_back(b);
+        sizes[static_cast<std::size_t>(b)] += 1.0;
+      }
+    }
+    const DType dtype = weight->dtype();
+    Tensor<B, 2> out = Tensor<B, 2>::zeros({count, dim}, device, dtype);
+    if (kept.empty()) return out;
+    const auto as_index = [&](const std::vector<std::int64_t>& v) {
+      return Tensor<B, 1, Int>::from_data(TensorData::from(v, Shape{static_cast<std::int64_t>(v.size())}), device);
+    };
+    Tensor<B, 2> rows = weight->index_select(0, as_index(rows_kept));
+    if (per_sample_weights) rows = rows * per_sample_weights->index_select(0, as_index(kept)).unsqueeze_dim(1);
+    if (mode != BagMode::max) {
+      out = out.index_add(0, as_index(bag_of), rows);
+      if (mode == BagMode::sum) return out;
+      for (double& size : sizes) size = std::max(size, 1.0);
+      return out / Tensor<B, 2>::from_data(TensorData::from(sizes, Shape{count, 1}).convert(dtype), device);
+    }
+    // max: one reduction per bag over its rows, which lie together in `rows`.
+    std::vector<Tensor<B, 2>> maxima;
+    std::int64_t start = 0;
+    for (std::int64_t b = 0; b < count; ++b) {
+      const auto size = static_cast<std::int64_t>(sizes[static_cast<std::size_t>(b)]);
+      maxima.push_back(size == 0 ? Tensor<B, 2>::zeros({1, dim}, device, dtype) : rows.narrow(0, start, size).max_dim(0));
+      start += size;
+    }
+    return Tensor<B, 2>::cat(maxima, 0);
   }
 };
 

@@ -2,8 +2,10 @@
 // entropy (class indices or probabilities; class weights, ignore_index, label smoothing),
 // nll, binary cross entropy (on probabilities or logits, with pos_weight), KL divergence, the
 // cosine embedding loss, the margin losses (soft margin, margin ranking, hinge embedding,
-// triplet, multi-label soft margin), Poisson and Gaussian NLL, and the focal loss. Reduction::mean and ::sum give a one-element tensor of the
-// input's rank (every dim 1); Reduction::none the per-element (per-sample) losses.
+// triplet, multi-label soft margin, multi-class and multi-label margin), Poisson and Gaussian
+// NLL, and the focal loss; the CTC loss is in kiln/nn/ctc.hpp. Reduction::mean and ::sum give a
+// one-element tensor of the input's rank (every dim 1); Reduction::none the per-element
+// (per-sample) losses.
 #pragma once
 
 #include "kiln/tensor/tensor.hpp"
@@ -13,6 +15,7 @@
 #include <optional>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace kiln::nn {
 
@@ -323,6 +326,68 @@ Tensor<B, D> sigmoid_focal_loss(const Tensor<B, D>& inputs, const Tensor<B, D>& 
   Tensor<B, D> loss = ce * (1.0 - p_t).pow(gamma);
   if (alpha >= 0) loss = loss * (targets * alpha + (1.0 - targets) * (1.0 - alpha));
   return detail::reduced(loss, r, "sigmoid_focal_loss");
+}
+
+// The multi-class hinge loss (torch's multi_margin_loss) of scores [N, C] and class indices
+// [N]: sum over j != y of w[y] max(0, margin - x[y] + x[j])^p, divided by C; p is 1 or 2,
+// the class weights w optional.
+template <class B>
+Tensor<B, 1> multi_margin_loss(const Tensor<B, 2>& input, const Tensor<B, 1, Int>& target, int p = 1, double margin = 1.0,
+                               const NoDeduce<std::optional<Tensor<B, 1>>>& weight = std::nullopt,
+                               Reduction r = Reduction::mean) {
+  const std::int64_t n = input.dim(0), c = input.dim(1);
+  KILN_CHECK(p == 1 || p == 2, "multi_margin_loss: p must be 1 or 2, got {}", p);
+  KILN_CHECK(target.dim(0) == n, "multi_margin_loss: {} targets for input {}", target.dim(0), input.shape());
+  KILN_CHECK(!weight || weight->dim(0) == c, "multi_margin_loss: {} class weights for {} classes",
+             weight ? weight->dim(0) : 0, c);
+  KILN_CHECK(n == 0 || !target.lt(0.0).logical_or(target.ge(static_cast<double>(c))).any().item(),
+             "multi_margin_loss: a target is outside [0, {})", c);
+  const Tensor<B, 2, Int> index = target.unsqueeze_dim(1);
+  Tensor<B, 2> terms = detail::clamp_at_zero(input - input.gather(1, index) + margin);
+  if (p == 2) terms = terms.square();
+  terms = terms.mask_fill(target.one_hot(c).gt(0.0), 0.0);  // j = y counts for nothing
+  if (weight) terms = terms * weight->index_select(0, target).unsqueeze_dim(1);
+  return detail::reduced(terms.sum_dim(1).template reshape<1>({n}) / static_cast<double>(c), r, "multi_margin_loss");
+}
+
+// The multi-label hinge loss (torch's multilabel_margin_loss) of scores [N, C]: each row of
+// target [N, C] lists the row's classes, ended by the first -1 (the rest is ignored); the
+// loss is the sum over its classes j and the other classes k of max(0, 1 - (x[j] - x[k])),
+// divided by C.
+template <class B>
+Tensor<B, 1> multilabel_margin_loss(const Tensor<B, 2>& input, const Tensor<B, 2, Int>& target,
+                                    Reduction r = Reduction::mean) {
+  KILN_CHECK(input.shape() == target.shape(), "multilabel_margin_loss: input {} and target {} must have one shape",
+             input.shape(), target.shape());
+  const std::int64_t n = input.dim(0), c = input.dim(1);
+  // Which target slots count (those before the row's first -1) and which classes are targets,
+  // read on the host: the target is small, and its range is checked there.
+  const std::vector<std::int64_t> labels = target.template to_vec<std::int64_t>();
+  std::vector<double> counted(labels.size(), 0.0), is_target(labels.size(), 0.0);
+  std::vector<std::int64_t> safe(labels.size(), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t s = 0; s < c; ++s) {
+      const std::int64_t label = labels[static_cast<std::size_t>(i * c + s)];
+      if (label == -1) break;
+      KILN_CHECK(label >= 0 && label < c, "multilabel_margin_loss: target[{}, {}] = {} is outside [0, {}) and is not -1", i,
+                 s, label, c);
+      counted[static_cast<std::size_t>(i * c + s)] = 1.0;
+      safe[static_cast<std::size_t>(i * c + s)] = label;
+      is_target[static_cast<std::size_t>(i * c + label)] = 1.0;
+    }
+  }
+  const auto host = [&](const auto& values) {
+    return TensorData::from(values, input.shape());
+  };
+  const auto device = input.device();
+  const Tensor<B, 2> slot_counts = Tensor<B, 2>::from_data(host(counted).convert(input.dtype()), device);
+  const Tensor<B, 2> others = 1.0 - Tensor<B, 2>::from_data(host(is_target).convert(input.dtype()), device);
+  const Tensor<B, 2> picked = input.gather(1, Tensor<B, 2, Int>::from_data(host(safe), device));  // x[j], [N, C]
+  // [N, slot, class]: max(0, 1 - x[j] + x[k]) for counted slots j and non-target classes k.
+  const Tensor<B, 3> terms = detail::clamp_at_zero(input.unsqueeze_dim(1) - picked.unsqueeze_dim(2) + 1.0) *
+                             slot_counts.unsqueeze_dim(2) * others.unsqueeze_dim(1);
+  const Tensor<B, 1> loss = terms.sum_dim(2).sum_dim(1).template reshape<1>({n}) / static_cast<double>(c);
+  return detail::reduced(loss, r, "multilabel_margin_loss");
 }
 
 }  // namespace kiln::nn

@@ -1,7 +1,7 @@
 // Normalization layers with torch.nn's meaning, parameter names and defaults:
 // BatchNorm1d / 2d (running statistics, train / eval), LayerNorm, GroupNorm,
 // InstanceNorm1d / 2d (no running statistics), and RmsNorm (x / sqrt(mean(x^2) + eps) * w,
-// over the last dims, as torch.nn.RMSNorm of later PyTorch versions).
+// over the last dims, as torch.nn.RMSNorm of later PyTorch versions), LocalResponseNorm.
 #pragma once
 
 #include "kiln/nn/init.hpp"
@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 namespace kiln::nn {
 
@@ -224,5 +225,38 @@ template <class B> struct InstanceNorm {
 };
 template <class B> using InstanceNorm1d = InstanceNorm<B>;
 template <class B> using InstanceNorm2d = InstanceNorm<B>;
+
+// LocalResponseNorm over [N, C, ...] (torch.nn.LocalResponseNorm): each element divided by
+// (k + alpha / size * the sum of x^2 over `size` neighbouring channels)^beta, the window
+// [c - size / 2, c + (size - 1) / 2] clipped at the edges (its divisor stays size).
+template <class B> struct LocalResponseNorm {
+  std::int64_t size = 1;
+  double alpha = 1e-4, beta = 0.75, k = 1.0;
+  KILN_MODULE(size, alpha, beta, k)
+
+  LocalResponseNorm() = default;
+  explicit LocalResponseNorm(std::int64_t size_, double alpha_ = 1e-4, double beta_ = 0.75, double k_ = 1.0)
+      : size(size_), alpha(alpha_), beta(beta_), k(k_) {
+    KILN_CHECK(size > 0, "nn::LocalResponseNorm: size must be positive, got {}", size);
+  }
+
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    static_assert(D >= 3, "nn::LocalResponseNorm: the input is [N, C, spatial...]");
+    const std::int64_t channels = x.dim(1);
+    // x^2 with size / 2 zero channels before and (size - 1) / 2 after.
+    auto zero_channels = [&](std::int64_t count) {
+      auto dims = x.dims();
+      dims[1] = count;
+      return Tensor<B, D>::zeros(dims, x.device(), x.dtype());
+    };
+    std::vector<Tensor<B, D>> parts{x.square()};
+    if (size / 2 > 0) parts.insert(parts.begin(), zero_channels(size / 2));
+    if ((size - 1) / 2 > 0) parts.push_back(zero_channels((size - 1) / 2));
+    const Tensor<B, D> squares = parts.size() == 1 ? parts[0] : Tensor<B, D>::cat(parts, 1);
+    Tensor<B, D> window = squares.narrow(1, 0, channels);
+    for (std::int64_t i = 1; i < size; ++i) window = window + squares.narrow(1, i, channels);
+    return x / (window * (alpha / static_cast<double>(size)) + k).pow(beta);
+  }
+};
 
 }  // namespace kiln::nn

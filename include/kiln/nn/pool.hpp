@@ -1,5 +1,6 @@
 // Pooling layers with torch.nn's meaning: MaxPool1d / 2d, AvgPool1d / 2d (the stride
-// defaults to the kernel size, as in PyTorch) and AdaptiveAvgPool1d / 2d. Stateless
+// defaults to the kernel size, as in PyTorch), AdaptiveAvgPool1d / 2d and AdaptiveMaxPool1d /
+// 2d. Stateless
 // modules over kiln::functional's pooling; batched (NCHW / NCL) or unbatched inputs.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include <array>
 #include <optional>
+#include <vector>
 
 namespace kiln::nn {
 
@@ -84,6 +86,50 @@ template <class B> struct AdaptiveAvgPool1d {
   explicit AdaptiveAvgPool1d(std::int64_t size) : output_size(size) {}
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
     return functional::adaptive_avg_pool1d(x, output_size);
+  }
+};
+
+namespace detail {
+// The max over adaptive bins of the last `spatial` dims: output cell i of a dim of size n takes
+// [floor(i n / out), ceil((i + 1) n / out)), as torch's adaptive pooling.
+template <class B, std::size_t D>
+Tensor<B, D> adaptive_max_pool(const Tensor<B, D>& x, std::int64_t dim, const std::int64_t* sizes, std::size_t spatial,
+                               const char* name) {
+  if (spatial == 0) return x;
+  const std::int64_t n = x.dim(dim), out = sizes[0];
+  KILN_CHECK(out > 0 && n > 0, "{}: output size {} for an input of shape {} (dim {} of size {})", name, out, x.shape(), dim,
+             n);
+  std::vector<Tensor<B, D>> cells;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const std::int64_t start = i * n / out, end = ((i + 1) * n + out - 1) / out;
+    cells.push_back(adaptive_max_pool(x.narrow(dim, start, end - start), dim + 1, sizes + 1, spatial - 1, name).max_dim(dim));
+  }
+  return Tensor<B, D>::cat(cells, dim);
+}
+}  // namespace detail
+
+// The max over adaptive bins (torch.nn.AdaptiveMaxPool2d; return_indices is not offered).
+template <class B> struct AdaptiveMaxPool2d {
+  std::array<std::int64_t, 2> output_size{1, 1};
+  KILN_MODULE(output_size)
+  AdaptiveMaxPool2d() = default;
+  explicit AdaptiveMaxPool2d(std::array<std::int64_t, 2> size) : output_size(size) {}
+  // [N, C, H, W] or [C, H, W] → [..., h, w].
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    static_assert(D == 3 || D == 4, "nn::AdaptiveMaxPool2d: the input is [N, C, H, W] or [C, H, W]");
+    return detail::adaptive_max_pool(x, D - 2, output_size.data(), 2, "nn::AdaptiveMaxPool2d");
+  }
+};
+
+template <class B> struct AdaptiveMaxPool1d {
+  std::int64_t output_size = 1;
+  KILN_MODULE(output_size)
+  AdaptiveMaxPool1d() = default;
+  explicit AdaptiveMaxPool1d(std::int64_t size) : output_size(size) {}
+  // [N, C, L] or [C, L] → [..., output_size].
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    static_assert(D == 2 || D == 3, "nn::AdaptiveMaxPool1d: the input is [N, C, L] or [C, L]");
+    return detail::adaptive_max_pool(x, D - 1, &output_size, 1, "nn::AdaptiveMaxPool1d");
   }
 };
 
