@@ -57,3 +57,11 @@ def cases(w):
         r = torch.randn(y.shape, dtype=f64)
         (y * r).sum().backward()
         w.case(f"affine_grid_{int(corners)}", theta=theta, y=y.detach(), r=r, dtheta=tg.grad)
+
+    # The module forms of pixel (un)shuffle and unfold / fold, with every window argument.
+    case(w, "pixel_shuffle", nn.PixelShuffle(2), torch.randn(2, 8, 3, 4, generator=g, dtype=f64))
+    case(w, "pixel_unshuffle", nn.PixelUnshuffle(3), torch.randn(1, 2, 6, 9, generator=g, dtype=f64))
+    case(w, "unfold", nn.Unfold((2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1)),
+         torch.randn(2, 3, 5, 8, generator=g, dtype=f64))
+    case(w, "fold", nn.Fold((5, 8), (2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1)),
+         torch.randn(2, 18, 12, generator=g, dtype=f64))

@@ -143,4 +143,14 @@ TYPED_TEST(NnResample, AffineGridMatchesTorchAndSamplesTheIdentity) {
                     "affine_grid: theta [2, 3, 3] must be [N, 2, 3] for size [2, 1, 4, 4]");
 }
 
+TYPED_TEST(NnResample, PixelShuffleAndUnfoldModulesMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  check<B, 4>("pixel_shuffle", [](const auto& x, const GoldenCase&) { return nn::PixelShuffle<AD>(2).forward(x); });
+  check<B, 4>("pixel_unshuffle", [](const auto& x, const GoldenCase&) { return nn::PixelUnshuffle<AD>(3).forward(x); });
+  const functional::UnfoldOptions windows{.dilation = {1, 2}, .padding = {1, 0}, .stride = {2, 1}};
+  check<B, 4>("unfold", [&](const auto& x, const GoldenCase&) { return nn::Unfold<AD>({2, 3}, windows).forward(x); });
+  check<B, 3>("fold", [&](const auto& x, const GoldenCase&) { return nn::Fold<AD>({5, 8}, {2, 3}, windows).forward(x); });
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // Layers that resample the spatial dims, with torch.nn's meaning: Upsample (torch.nn.Upsample
-// over functional::interpolate) and MaxUnpool2d (the partial inverse of MaxPool2d, from the
-// indices max_pool2d_with_indices returns), and the functions functional::max_unpool2d,
+// over functional::interpolate), MaxUnpool2d (the partial inverse of MaxPool2d, from the
+// indices max_pool2d_with_indices returns), PixelShuffle / PixelUnshuffle and Unfold / Fold
+// (over kiln/tensor/unfold.hpp's functions), and the functions functional::max_unpool2d,
 // grid_sample and affine_grid (spatial transformers). All are compositions of tensor ops:
 // differentiable and on every backend (unpooling scatters the pooled values into zeros,
 // grid sampling gathers the corners of each sampling point and weights them).
@@ -8,6 +9,7 @@
 
 #include "kiln/nn/module.hpp"
 #include "kiln/tensor/pool.hpp"
+#include "kiln/tensor/unfold.hpp"
 
 #include <array>
 #include <cmath>
@@ -218,6 +220,54 @@ template <class B> struct Upsample {
   std::int64_t extent(std::int64_t in, std::size_t i) const {
     if (options.size) return (*options.size)[i];
     return static_cast<std::int64_t>(std::floor(static_cast<double>(in) * (*options.scale_factor)[i]));
+  }
+};
+
+// torch.nn.PixelShuffle(upscale_factor): [*, C r², H, W] → [*, C, H r, W r].
+template <class B> struct PixelShuffle {
+  std::int64_t upscale_factor = 1;
+  KILN_MODULE(upscale_factor)
+  PixelShuffle() = default;
+  explicit PixelShuffle(std::int64_t r) : upscale_factor(r) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    return functional::pixel_shuffle(x, upscale_factor);
+  }
+};
+
+// torch.nn.PixelUnshuffle(downscale_factor): [*, C, H r, W r] → [*, C r², H, W].
+template <class B> struct PixelUnshuffle {
+  std::int64_t downscale_factor = 1;
+  KILN_MODULE(downscale_factor)
+  PixelUnshuffle() = default;
+  explicit PixelUnshuffle(std::int64_t r) : downscale_factor(r) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    return functional::pixel_unshuffle(x, downscale_factor);
+  }
+};
+
+// torch.nn.Unfold(kernel_size, dilation, padding, stride): [N, C, H, W] → the windows as
+// columns [N, C kh kw, L].
+template <class B> struct Unfold {
+  std::array<std::int64_t, 2> kernel_size{1, 1};
+  functional::UnfoldOptions options;
+  KILN_MODULE(kernel_size, options)
+  Unfold() = default;
+  explicit Unfold(std::array<std::int64_t, 2> kernel, const functional::UnfoldOptions& o = {})
+      : kernel_size(kernel), options(o) {}
+  Tensor<B, 3> forward(const Tensor<B, 4>& x) const { return functional::unfold(x, kernel_size, options); }
+};
+
+// torch.nn.Fold(output_size, kernel_size, dilation, padding, stride): columns
+// [N, C kh kw, L] summed back into [N, C, H, W] of output_size.
+template <class B> struct Fold {
+  std::array<std::int64_t, 2> output_size{1, 1}, kernel_size{1, 1};
+  functional::UnfoldOptions options;
+  KILN_MODULE(output_size, kernel_size, options)
+  Fold() = default;
+  Fold(std::array<std::int64_t, 2> output, std::array<std::int64_t, 2> kernel, const functional::UnfoldOptions& o = {})
+      : output_size(output), kernel_size(kernel), options(o) {}
+  Tensor<B, 4> forward(const Tensor<B, 3>& columns) const {
+    return functional::fold(columns, output_size, kernel_size, options);
   }
 };
 
