@@ -5,7 +5,7 @@
 //
 // The forward recursion over the frames is written with tensor ops in log space, so every
 // backend runs it and autodiff differentiates it: the gradient is the true one of log_probs.
-// PyTorch's own backward returns exp(log_probs) minus that, which equals it once it passes
+// PyTorch's own backward returns that plus exp(log_probs), which equals it once it passes
 // through the log_softmax that makes log_probs; after a log_softmax both agree.
 #pragma once
 
