@@ -128,7 +128,7 @@ def cases(w):
     loss_case(w, "multilabel_margin", F.multilabel_margin_loss, scores, label_lists)
 
     # ---- CTC (appended): x are logits [T, N, C] and the loss takes their log_softmax, where
-    # torch's gradient (exp(log_probs) minus the true one) and the true one agree.
+    # torch's gradient (the true one plus exp(log_probs)) and the true one agree.
     def ctc(targets, input_lengths, target_lengths, **options):
         def fn(q, t, reduction):
             return F.ctc_loss(q.log_softmax(2), t, input_lengths, target_lengths, reduction=reduction, **options)

@@ -378,6 +378,9 @@ TYPED_TEST(NnLayers, EmbeddingBagMatchesTorch) {
   check_layer<B, 0>(fixed, "embedding_bag_2d", [](const auto& m, const GoldenCase& c) {
     return m.forward(c.tensor<AD, 2, Int>("x"));
   });
+  // Offsets in an Int tensor, as torch takes them.
+  const GoldenCase& c = golden("nn", "embedding_bag_max");
+  EXPECT_CLOSE(max.forward(c.tensor<AD, 1, Int>("x"), Tensor<AD, 1, Int>::from({0, 2, 2, 6})), c["y"], kTol, kTol);
   // The padding row starts at zero, as Embedding's.
   EXPECT_EQ(nn::EmbeddingBag<B>(5, 3, nn::BagMode::mean, -1).weight->narrow(0, 4, 1).abs().sum().item(), 0.0);
 }

@@ -191,6 +191,13 @@ TYPED_TEST(NnLoss, CtcMatchesTorch) {
   EXPECT_TRUE(std::isinf(losses[0]) && losses[0] > 0);
   EXPECT_NEAR(losses[1], c["loss_none"].template to_vec<double>()[1], kTol);
   EXPECT_EQ(losses[2], 0.0);
+  // Lengths in Int tensors, as torch takes them, and f32 log-probabilities.
+  const GoldenCase& padded = golden("loss", "ctc_padded");
+  const auto sum = nn::ctc_loss(padded.tensor<B, 3>("x", DType::f32).log_softmax(2), padded.tensor<B, 2, Int>("t0"),
+                                padded.tensor<B, 1, Int>("input_lengths"), padded.tensor<B, 1, Int>("target_lengths"),
+                                {.reduction = nn::Reduction::sum});
+  EXPECT_EQ(sum.dtype(), DType::f32);
+  EXPECT_NEAR(sum.item(), padded["loss_sum"].template to_vec<double>()[0], 1e-4);
 }
 
 TYPED_TEST(NnLoss, BadInputsNameTheLoss) {

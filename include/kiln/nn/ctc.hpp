@@ -5,7 +5,7 @@
 //
 // The forward recursion over the frames is written with tensor ops in log space, so every
 // backend runs it and autodiff differentiates it: the gradient is the true one of log_probs.
-// PyTorch's own backward returns exp(log_probs) minus that, which equals it once it passes
+// PyTorch's own backward returns that plus exp(log_probs), which equals it once it passes
 // through the log_softmax that makes log_probs; after a log_softmax both agree.
 #pragma once
 
@@ -123,7 +123,7 @@ inline void check_target_lengths(std::int64_t batch, const std::vector<std::int6
 
 // The CTC loss of log_probs [T, N, C] (log_softmax over C) and padded targets [N, S]: sample
 // n's target is targets[n, :target_lengths[n]] and its input log_probs[:input_lengths[n], n].
-// Lengths held in tensors pass as their .to_vec<std::int64_t>().
+// The lengths may also be Int tensors [N], read on the host.
 template <class B>
 Tensor<B, 1> ctc_loss(const Tensor<B, 3>& log_probs, const Tensor<B, 2, Int>& targets,
                       const std::vector<std::int64_t>& input_lengths, const std::vector<std::int64_t>& target_lengths,
@@ -164,6 +164,14 @@ Tensor<B, 1> ctc_loss(const Tensor<B, 3>& log_probs, const Tensor<B, 1, Int>& ta
   KILN_CHECK(offset == targets.dim(0), "ctc_loss: target_lengths sum to {}, but there are {} concatenated targets", offset,
              targets.dim(0));
   return detail::ctc_loss(log_probs, labels, input_lengths, o);
+}
+
+// Either form of targets with the lengths in Int tensors [N], as torch takes them.
+template <class B, std::size_t S>
+Tensor<B, 1> ctc_loss(const Tensor<B, 3>& log_probs, const Tensor<B, S, Int>& targets, const Tensor<B, 1, Int>& input_lengths,
+                      const Tensor<B, 1, Int>& target_lengths, const CtcLossOptions& o = {}) {
+  return ctc_loss(log_probs, targets, input_lengths.template to_vec<std::int64_t>(),
+                  target_lengths.template to_vec<std::int64_t>(), o);
 }
 
 }  // namespace kiln::nn

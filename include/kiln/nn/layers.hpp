@@ -114,6 +114,11 @@ template <class B> struct EmbeddingBag {
                  b == 0 ? "0" : "at least the offset before it", m);
     return bags(indices.template to_vec<std::int64_t>(), offsets, indices.device(), per_sample_weights);
   }
+  // The same with the offsets in an Int tensor [bags], as torch takes them (read on the host).
+  Tensor<B, 2> forward(const Tensor<B, 1, Int>& indices, const Tensor<B, 1, Int>& offsets,
+                       const std::optional<Tensor<B, 1>>& per_sample_weights = std::nullopt) const {
+    return forward(indices, offsets.template to_vec<std::int64_t>(), per_sample_weights);
+  }
   // Bags of one size: indices [bags, size] → [bags, dim].
   Tensor<B, 2> forward(const Tensor<B, 2, Int>& indices,
                        const std::optional<Tensor<B, 2>>& per_sample_weights = std::nullopt) const {
