@@ -64,10 +64,11 @@ def field(*names: str) -> str:
 
 
 def E(torch, burn, kiln, pattern, files=None):
-    """One row. torch: the torch / torchmetrics / sklearn name (None for a row beyond torch,
-    whose label then goes in `kiln`'s place as a (label, spelling) pair); burn: Burn's name in
-    BURN_RELEASE where found there, else None; kiln: how Kiln spells it; pattern: a regex
-    (see decl, module, field); files: optional path fragments the match must come from."""
+    """One row. torch: the torch / torchvision / torchmetrics name (rows beyond torch are made
+    with X); burn: Burn's name in BURN_RELEASE where it was found there, else None; kiln: how
+    Kiln spells it, printed when the pattern matches; pattern: a regex over the category's
+    files (see decl, fdecl, module, field); files: optional path fragments the match must
+    come from."""
     return {"torch": torch, "burn": burn, "kiln": kiln, "pattern": pattern, "files": files}
 
 
@@ -566,9 +567,11 @@ user commonly reaches for, next to what Burn {BURN_RELEASE} has.
 - **torch**: a curated list of `torch`, `torch.nn`, `torch.optim` and `torchmetrics` names
   (rows marked *beyond torch* are things Kiln or Burn have that torch has no class for; they
   are not counted).
-- **Burn**: the Burn name, where it was found in Burn {BURN_RELEASE}'s public API (the
-  burn-tensor, burn-linalg, burn-nn, burn-optim and burn-train sources of that release);
-  "—" means it was not found there, not that Burn has no way to compute it.
+- **Burn**: the Burn name where it was found in Burn {BURN_RELEASE} (the module lists of the
+  burn-nn, burn-optim and burn-train {BURN_RELEASE} sources, burn-linalg's functions, and
+  burn-tensor's `Tensor` methods in the tracel-ai/burn sources). A name in parentheses
+  (`loss::poisson`) is the Burn module where the exact type name was not confirmed. "—"
+  means it was not found, not that Burn has no way to compute it.
 - **Kiln**: read from the code. A row is ✓ when its pattern matches a declaration in Kiln's
   user-facing headers (`include/kiln/tensor`, `nn`, `optim`, `train`; for metrics `src/train`
   too), "—" otherwise. Comments, string literals and the backend, autodiff, codegen and ONNX
@@ -635,7 +638,7 @@ def main() -> int:
             return 0
         sys.stdout.writelines(difflib.unified_diff(
             current.splitlines(keepends=True), page.splitlines(keepends=True),
-            "docs/coverage.md (committed)", "docs/coverage.md (generated)"))
+            "docs/coverage.md (on disk)", "docs/coverage.md (generated)"))
         print("docs/coverage.md is out of date: run python3 scripts/coverage.py", file=sys.stderr)
         return 1
     PAGE.write_text(page, encoding="utf-8")
