@@ -95,6 +95,15 @@ TENSOR_OPS = [
         E("torch.eye", f"`{T}eye`", "`Tensor::eye(n)`", decl("eye")),
         E("torch.rand / torch.randn / torch.bernoulli", f"`{T}random` (`Distribution`)", "`Tensor::random(dims, Distribution::...)`", decl("random")),
         E("torch.Tensor.to(dtype)", f"`{T}cast`", "`t.cast(dtype)` / `to_float` / `to_int` / `to_bool`", decl("cast")),
+        E("torch.Tensor.to(device)", f"`{T}to_device`", "`t.to_device(device)`", decl("to_device")),
+        E("torch.Tensor.item", f"`{T}into_scalar`", "`t.item()`", decl("item")),
+        E("torch.Tensor.tolist / numpy", f"`{T}into_data` / `to_data`", "`t.into_data()` / `to_vec<T>()`", decl("into_data")),
+    ]),
+    ("Autograd", [
+        E("torch.Tensor.requires_grad_", f"`{T}require_grad`", "`t.require_grad()`", decl("require_grad")),
+        E("torch.Tensor.backward", f"`{T}backward`", "`t.backward()`", decl("backward")),
+        E("torch.Tensor.grad", f"`{T}grad`", "`t.grad(grads)`", decl("grad")),
+        E("torch.Tensor.detach", f"`{T}detach`", "`t.detach()`", decl("detach")),
     ]),
     ("Pointwise math", [
         E("torch.add / sub / mul / div", f"`{T}add` / `sub` / `mul` / `div`", "`add` / `sub` / `mul` / `div`, `+ - * /`", decl("add")),
@@ -239,6 +248,14 @@ N = "torch.nn."
 F = "torch.nn.functional."
 
 MODULES = [
+    ("Initialization (torch.nn.init)", [
+        E(N + "init.uniform_ / normal_", "`Initializer::Uniform` / `Normal`", "`nn::Init::uniform(lo, hi)` / `normal(mean, std)`", decl("uniform")),
+        E(N + "init.constant_ / zeros_ / ones_", "`Initializer::Constant` / `Zeros` / `Ones`", "`nn::Init::constant(v)` / `zeros()` / `ones()`", decl("constant")),
+        E(N + "init.xavier_uniform_ / xavier_normal_", "`Initializer::XavierUniform` / `XavierNormal`", "`nn::Init::xavier_uniform(gain)` / `xavier_normal(gain)`", decl("xavier_uniform")),
+        E(N + "init.kaiming_uniform_ / kaiming_normal_", "`Initializer::KaimingUniform` / `KaimingNormal`", "`nn::Init::kaiming_uniform(a, mode)` / `kaiming_normal(a, mode)`", decl("kaiming_uniform")),
+        E(N + "init.orthogonal_", "`Initializer::Orthogonal`", "`nn::Init::orthogonal(gain)`", decl("orthogonal")),
+        E(N + "init.trunc_normal_", None, "`nn::Init::trunc_normal(...)`", decl("trunc_normal")),
+    ]),
     ("Containers and utilities", [
         E(N + "Sequential", None, "`nn::Sequential<...>`", module("Sequential")),
         E(N + "Identity", "`Identity`", "`nn::Identity`", module("Identity")),
