@@ -289,9 +289,10 @@ MODULES = [
         E(N + "AdaptiveAvgPool2d", "`AdaptiveAvgPool2d`", "`nn::AdaptiveAvgPool2d`", module("AdaptiveAvgPool2d")),
     ]),
     ("Padding", [
-        E(N + "ZeroPad2d / ConstantPad2d", None, "`nn::ZeroPad2d` / `ConstantPad2d`", module("ZeroPad2d", "ConstantPad2d")),
-        E(N + "ReflectionPad2d", None, "`nn::ReflectionPad2d`", module("ReflectionPad2d")),
-        E(N + "ReplicationPad2d", None, "`nn::ReplicationPad2d`", module("ReplicationPad2d")),
+        E(N + "ZeroPad2d / ConstantPad2d", None, "`nn::zero_pad2d` / `constant_pad2d` (an `nn::Pad`)",
+          decl("zero_pad2d", "constant_pad2d")),
+        E(N + "ReflectionPad2d", None, "`nn::reflection_pad2d` (an `nn::Pad`)", decl("reflection_pad2d")),
+        E(N + "ReplicationPad2d", None, "`nn::replication_pad2d` (an `nn::Pad`)", decl("replication_pad2d")),
     ]),
     ("Activations", [
         E(N + "ReLU", "`Relu`", "`nn::Relu`", module("Relu")),

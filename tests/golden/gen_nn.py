@@ -81,6 +81,7 @@ def cases(w):
     attention_cases(w)
     bilinear_case(w)
     more_layer_cases(w)
+    utility_layer_cases(w)
 
 
 class RmsNorm(nn.Module):
@@ -197,3 +198,46 @@ def more_layer_cases(w):
     small[1, 0] *= 1e-4
     small[0, 2] *= 1e-4
     layer_case(w, "cosine_similarity_small_norms", OfHalves(nn.CosineSimilarity(dim=-1, eps=1e-3)), small)
+
+
+class Lambda(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class Unflattened(nn.Module):
+    """Unflatten then flatten back in another place: both modules in one case."""
+
+    def __init__(self):
+        super().__init__()
+        self.unflatten = nn.Unflatten(1, (3, -1))
+        self.flatten = nn.Flatten(2)
+
+    def forward(self, x):
+        return self.flatten(self.unflatten(x).transpose(1, 2))
+
+
+def utility_layer_cases(w):
+    """Softplus, Softmax, LogSoftmax, Flatten / Unflatten, the padding layers and
+    ChannelShuffle (appended)."""
+    torch.manual_seed(12)
+    randn = lambda *s: torch.randn(*s, dtype=f64)
+    layer_case(w, "softplus", nn.Softplus(beta=2.0, threshold=3.0), randn(3, 7) * 2)
+    layer_case(w, "softmax", nn.Softmax(dim=1), randn(2, 5, 3))
+    layer_case(w, "log_softmax", nn.LogSoftmax(dim=-1), randn(2, 5, 3))
+    layer_case(w, "flatten", nn.Flatten(), randn(2, 3, 4, 5))
+    layer_case(w, "unflatten", Unflattened(), randn(2, 12, 5))
+    layer_case(w, "zero_pad2d", nn.ZeroPad2d((1, 2, 0, 3)), randn(2, 3, 4, 5))
+    layer_case(w, "constant_pad1d", nn.ConstantPad1d((2, 1), 0.5), randn(2, 3, 4))
+    layer_case(w, "reflection_pad2d", nn.ReflectionPad2d((2, 1, 3, 0)), randn(1, 2, 4, 5))
+    layer_case(w, "replication_pad1d", nn.ReplicationPad1d((3, 2)), randn(2, 3, 4))
+    # torch 1.13's ChannelShuffle has no backward: the case runs its permutation written out,
+    # checked here against the module.
+    x = randn(2, 6, 2, 3)
+    shuffled = lambda t: t.reshape(2, 3, 2, 2, 3).transpose(1, 2).reshape(2, 6, 2, 3)
+    assert torch.equal(shuffled(x), nn.ChannelShuffle(3)(x))
+    layer_case(w, "channel_shuffle", Lambda(shuffled), x)

@@ -385,6 +385,60 @@ TYPED_TEST(NnLayers, EmbeddingBagMatchesTorch) {
   EXPECT_EQ(nn::EmbeddingBag<B>(5, 3, nn::BagMode::mean, -1).weight->narrow(0, 4, 1).abs().sum().item(), 0.0);
 }
 
+// Softplus, Softmax, LogSoftmax, Flatten / Unflatten, padding layers and ChannelShuffle.
+TYPED_TEST(NnLayers, UtilityLayersMatchTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  auto fwd = [](const auto& m, const auto& x) { return m.forward(x); };
+  nn::Softplus<AD> softplus{.beta = 2.0, .threshold = 3.0};
+  check_layer<B, 2>(softplus, "softplus", fwd);
+  nn::Softmax<AD> softmax{.dim = 1};
+  check_layer<B, 3>(softmax, "softmax", fwd);
+  nn::LogSoftmax<AD> log_softmax;
+  check_layer<B, 3>(log_softmax, "log_softmax", fwd);
+  nn::Flatten<AD> flatten;
+  check_layer<B, 4>(flatten, "flatten", fwd);
+  // Unflatten dim 1 into (3, -1), swap, then flatten from dim 2.
+  nn::Unflatten<AD> unflatten(1, {3, -1});
+  check_layer<B, 3>(unflatten, "unflatten", [](const auto& m, const auto& x) {
+    return nn::Flatten<AD>{.start_dim = 2}.template forward<3>(m.forward(x).swap_dims(1, 2));
+  });
+  auto zero_pad = nn::zero_pad2d<AD>({1, 2, 0, 3});
+  check_layer<B, 4>(zero_pad, "zero_pad2d", fwd);
+  auto constant_pad = nn::constant_pad1d<AD>({2, 1}, 0.5);
+  check_layer<B, 3>(constant_pad, "constant_pad1d", fwd);
+  auto reflection_pad = nn::reflection_pad2d<AD>({2, 1, 3, 0});
+  check_layer<B, 4>(reflection_pad, "reflection_pad2d", fwd);
+  auto replication_pad = nn::replication_pad1d<AD>({3, 2});
+  check_layer<B, 3>(replication_pad, "replication_pad1d", fwd);
+  nn::ChannelShuffle<AD> shuffle(3);
+  check_layer<B, 4>(shuffle, "channel_shuffle", fwd);
+  EXPECT_KILN_ERROR(nn::ChannelShuffle<B>(4).forward(Tensor<B, 4>::zeros({1, 6, 2, 2})),
+                    "nn::ChannelShuffle: 6 channels of [1, 6, 2, 2] do not split into 4 groups");
+  EXPECT_KILN_ERROR((nn::Unflatten<B>(3, {2, 2}).forward(Tensor<B, 2>::zeros({2, 4}))),
+                    "nn::Unflatten: dim 3 is out of range for shape [2, 4]");
+}
+
+// Channel dropout zeroes whole channels (about p of them) and scales the rest, in training only.
+TYPED_TEST(NnLayers, ChannelDropoutZeroesWholeChannels) {
+  using B = TypeParam;
+  manual_seed(22);
+  nn::Dropout2d<B> dropout(0.3);
+  const auto x = Tensor<B, 4>::ones({40, 50, 3, 2});
+  const auto y = dropout.forward(x).template to_vec<double>();
+  std::size_t dropped = 0;
+  for (std::size_t channel = 0; channel < 40 * 50; ++channel) {
+    const double first = y[channel * 6];
+    if (first == 0) ++dropped;
+    else EXPECT_NEAR(first, 1.0 / 0.7, 1e-6);
+    for (std::size_t i = 1; i < 6; ++i) ASSERT_EQ(y[channel * 6 + i], first) << "channel " << channel;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / 2000.0, 0.3, 0.04);
+  nn::eval(dropout);
+  EXPECT_CLOSE(dropout.forward(x), x.into_data(), 0, 0);
+  EXPECT_KILN_ERROR(nn::Dropout2d<B>(-0.5), "nn::ChannelDropout: p must be in [0, 1], got -0.5");
+}
+
 TYPED_TEST(NnLayers, BadShapesNameTheLayer) {
   using B = TypeParam;
   EXPECT_KILN_ERROR(nn::Conv2d<B>(3, 4, {3, 3}, {.groups = 2}), "nn::Conv2d: 3 in and 4 out channels");

@@ -276,6 +276,132 @@ template <class B> struct Identity {
   template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x; }
 };
 
+// softplus(x) = log(1 + e^(beta x)) / beta, x itself above threshold / beta (torch.nn.Softplus).
+template <class B> struct Softplus {
+  double beta = 1.0, threshold = 20.0;
+  KILN_MODULE(beta, threshold)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.softplus(beta, threshold); }
+};
+// torch.nn.Softmax / LogSoftmax along `dim` (the last one unless given; torch's implicit
+// choice of a dim is deprecated there).
+template <class B> struct Softmax {
+  std::int64_t dim = -1;
+  KILN_MODULE(dim)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.softmax(dim); }
+};
+template <class B> struct LogSoftmax {
+  std::int64_t dim = -1;
+  KILN_MODULE(dim)
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return x.log_softmax(dim); }
+};
+
+// Dims start_dim..end_dim merged into one (torch.nn.Flatten, by default all but the batch
+// dim). The result's rank R is a template argument: 2 for the defaults.
+template <class B> struct Flatten {
+  std::int64_t start_dim = 1, end_dim = -1;
+  KILN_MODULE(start_dim, end_dim)
+  template <std::size_t R = 2, std::size_t D> Tensor<B, R> forward(const Tensor<B, D>& x) const {
+    return x.template flatten<R>(start_dim, end_dim);
+  }
+};
+// Dim `dim` split into `sizes` (one of them may be -1) (torch.nn.Unflatten): rank D + N - 1.
+template <class B, std::size_t N = 2> struct Unflatten {
+  std::int64_t dim = 1;
+  std::array<std::int64_t, N> sizes{};
+  KILN_MODULE(dim, sizes)
+  Unflatten() = default;
+  Unflatten(std::int64_t d, const std::array<std::int64_t, N>& s) : dim(d), sizes(s) {}
+  template <std::size_t D> Tensor<B, D + N - 1> forward(const Tensor<B, D>& x) const {
+    const Shape shape = x.shape();
+    const std::int64_t d = dim < 0 ? dim + static_cast<std::int64_t>(D) : dim;
+    KILN_CHECK(d >= 0 && d < static_cast<std::int64_t>(D), "nn::Unflatten: dim {} is out of range for shape {}", dim,
+               shape);
+    std::array<std::int64_t, D + N - 1> dims{};
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < D; ++i) {
+      if (static_cast<std::int64_t>(i) != d) {
+        dims[out++] = shape[i];
+        continue;
+      }
+      for (const std::int64_t size : sizes) dims[out++] = size;
+    }
+    return x.template reshape<D + N - 1>(dims);
+  }
+};
+
+// Padding of the last dims by a fixed amount (torch.nn.ZeroPad / ConstantPad /
+// ReflectionPad / ReplicationPad 1d and 2d): pads {left, right} or {left, right, top,
+// bottom}, as Tensor::pad.
+template <class B, std::size_t Pads> struct Pad {
+  std::array<std::int64_t, Pads> padding{};
+  PadMode mode = PadMode::constant;
+  double value = 0.0;
+  KILN_MODULE(padding, mode, value)
+  Pad() = default;
+  Pad(const std::array<std::int64_t, Pads>& p, PadMode m = PadMode::constant, double v = 0.0)
+      : padding(p), mode(m), value(v) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const {
+    if constexpr (Pads == 2) return x.pad({padding[0], padding[1]}, mode, value);
+    else return x.pad({padding[0], padding[1], padding[2], padding[3]}, mode, value);
+  }
+};
+template <class B> Pad<B, 2> zero_pad1d(std::array<std::int64_t, 2> p) { return {p}; }
+template <class B> Pad<B, 4> zero_pad2d(std::array<std::int64_t, 4> p) { return {p}; }
+template <class B> Pad<B, 2> constant_pad1d(std::array<std::int64_t, 2> p, double value) {
+  return {p, PadMode::constant, value};
+}
+template <class B> Pad<B, 4> constant_pad2d(std::array<std::int64_t, 4> p, double value) {
+  return {p, PadMode::constant, value};
+}
+template <class B> Pad<B, 2> reflection_pad1d(std::array<std::int64_t, 2> p) { return {p, PadMode::reflect}; }
+template <class B> Pad<B, 4> reflection_pad2d(std::array<std::int64_t, 4> p) { return {p, PadMode::reflect}; }
+template <class B> Pad<B, 2> replication_pad1d(std::array<std::int64_t, 2> p) { return {p, PadMode::replicate}; }
+template <class B> Pad<B, 4> replication_pad2d(std::array<std::int64_t, 4> p) { return {p, PadMode::replicate}; }
+
+// Channel dropout (torch.nn.Dropout2d / Dropout1d / Dropout3d): in training, each channel of
+// each example (dim 1 of [N, C, ...]) is zeroed with probability p as a whole and the others
+// scaled by 1 / (1 - p); the identity in eval mode.
+template <class B> struct ChannelDropout {
+  double p = 0.5;
+  Mode mode;
+  KILN_MODULE(mode, p)
+  ChannelDropout() = default;
+  explicit ChannelDropout(double p_) : p(p_) {
+    KILN_CHECK(p >= 0 && p <= 1, "nn::ChannelDropout: p must be in [0, 1], got {}", p);
+  }
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const requires(D >= 3) {
+    if (!mode.training || p == 0) return x;
+    if (p == 1) return x.zeros_like();
+    std::array<std::int64_t, D> dims{};
+    dims.fill(1);
+    dims[0] = x.dim(0);
+    dims[1] = x.dim(1);
+    const auto keep = Tensor<B, D>::random(dims, Distribution::bernoulli(1 - p), x.device(), x.dtype());
+    return x * keep.expand_as(x.shape()) * (1.0 / (1.0 - p));
+  }
+};
+template <class B> using Dropout1d = ChannelDropout<B>;
+template <class B> using Dropout2d = ChannelDropout<B>;
+template <class B> using Dropout3d = ChannelDropout<B>;
+
+// The channels of [N, C, ...] split into `groups` and interleaved (torch.nn.ChannelShuffle,
+// ShuffleNet's): channel g * (C / groups) + i goes to i * groups + g.
+template <class B> struct ChannelShuffle {
+  std::int64_t groups = 1;
+  KILN_MODULE(groups)
+  ChannelShuffle() = default;
+  explicit ChannelShuffle(std::int64_t g) : groups(g) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const requires(D >= 3) {
+    const std::int64_t c = x.dim(1);
+    KILN_CHECK(groups > 0 && c % groups == 0, "nn::ChannelShuffle: {} channels of {} do not split into {} groups", c,
+               x.shape(), groups);
+    const std::int64_t n = x.dim(0), rest = x.numel() / std::max<std::int64_t>(1, n * c);
+    return x.template reshape<4>({n, groups, c / groups, rest})
+        .swap_dims(1, 2)
+        .template reshape<D>(x.dims());
+  }
+};
+
 // Modules applied in order, each to the previous one's output; their parameters are named
 // by position ("0.weight", "2.bias"), as torch.nn.Sequential's.
 template <class... Modules> struct Sequential {
