@@ -278,8 +278,10 @@ TYPED_TEST(TensorOps, EinsumMatchesTorchForProductsDiagonalsSumsAndPermutes) {
   EXPECT_CLOSE(einsum<2>("ii,ij->ij", sq, b), c["diag_times"]);
   EXPECT_CLOSE(einsum<2>("ij,jk->ik", a.transpose().transpose(), b.transpose().transpose()), c["matmul"]);
   EXPECT_KILN_ERROR(einsum<2>("ij,jk->ik", a, a), "einsum: label 'j' has sizes 4 and 3 in two operands");
-  EXPECT_KILN_ERROR(einsum<1>("ij,jk->ik", a, b), "einsum: \"ij,jk->ik\" gives a result of rank 2, the call asks for rank 1");
-  EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b), "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
+  EXPECT_KILN_ERROR(einsum<1>("ij,jk->ik", a, b),
+                    "einsum: \"ij,jk->ik\" gives a result of rank 2, the call asks for rank 1");
+  EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b),
+                    "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
   EXPECT_KILN_ERROR(einsum<2>("ij->iz", a), "einsum: output label 'z' of \"ij->iz\" names no input dim");
   EXPECT_KILN_ERROR(einsum<2>("...j->...j", a), "einsum: '...' is not supported");
   EXPECT_KILN_ERROR(einsum<1>("ij->ii", sq), "einsum: output label 'i' of \"ij->ii\" repeats");
@@ -327,8 +329,10 @@ TYPED_TEST(TensorOps, PixelShuffleAndUnshuffleMatchTorch) {
   EXPECT_EXACT(F::pixel_unshuffle(c.tensor<B, 4>("y"), 2), c["unshuffled"]);
   EXPECT_EXACT(F::pixel_shuffle(c.tensor<B, 3>("x3"), 2), c["shuffled3"]);
   EXPECT_EXACT(F::pixel_unshuffle(F::pixel_shuffle(x, 2), 2), c["x"]);
-  EXPECT_KILN_ERROR(F::pixel_shuffle(x, 3), "pixel_shuffle: 8 channels of shape [2, 8, 3, 4] do not divide by the factor 3");
-  EXPECT_KILN_ERROR(F::pixel_unshuffle(x, 2), "pixel_unshuffle: the height and width of shape [2, 8, 3, 4] do not divide");
+  EXPECT_KILN_ERROR(F::pixel_shuffle(x, 3),
+                    "pixel_shuffle: 8 channels of shape [2, 8, 3, 4] do not divide by the factor 3");
+  EXPECT_KILN_ERROR(F::pixel_unshuffle(x, 2),
+                    "pixel_unshuffle: the height and width of shape [2, 8, 3, 4] do not divide");
 }
 
 // ---- bitwise
@@ -348,4 +352,29 @@ TYPED_TEST(TensorOps, BitwiseNotAndShiftsMatchTorchOnNegativeValues) {
   EXPECT_KILN_ERROR(bitwise_left_shift(x, 63), "bitwise_left_shift: the shift must lie in 0..62, got 63");
   EXPECT_KILN_ERROR(bitwise_right_shift(x, shifts.sub(1.0)),
                     "bitwise_right_shift: the shifts must lie in 0..62, got values from -1 to 61");
+}
+
+TYPED_TEST(TensorOps, BitwiseAndOrXorAreExactForEveryIntDtype) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "bitwise_binary");
+  const auto a = c.tensor<B, 2, Int>("a"), b = c.tensor<B, 2, Int>("b"), row = c.tensor<B, 2, Int>("row");
+  EXPECT_EXACT(bitwise_and(a, b), c["and_"]);
+  EXPECT_EXACT(bitwise_or(a, b), c["or_"]);
+  EXPECT_EXACT(bitwise_xor(a, b), c["xor_"]);
+  EXPECT_EXACT(bitwise_and(a, row), c["and_row"]);
+  EXPECT_EXACT(bitwise_or(row, a), c["or_row"]);
+  EXPECT_EXACT(bitwise_xor(a, row), c["xor_row"]);
+  for (const char* width : {"32", "8"}) {
+    SCOPED_TRACE(width);
+    const std::string w(width);
+    const auto x = c.tensor<B, 2, Int>("a" + w), y = c.tensor<B, 2, Int>("b" + w);
+    EXPECT_EXACT(bitwise_and(x, y), c["and" + w]);
+    EXPECT_EXACT(bitwise_or(x, y), c["or" + w]);
+    EXPECT_EXACT(bitwise_xor(x, y), c["xor" + w]);
+  }
+  const auto la = c.tensor<B, 2, Bool>("la"), lb = c.tensor<B, 2, Bool>("lb");
+  EXPECT_EXACT(bitwise_and(la, lb), c["land"]);
+  EXPECT_EXACT(bitwise_or(la, lb), c["lor"]);
+  EXPECT_EXACT(bitwise_xor(la, lb), c["lxor"]);
+  EXPECT_KILN_ERROR(bitwise_and(a, c.tensor<B, 2, Int>("b", DType::i32)), "bitwise_and: the dtypes i64 and i32 differ");
 }

@@ -113,7 +113,8 @@ template <class B, std::size_t D> Tensor<B, D> quantile(const Tensor<B, D>& x, d
   const double weight = position - static_cast<double>(below);
   const Tensor<B, D> low = sorted.narrow(d, below, 1), high = sorted.narrow(d, above, 1);
   // torch's lerp: from the nearer end, so that q at a sample gives that sample exactly.
-  const Tensor<B, D> out = weight < 0.5 ? low.add(high.sub(low).mul(weight)) : high.sub(high.sub(low).mul(1.0 - weight));
+  const Tensor<B, D> out =
+      weight < 0.5 ? low.add(high.sub(low).mul(weight)) : high.sub(high.sub(low).mul(1.0 - weight));
   return out.mask_fill(x.isnan().any_dim(d), std::numeric_limits<double>::quiet_NaN());
 }
 // The q-th quantile of all elements (torch.quantile without dim): shape [1].
@@ -138,7 +139,8 @@ Tensor<B, D, Int> searchsorted(const Tensor<B, 1, K>& sorted_sequence, const Ten
   return before.to_int().sum_dim(D).squeeze_dim(D);
 }
 template <class B, std::size_t D, class K>
-Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values, bool right = false)
+Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values,
+                               bool right = false)
   requires Numeric<K> && (D >= 2)
 {
   const Shape s = sorted_sequence.shape(), v = values.shape();
