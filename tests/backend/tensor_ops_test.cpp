@@ -378,3 +378,21 @@ TYPED_TEST(TensorOps, BitwiseAndOrXorAreExactForEveryIntDtype) {
   EXPECT_EXACT(bitwise_xor(la, lb), c["lxor"]);
   EXPECT_KILN_ERROR(bitwise_and(a, c.tensor<B, 2, Int>("b", DType::i32)), "bitwise_and: the dtypes i64 and i32 differ");
 }
+
+// ---- empty inputs
+
+TYPED_TEST(TensorOps, EmptyInputsGiveEmptyOrZeroResults) {
+  using B = TypeParam;
+  const auto none = Float2<B>::zeros({0, 3});
+  EXPECT_EQ(cummax(none, 0).first.shape(), (Shape{0, 3}));
+  EXPECT_EQ(cummin(none, 1).second.shape(), (Shape{0, 3}));
+  EXPECT_EQ(diag(Float1<B>::zeros({0})).shape(), (Shape{0, 0}));
+  EXPECT_EXACT(diag(Float1<B>::zeros({0}), 2), TensorData::from(std::vector<double>(4, 0.0), Shape{2, 2}));
+  EXPECT_EQ(diagonal(none).shape(), (Shape{0}));
+  EXPECT_EQ(nonzero(none).shape(), (Shape{0, 2}));
+  EXPECT_EQ(masked_select(Float2<B>::ones({2, 3}), Float2<B>::zeros({2, 3}).gt(0.0)).shape(), (Shape{0}));
+  EXPECT_EQ(unique(none).values.shape(), (Shape{0}));
+  EXPECT_EXACT(histc(none, 4), TensorData::from(std::vector<double>(4, 0.0), Shape{4}));
+  EXPECT_EQ(repeat_interleave(none, 3, 0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(squeeze<1>(Float3<B>::zeros({1, 0, 1})).shape(), (Shape{0}));
+}
