@@ -5,7 +5,6 @@
 // in torch.
 #pragma once
 
-#include "kiln/tensor/rearrange.hpp"
 #include "kiln/tensor/tensor.hpp"
 
 #include <algorithm>
@@ -20,43 +19,37 @@ namespace kiln {
 namespace detail {
 
 // The running max (or min) along dim and its index, as torch's cummax/cummin: the last index
-// among ties, and once a NaN is seen the value is NaN and the index the last NaN's. Each
-// position i compares all j <= i at once (an [..., n, n] tensor), so memory grows as n².
+// among ties, and once a NaN is seen the value is NaN and the index the last NaN's. That is a
+// running argmax of the order (is NaN, value, index), which is associative, so it is a scan in
+// log2(n) steps: at step s each position takes the winner of the s positions before it, if
+// that one wins over its own.
 template <class B, std::size_t D, class K>
 std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cumulative_extreme(const char* op, const Tensor<B, D, K>& x,
                                                                  std::int64_t dim, bool largest) {
-  const std::size_t d = normalize_dim(op, dim, D);
-  const std::int64_t n = x.shape()[d];
-  if (x.numel() == 0) return {x, Tensor<B, D, Int>(provided::full<B>(x.shape(), 0.0, DType::i64, x.device()))};
-  const Tensor<B, D, K> last = movedim(x, static_cast<std::int64_t>(d), -1);  // [..., n]
-  std::vector<std::int64_t> square = last.shape().to_vector();
-  square.push_back(n);  // [..., i, j]
-  const Shape full(square);
-  std::vector<std::int64_t> pair_dims(D + 1, 1);
-  pair_dims[D - 1] = n;
-  pair_dims[D] = n;
-  // later[i][j]: j comes after i, so it is not part of position i's prefix.
-  const auto i_index = Tensor<B, 1, Int>::arange(0, n, 1, x.device());
-  const Tensor<B, 2, Bool> later_2d = i_index.template reshape<2>({1, n}).gt(i_index.template reshape<2>({n, 1}));
-  const Tensor<B, D + 1, Bool> later(B::expand(B::reshape(later_2d.primitive(), Shape(pair_dims)), full));
-  // The prefix of each position, with x[i] itself standing in for the elements after it.
-  const Tensor<B, D + 1, K> row = last.unsqueeze_dim(D - 1).expand_as(full);
-  const Tensor<B, D + 1, K> prefix = row.mask_where(later, last.unsqueeze_dim(D).expand_as(full));
-  const Tensor<B, D + 1, K> extreme = (largest ? prefix.max_dim(D) : prefix.min_dim(D)).expand_as(full);
-  Tensor<B, D + 1, Bool> hit = row.eq(extreme);
-  if constexpr (std::same_as<K, Float>) hit = hit.logical_or(row.isnan().logical_and(extreme.isnan()));
-  hit = hit.logical_and(later.logical_not());
-  pair_dims[D - 1] = 1;
-  const Tensor<B, D + 1, Int> j_index(B::expand(B::reshape(i_index.primitive(), Shape(pair_dims)), full));
-  const Tensor<B, D, Int> index = j_index.mask_fill(hit.logical_not(), -1).max_dim(D).squeeze_dim(D);
-  const Tensor<B, D, Int> moved = movedim(index, -1, static_cast<std::int64_t>(d));
-  return {x.gather(static_cast<std::int64_t>(d), moved), moved};
+  const auto d = static_cast<std::int64_t>(normalize_dim(op, dim, D));
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(d)];
+  std::vector<std::int64_t> line(D, 1);
+  line[static_cast<std::size_t>(d)] = n;
+  const auto positions = Tensor<B, 1, Int>::arange(0, n, 1, x.device());
+  Tensor<B, D, Int> index(B::expand(B::reshape(positions.primitive(), Shape(line)), x.shape()));
+  Tensor<B, D, K> best = x;
+  for (std::int64_t s = 1; s < n; s *= 2) {
+    // The winner s positions back; the first s positions see themselves, and keep.
+    const Tensor<B, D, K> before = cat(std::vector{best.narrow(d, 0, s), best.narrow(d, 0, n - s)}, d);
+    const Tensor<B, D, Int> before_index = cat(std::vector{index.narrow(d, 0, s), index.narrow(d, 0, n - s)}, d);
+    Tensor<B, D, Bool> earlier_wins = largest ? before.gt(best) : before.lt(best);
+    if constexpr (std::same_as<K, Float>)
+      earlier_wins = best.isnan().logical_not().logical_and(before.isnan().logical_or(earlier_wins));
+    best = best.mask_where(earlier_wins, before);
+    index = index.mask_where(earlier_wins, before_index);
+  }
+  return {x.gather(d, index), index};
 }
 
 }  // namespace detail
 
 // {running max along dim, its index} (torch.cummax): ties take the last index; a NaN stays the
-// max from where it appears.
+// max from where it appears. The values are gathered at the indices, so the gradient goes there.
 template <class B, std::size_t D, class K>
 std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cummax(const Tensor<B, D, K>& x, std::int64_t dim) requires Numeric<K> {
   return detail::cumulative_extreme("cummax", x, dim, true);
