@@ -198,6 +198,15 @@ TYPED_TEST(TensorOps, SearchsortedAndBucketizeMatchTorch) {
                     "searchsorted: the leading dims of the sequence [2, 4] and the values [3, 1] differ");
 }
 
+TYPED_TEST(TensorOps, SearchsortedFindsEdgesOfRunsInALongSequence) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "searchsorted_long");
+  const auto seq = c.tensor<B, 1>("seq");
+  const auto values = c.tensor<B, 2>("values");
+  EXPECT_EXACT(searchsorted(seq, values), c["left"]);
+  EXPECT_EXACT(searchsorted(seq, values, true), c["right"]);
+}
+
 // ---- selection and counting
 
 TYPED_TEST(TensorOps, NonzeroListsCoordinatesInRowMajorOrder) {

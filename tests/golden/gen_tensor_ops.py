@@ -162,3 +162,9 @@ def cases(w):
            a32=b32a, b32=b32b, and32=b32a & b32b, or32=b32a | b32b, xor32=b32a ^ b32b,
            a8=b8a, b8=b8b, and8=b8a & b8b, or8=b8a | b8b, xor8=b8a ^ b8b,
            la=bla, lb=blb, land=bla & blb, lor=bla | blb, lxor=bla ^ blb)
+
+    # ---- searchsorted on a longer sequence, with values that hit its elements exactly
+    long_seq = torch.sort(torch.randint(-40, 40, (97,)).double()).values
+    long_values = torch.cat([torch.randn(30, dtype=torch.float64) * 30, long_seq[::7], long_seq[:7]]).reshape(3, -1)
+    w.case("searchsorted_long", seq=long_seq, values=long_values, left=torch.searchsorted(long_seq, long_values),
+           right=torch.searchsorted(long_seq, long_values, right=True))

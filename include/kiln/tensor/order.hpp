@@ -115,21 +115,40 @@ template <class B, std::size_t D> Tensor<B, 1> quantile(const Tensor<B, D>& x, d
   return quantile(x.template reshape<1>({-1}), q, 0);
 }
 
+namespace detail {
+// A binary search per value for the first position whose element is not before it: the
+// interval [lo, hi) halves at each of floor(log2(m)) + 1 steps, all values at once.
+// `probe(mid)` gives the sequence's element at each value's mid, in the values' shape.
+template <class B, std::size_t D, class K, class Probe>
+Tensor<B, D, Int> binary_search(const Tensor<B, D, K>& values, std::int64_t m, bool right, Probe probe) {
+  Tensor<B, D, Int> lo(provided::full<B>(values.shape(), 0.0, DType::i64, values.device()));
+  Tensor<B, D, Int> hi(provided::full<B>(values.shape(), static_cast<double>(m), DType::i64, values.device()));
+  for (std::int64_t width = m; width > 0; width /= 2) {
+    const Tensor<B, D, Int> mid = lo.add(hi).div(2.0);
+    const Tensor<B, D, K> element = probe(mid.clamp_max(static_cast<double>(m - 1)));
+    const Tensor<B, D, Bool> active = lo.lt(hi);
+    const Tensor<B, D, Bool> after = active.logical_and(right ? element.le(values) : element.lt(values));
+    lo = lo.mask_where(after, mid.add(1.0));
+    hi = hi.mask_where(active.logical_and(after.logical_not()), mid);
+  }
+  return lo;
+}
+}  // namespace detail
+
 // For each value, the index where it would go in the ascending `sorted_sequence` to keep it
 // sorted (torch.searchsorted): the first such index, or the last with right = true. A 1-d
 // sequence serves values of any shape; a sequence of rank D >= 2 holds one sequence per row,
-// its leading dims matching the values'. Compares every value with every element.
+// its leading dims matching the values'. A binary search of log2(m) steps for all values.
 template <class B, std::size_t D, class K>
 Tensor<B, D, Int> searchsorted(const Tensor<B, 1, K>& sorted_sequence, const Tensor<B, D, K>& values,
                                bool right = false)
   requires Numeric<K>
 {
-  std::vector<std::int64_t> seq_dims(D + 1, 1);
-  seq_dims[D] = sorted_sequence.dim(0);
-  const Tensor<B, D + 1, K> seq(B::reshape(sorted_sequence.primitive(), Shape(seq_dims)));
-  const Tensor<B, D + 1, K> v = values.unsqueeze_dim(D);
-  const Tensor<B, D + 1, Bool> before = right ? seq.le(v) : seq.lt(v);
-  return before.to_int().sum_dim(D).squeeze_dim(D);
+  const Shape shape = values.shape();
+  return detail::binary_search(values, sorted_sequence.dim(0), right, [&](const Tensor<B, D, Int>& mid) {
+    const Tensor<B, 1, K> picked = sorted_sequence.index_select(0, mid.template reshape<1>({-1}));
+    return Tensor<B, D, K>(B::reshape(picked.primitive(), shape));
+  });
 }
 template <class B, std::size_t D, class K>
 Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values,
@@ -139,10 +158,9 @@ Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Ten
   const Shape s = sorted_sequence.shape(), v = values.shape();
   for (std::size_t i = 0; i + 1 < D; ++i)
     KILN_CHECK(s[i] == v[i], "searchsorted: the leading dims of the sequence {} and the values {} differ", s, v);
-  const Tensor<B, D + 1, K> seq = sorted_sequence.unsqueeze_dim(D - 1);  // [..., 1, m]
-  const Tensor<B, D + 1, K> val = values.unsqueeze_dim(D);               // [..., k, 1]
-  const Tensor<B, D + 1, Bool> before = right ? seq.le(val) : seq.lt(val);
-  return before.to_int().sum_dim(D).squeeze_dim(D);
+  return detail::binary_search(values, s[D - 1], right, [&](const Tensor<B, D, Int>& mid) {
+    return sorted_sequence.gather(static_cast<std::int64_t>(D - 1), mid);
+  });
 }
 
 // The bucket of each element between ascending `boundaries` (torch.bucketize): i such that
