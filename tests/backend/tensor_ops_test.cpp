@@ -405,3 +405,14 @@ TYPED_TEST(TensorOps, EmptyInputsGiveEmptyOrZeroResults) {
   EXPECT_EQ(repeat_interleave(none, 3, 0).shape(), (Shape{0, 3}));
   EXPECT_EQ(squeeze<1>(Float3<B>::zeros({1, 0, 1})).shape(), (Shape{0}));
 }
+
+TYPED_TEST(TensorOps, BitwiseWithAnIntegerMatchesTorch) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "bitwise_scalar");
+  const auto x = c.tensor<B, 2, Int>("x");
+  EXPECT_EXACT(bitwise_and(x, 6), c["and_"]);
+  EXPECT_EXACT(bitwise_or(x, -8), c["or_"]);
+  EXPECT_EXACT(bitwise_xor(x, (std::int64_t{1} << 40) + 3), c["xor_"]);
+  EXPECT_KILN_ERROR(bitwise_and(x, (std::int64_t{1} << 53) + 1),
+                    "bitwise_and: the integer 9007199254740993 is beyond 2^53");
+}

@@ -168,3 +168,8 @@ def cases(w):
     long_values = torch.cat([torch.randn(30, dtype=torch.float64) * 30, long_seq[::7], long_seq[:7]]).reshape(3, -1)
     w.case("searchsorted_long", seq=long_seq, values=long_values, left=torch.searchsorted(long_seq, long_values),
            right=torch.searchsorted(long_seq, long_values, right=True))
+
+    # ---- bitwise and / or / xor with an integer
+    bsx = torch.tensor([[5, -7, 0], [123456789, -1, 64]])
+    w.case("bitwise_scalar", x=bsx, and_=torch.bitwise_and(bsx, 6), or_=torch.bitwise_or(bsx, -8),
+           xor_=torch.bitwise_xor(bsx, 2**40 + 3))

@@ -55,6 +55,14 @@ Tensor<B, D, Int> combine_bits(const char* op, const Tensor<B, D, Int>& a, const
   }
   return out;
 }
+
+// `value` as a one-element tensor like x, which broadcasts against it.
+template <class B, std::size_t D>
+Tensor<B, D, Int> int_scalar_like(const char* op, const Tensor<B, D, Int>& x, std::int64_t value) {
+  constexpr std::int64_t exact = std::int64_t{1} << 53;
+  KILN_CHECK(value >= -exact && value <= exact, "{}: the integer {} is beyond 2^53; pass it as a tensor", op, value);
+  return x.scalar_like(op, static_cast<double>(value));
+}
 }  // namespace detail
 
 // ~x (torch.bitwise_not): -x - 1 for Int, logical not for Bool.
@@ -105,6 +113,19 @@ Tensor<B, D, K> bitwise_xor(const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) 
   else
     return detail::combine_bits("bitwise_xor", a, b,
                                 [](const auto& x, const auto& y) { return x.ne(y).to_int(x.dtype()); });
+}
+// With an integer on the right (torch.bitwise_and(x, 3)...), |value| up to 2^53.
+template <class B, std::size_t D>
+Tensor<B, D, Int> bitwise_and(const Tensor<B, D, Int>& a, std::int64_t value) {
+  return bitwise_and(a, detail::int_scalar_like("bitwise_and", a, value));
+}
+template <class B, std::size_t D>
+Tensor<B, D, Int> bitwise_or(const Tensor<B, D, Int>& a, std::int64_t value) {
+  return bitwise_or(a, detail::int_scalar_like("bitwise_or", a, value));
+}
+template <class B, std::size_t D>
+Tensor<B, D, Int> bitwise_xor(const Tensor<B, D, Int>& a, std::int64_t value) {
+  return bitwise_xor(a, detail::int_scalar_like("bitwise_xor", a, value));
 }
 
 }  // namespace kiln
