@@ -416,3 +416,21 @@ TYPED_TEST(TensorOps, BitwiseWithAnIntegerMatchesTorch) {
   EXPECT_KILN_ERROR(bitwise_and(x, (std::int64_t{1} << 53) + 1),
                     "bitwise_and: the integer 9007199254740993 is beyond 2^53");
 }
+
+// ---- Bool tensors: the rearranging ops move elements of any kind
+
+TYPED_TEST(TensorOps, RearrangingOpsMoveBoolElementsAsFloatOnes) {
+  using B = TypeParam;
+  namespace F = kiln::functional;
+  const auto& c = golden("tensor_ops", "diagonal");
+  const auto x = c.tensor<B, 3>("x");
+  const auto m = x.gt(0.0);
+  EXPECT_EXACT(movedim(m, 0, 2), movedim(x, 0, 2).gt(0.0).into_data());
+  EXPECT_EXACT(diagonal(m, 1, -1, -2), diagonal(x, 1, -1, -2).gt(0.0).into_data());
+  const auto row = squeeze<1>(m.narrow(0, 0, 1).narrow(1, 0, 1));
+  EXPECT_EXACT(diag(row, -1), diag(squeeze<1>(x.narrow(0, 0, 1).narrow(1, 0, 1)), -1).gt(0.0).into_data());
+  EXPECT_EXACT(repeat_interleave(m, 2, 1), repeat_interleave(x, 2, 1).gt(0.0).into_data());
+  const auto& p = golden("tensor_ops", "pixel_shuffle");
+  const auto px = p.tensor<B, 4>("x");
+  EXPECT_EXACT(F::pixel_shuffle(px.gt(0.0), 2), F::pixel_shuffle(px, 2).gt(0.0).into_data());
+}
