@@ -198,6 +198,15 @@ TYPED_TEST(TensorOps, SearchsortedAndBucketizeMatchTorch) {
                     "searchsorted: the leading dims of the sequence [2, 4] and the values [3, 1] differ");
 }
 
+TYPED_TEST(TensorOps, SearchsortedFindsEdgesOfRunsInALongSequence) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "searchsorted_long");
+  const auto seq = c.tensor<B, 1>("seq");
+  const auto values = c.tensor<B, 2>("values");
+  EXPECT_EXACT(searchsorted(seq, values), c["left"]);
+  EXPECT_EXACT(searchsorted(seq, values, true), c["right"]);
+}
+
 // ---- selection and counting
 
 TYPED_TEST(TensorOps, NonzeroListsCoordinatesInRowMajorOrder) {
@@ -278,8 +287,10 @@ TYPED_TEST(TensorOps, EinsumMatchesTorchForProductsDiagonalsSumsAndPermutes) {
   EXPECT_CLOSE(einsum<2>("ii,ij->ij", sq, b), c["diag_times"]);
   EXPECT_CLOSE(einsum<2>("ij,jk->ik", a.transpose().transpose(), b.transpose().transpose()), c["matmul"]);
   EXPECT_KILN_ERROR(einsum<2>("ij,jk->ik", a, a), "einsum: label 'j' has sizes 4 and 3 in two operands");
-  EXPECT_KILN_ERROR(einsum<1>("ij,jk->ik", a, b), "einsum: \"ij,jk->ik\" gives a result of rank 2, the call asks for rank 1");
-  EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b), "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
+  EXPECT_KILN_ERROR(einsum<1>("ij,jk->ik", a, b),
+                    "einsum: \"ij,jk->ik\" gives a result of rank 2, the call asks for rank 1");
+  EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b),
+                    "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
   EXPECT_KILN_ERROR(einsum<2>("ij->iz", a), "einsum: output label 'z' of \"ij->iz\" names no input dim");
   EXPECT_KILN_ERROR(einsum<2>("...j->...j", a), "einsum: '...' is not supported");
   EXPECT_KILN_ERROR(einsum<1>("ij->ii", sq), "einsum: output label 'i' of \"ij->ii\" repeats");
@@ -327,8 +338,10 @@ TYPED_TEST(TensorOps, PixelShuffleAndUnshuffleMatchTorch) {
   EXPECT_EXACT(F::pixel_unshuffle(c.tensor<B, 4>("y"), 2), c["unshuffled"]);
   EXPECT_EXACT(F::pixel_shuffle(c.tensor<B, 3>("x3"), 2), c["shuffled3"]);
   EXPECT_EXACT(F::pixel_unshuffle(F::pixel_shuffle(x, 2), 2), c["x"]);
-  EXPECT_KILN_ERROR(F::pixel_shuffle(x, 3), "pixel_shuffle: 8 channels of shape [2, 8, 3, 4] do not divide by the factor 3");
-  EXPECT_KILN_ERROR(F::pixel_unshuffle(x, 2), "pixel_unshuffle: the height and width of shape [2, 8, 3, 4] do not divide");
+  EXPECT_KILN_ERROR(F::pixel_shuffle(x, 3),
+                    "pixel_shuffle: 8 channels of shape [2, 8, 3, 4] do not divide by the factor 3");
+  EXPECT_KILN_ERROR(F::pixel_unshuffle(x, 2),
+                    "pixel_unshuffle: the height and width of shape [2, 8, 3, 4] do not divide");
 }
 
 // ---- bitwise
@@ -348,4 +361,76 @@ TYPED_TEST(TensorOps, BitwiseNotAndShiftsMatchTorchOnNegativeValues) {
   EXPECT_KILN_ERROR(bitwise_left_shift(x, 63), "bitwise_left_shift: the shift must lie in 0..62, got 63");
   EXPECT_KILN_ERROR(bitwise_right_shift(x, shifts.sub(1.0)),
                     "bitwise_right_shift: the shifts must lie in 0..62, got values from -1 to 61");
+}
+
+TYPED_TEST(TensorOps, BitwiseAndOrXorAreExactForEveryIntDtype) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "bitwise_binary");
+  const auto a = c.tensor<B, 2, Int>("a"), b = c.tensor<B, 2, Int>("b"), row = c.tensor<B, 2, Int>("row");
+  EXPECT_EXACT(bitwise_and(a, b), c["and_"]);
+  EXPECT_EXACT(bitwise_or(a, b), c["or_"]);
+  EXPECT_EXACT(bitwise_xor(a, b), c["xor_"]);
+  EXPECT_EXACT(bitwise_and(a, row), c["and_row"]);
+  EXPECT_EXACT(bitwise_or(row, a), c["or_row"]);
+  EXPECT_EXACT(bitwise_xor(a, row), c["xor_row"]);
+  for (const char* width : {"32", "8"}) {
+    SCOPED_TRACE(width);
+    const std::string w(width);
+    const auto x = c.tensor<B, 2, Int>("a" + w), y = c.tensor<B, 2, Int>("b" + w);
+    EXPECT_EXACT(bitwise_and(x, y), c["and" + w]);
+    EXPECT_EXACT(bitwise_or(x, y), c["or" + w]);
+    EXPECT_EXACT(bitwise_xor(x, y), c["xor" + w]);
+  }
+  const auto la = c.tensor<B, 2, Bool>("la"), lb = c.tensor<B, 2, Bool>("lb");
+  EXPECT_EXACT(bitwise_and(la, lb), c["land"]);
+  EXPECT_EXACT(bitwise_or(la, lb), c["lor"]);
+  EXPECT_EXACT(bitwise_xor(la, lb), c["lxor"]);
+  EXPECT_KILN_ERROR(bitwise_and(a, c.tensor<B, 2, Int>("b", DType::i32)), "bitwise_and: the dtypes i64 and i32 differ");
+}
+
+// ---- empty inputs
+
+TYPED_TEST(TensorOps, EmptyInputsGiveEmptyOrZeroResults) {
+  using B = TypeParam;
+  const auto none = Float2<B>::zeros({0, 3});
+  EXPECT_EQ(cummax(none, 0).first.shape(), (Shape{0, 3}));
+  EXPECT_EQ(cummin(none, 1).second.shape(), (Shape{0, 3}));
+  EXPECT_EQ(diag(Float1<B>::zeros({0})).shape(), (Shape{0, 0}));
+  EXPECT_EXACT(diag(Float1<B>::zeros({0}), 2), TensorData::from(std::vector<double>(4, 0.0), Shape{2, 2}));
+  EXPECT_EQ(diagonal(none).shape(), (Shape{0}));
+  EXPECT_EQ(nonzero(none).shape(), (Shape{0, 2}));
+  EXPECT_EQ(masked_select(Float2<B>::ones({2, 3}), Float2<B>::zeros({2, 3}).gt(0.0)).shape(), (Shape{0}));
+  EXPECT_EQ(unique(none).values.shape(), (Shape{0}));
+  EXPECT_EXACT(histc(none, 4), TensorData::from(std::vector<double>(4, 0.0), Shape{4}));
+  EXPECT_EQ(repeat_interleave(none, 3, 0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(squeeze<1>(Float3<B>::zeros({1, 0, 1})).shape(), (Shape{0}));
+}
+
+TYPED_TEST(TensorOps, BitwiseWithAnIntegerMatchesTorch) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "bitwise_scalar");
+  const auto x = c.tensor<B, 2, Int>("x");
+  EXPECT_EXACT(bitwise_and(x, 6), c["and_"]);
+  EXPECT_EXACT(bitwise_or(x, -8), c["or_"]);
+  EXPECT_EXACT(bitwise_xor(x, (std::int64_t{1} << 40) + 3), c["xor_"]);
+  EXPECT_KILN_ERROR(bitwise_and(x, (std::int64_t{1} << 53) + 1),
+                    "bitwise_and: the integer 9007199254740993 is beyond 2^53");
+}
+
+// ---- Bool tensors: the rearranging ops move elements of any kind
+
+TYPED_TEST(TensorOps, RearrangingOpsMoveBoolElementsAsFloatOnes) {
+  using B = TypeParam;
+  namespace F = kiln::functional;
+  const auto& c = golden("tensor_ops", "diagonal");
+  const auto x = c.tensor<B, 3>("x");
+  const auto m = x.gt(0.0);
+  EXPECT_EXACT(movedim(m, 0, 2), movedim(x, 0, 2).gt(0.0).into_data());
+  EXPECT_EXACT(diagonal(m, 1, -1, -2), diagonal(x, 1, -1, -2).gt(0.0).into_data());
+  const auto row = squeeze<1>(m.narrow(0, 0, 1).narrow(1, 0, 1));
+  EXPECT_EXACT(diag(row, -1), diag(squeeze<1>(x.narrow(0, 0, 1).narrow(1, 0, 1)), -1).gt(0.0).into_data());
+  EXPECT_EXACT(repeat_interleave(m, 2, 1), repeat_interleave(x, 2, 1).gt(0.0).into_data());
+  const auto& p = golden("tensor_ops", "pixel_shuffle");
+  const auto px = p.tensor<B, 4>("x");
+  EXPECT_EXACT(F::pixel_shuffle(px.gt(0.0), 2), F::pixel_shuffle(px, 2).gt(0.0).into_data());
 }

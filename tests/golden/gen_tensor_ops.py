@@ -149,3 +149,27 @@ def cases(w):
     w.case("einsum3", a=ca, b=cb, c=cc, v=cv, batch=cbat, chain=torch.einsum("ij,jk,kl->il", ca, cb, cc),
            implicit=torch.einsum("ij,jk,kl", ca, cb, cc), scaled=torch.einsum("ij,j,jk->ik", ca, cv, cb),
            shared=torch.einsum("bjk,j,bj->bk", cbat, cv, ca), total=torch.einsum("ij,jk,kl->", ca, cb, cc).reshape(1))
+
+    # ---- bitwise and / or / xor (kiln/tensor/bitwise.hpp), every int dtype and broadcasting
+    ba = torch.tensor([[5, -7, 0, 2**62 + 12345], [-(2**63), -1, 64, 2**63 - 1]])
+    bb = torch.tensor([[3, 12, -1, -(2**40) - 3], [-1, 2**50 + 7, -64, -(2**63)]])
+    brow = torch.tensor([[-6, 9, 1, 2**33]])
+    b32a, b32b = torch.randint(-2**31, 2**31 - 1, (3, 4), dtype=torch.int32), torch.randint(-2**31, 2**31 - 1, (3, 4), dtype=torch.int32)
+    b8a, b8b = torch.randint(0, 256, (3, 4), dtype=torch.uint8), torch.randint(0, 256, (3, 4), dtype=torch.uint8)
+    bla, blb = torch.rand(2, 3) > 0.5, torch.rand(2, 3) > 0.5
+    w.case("bitwise_binary", a=ba, b=bb, and_=ba & bb, or_=ba | bb, xor_=ba ^ bb, row=brow,
+           and_row=ba & brow, or_row=ba | brow, xor_row=ba ^ brow,
+           a32=b32a, b32=b32b, and32=b32a & b32b, or32=b32a | b32b, xor32=b32a ^ b32b,
+           a8=b8a, b8=b8b, and8=b8a & b8b, or8=b8a | b8b, xor8=b8a ^ b8b,
+           la=bla, lb=blb, land=bla & blb, lor=bla | blb, lxor=bla ^ blb)
+
+    # ---- searchsorted on a longer sequence, with values that hit its elements exactly
+    long_seq = torch.sort(torch.randint(-40, 40, (97,)).double()).values
+    long_values = torch.cat([torch.randn(30, dtype=torch.float64) * 30, long_seq[::7], long_seq[:7]]).reshape(3, -1)
+    w.case("searchsorted_long", seq=long_seq, values=long_values, left=torch.searchsorted(long_seq, long_values),
+           right=torch.searchsorted(long_seq, long_values, right=True))
+
+    # ---- bitwise and / or / xor with an integer
+    bsx = torch.tensor([[5, -7, 0], [123456789, -1, 64]])
+    w.case("bitwise_scalar", x=bsx, and_=torch.bitwise_and(bsx, 6), or_=torch.bitwise_or(bsx, -8),
+           xor_=torch.bitwise_xor(bsx, 2**40 + 3))

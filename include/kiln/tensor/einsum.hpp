@@ -70,7 +70,8 @@ template <class B> void einsum_sum_private(EinsumTerm<B>& t, const std::string& 
       t.value = B::reduce(t.value, ops::ReduceOp::sum, static_cast<std::int64_t>(i));
     }
   }
-  if (labels.size() != t.labels.size()) t.value = B::reshape(t.value, Shape(dims.empty() ? std::vector<std::int64_t>{1} : dims));
+  if (dims.empty()) dims.push_back(1);  // Kiln's scalar
+  if (labels.size() != t.labels.size()) t.value = B::reshape(t.value, Shape(dims));
   t.labels = labels;
 }
 
@@ -91,7 +92,8 @@ template <class B> std::int64_t einsum_size(const EinsumTerm<B>& t, const std::s
 
 // Contracts two operands as one batched matmul, [batch, a_only, shared] @ [batch, shared,
 // b_only]: labels in both that `keep` names are batch dims, the others are summed.
-template <class B> EinsumTerm<B> einsum_contract(const EinsumTerm<B>& a, const EinsumTerm<B>& b, const std::string& keep) {
+template <class B>
+EinsumTerm<B> einsum_contract(const EinsumTerm<B>& a, const EinsumTerm<B>& b, const std::string& keep) {
   std::string batch, contracted, a_only, b_only;
   for (char ch : a.labels) {
     const bool in_b = b.labels.find(ch) != std::string::npos, kept = keep.find(ch) != std::string::npos;

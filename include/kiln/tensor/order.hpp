@@ -5,7 +5,6 @@
 // in torch.
 #pragma once
 
-#include "kiln/tensor/rearrange.hpp"
 #include "kiln/tensor/tensor.hpp"
 
 #include <algorithm>
@@ -20,43 +19,37 @@ namespace kiln {
 namespace detail {
 
 // The running max (or min) along dim and its index, as torch's cummax/cummin: the last index
-// among ties, and once a NaN is seen the value is NaN and the index the last NaN's. Each
-// position i compares all j <= i at once (an [..., n, n] tensor), so memory grows as n².
+// among ties, and once a NaN is seen the value is NaN and the index the last NaN's. That is a
+// running argmax of the order (is NaN, value, index), which is associative, so it is a scan in
+// log2(n) steps: at step s each position takes the winner of the s positions before it, if
+// that one wins over its own.
 template <class B, std::size_t D, class K>
 std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cumulative_extreme(const char* op, const Tensor<B, D, K>& x,
                                                                  std::int64_t dim, bool largest) {
-  const std::size_t d = normalize_dim(op, dim, D);
-  const std::int64_t n = x.shape()[d];
-  if (x.numel() == 0) return {x, Tensor<B, D, Int>(provided::full<B>(x.shape(), 0.0, DType::i64, x.device()))};
-  const Tensor<B, D, K> last = movedim(x, static_cast<std::int64_t>(d), -1);  // [..., n]
-  std::vector<std::int64_t> square = last.shape().to_vector();
-  square.push_back(n);  // [..., i, j]
-  const Shape full(square);
-  std::vector<std::int64_t> pair_dims(D + 1, 1);
-  pair_dims[D - 1] = n;
-  pair_dims[D] = n;
-  // later[i][j]: j comes after i, so it is not part of position i's prefix.
-  const auto i_index = Tensor<B, 1, Int>::arange(0, n, 1, x.device());
-  const Tensor<B, 2, Bool> later_2d = i_index.template reshape<2>({1, n}).gt(i_index.template reshape<2>({n, 1}));
-  const Tensor<B, D + 1, Bool> later(B::expand(B::reshape(later_2d.primitive(), Shape(pair_dims)), full));
-  // The prefix of each position, with x[i] itself standing in for the elements after it.
-  const Tensor<B, D + 1, K> row = last.unsqueeze_dim(D - 1).expand_as(full);
-  const Tensor<B, D + 1, K> prefix = row.mask_where(later, last.unsqueeze_dim(D).expand_as(full));
-  const Tensor<B, D + 1, K> extreme = (largest ? prefix.max_dim(D) : prefix.min_dim(D)).expand_as(full);
-  Tensor<B, D + 1, Bool> hit = row.eq(extreme);
-  if constexpr (std::same_as<K, Float>) hit = hit.logical_or(row.isnan().logical_and(extreme.isnan()));
-  hit = hit.logical_and(later.logical_not());
-  pair_dims[D - 1] = 1;
-  const Tensor<B, D + 1, Int> j_index(B::expand(B::reshape(i_index.primitive(), Shape(pair_dims)), full));
-  const Tensor<B, D, Int> index = j_index.mask_fill(hit.logical_not(), -1).max_dim(D).squeeze_dim(D);
-  const Tensor<B, D, Int> moved = movedim(index, -1, static_cast<std::int64_t>(d));
-  return {x.gather(static_cast<std::int64_t>(d), moved), moved};
+  const auto d = static_cast<std::int64_t>(normalize_dim(op, dim, D));
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(d)];
+  std::vector<std::int64_t> line(D, 1);
+  line[static_cast<std::size_t>(d)] = n;
+  const auto positions = Tensor<B, 1, Int>::arange(0, n, 1, x.device());
+  Tensor<B, D, Int> index(B::expand(B::reshape(positions.primitive(), Shape(line)), x.shape()));
+  Tensor<B, D, K> best = x;
+  for (std::int64_t s = 1; s < n; s *= 2) {
+    // The winner s positions back; the first s positions see themselves, and keep.
+    const Tensor<B, D, K> before = cat(std::vector{best.narrow(d, 0, s), best.narrow(d, 0, n - s)}, d);
+    const Tensor<B, D, Int> before_index = cat(std::vector{index.narrow(d, 0, s), index.narrow(d, 0, n - s)}, d);
+    Tensor<B, D, Bool> earlier_wins = largest ? before.gt(best) : before.lt(best);
+    if constexpr (std::same_as<K, Float>)
+      earlier_wins = best.isnan().logical_not().logical_and(before.isnan().logical_or(earlier_wins));
+    best = best.mask_where(earlier_wins, before);
+    index = index.mask_where(earlier_wins, before_index);
+  }
+  return {x.gather(d, index), index};
 }
 
 }  // namespace detail
 
 // {running max along dim, its index} (torch.cummax): ties take the last index; a NaN stays the
-// max from where it appears.
+// max from where it appears. The values are gathered at the indices, so the gradient goes there.
 template <class B, std::size_t D, class K>
 std::pair<Tensor<B, D, K>, Tensor<B, D, Int>> cummax(const Tensor<B, D, K>& x, std::int64_t dim) requires Numeric<K> {
   return detail::cumulative_extreme("cummax", x, dim, true);
@@ -113,7 +106,8 @@ template <class B, std::size_t D> Tensor<B, D> quantile(const Tensor<B, D>& x, d
   const double weight = position - static_cast<double>(below);
   const Tensor<B, D> low = sorted.narrow(d, below, 1), high = sorted.narrow(d, above, 1);
   // torch's lerp: from the nearer end, so that q at a sample gives that sample exactly.
-  const Tensor<B, D> out = weight < 0.5 ? low.add(high.sub(low).mul(weight)) : high.sub(high.sub(low).mul(1.0 - weight));
+  const Tensor<B, D> out =
+      weight < 0.5 ? low.add(high.sub(low).mul(weight)) : high.sub(high.sub(low).mul(1.0 - weight));
   return out.mask_fill(x.isnan().any_dim(d), std::numeric_limits<double>::quiet_NaN());
 }
 // The q-th quantile of all elements (torch.quantile without dim): shape [1].
@@ -121,33 +115,52 @@ template <class B, std::size_t D> Tensor<B, 1> quantile(const Tensor<B, D>& x, d
   return quantile(x.template reshape<1>({-1}), q, 0);
 }
 
+namespace detail {
+// A binary search per value for the first position whose element is not before it: the
+// interval [lo, hi) halves at each of floor(log2(m)) + 1 steps, all values at once.
+// `probe(mid)` gives the sequence's element at each value's mid, in the values' shape.
+template <class B, std::size_t D, class K, class Probe>
+Tensor<B, D, Int> binary_search(const Tensor<B, D, K>& values, std::int64_t m, bool right, Probe probe) {
+  Tensor<B, D, Int> lo(provided::full<B>(values.shape(), 0.0, DType::i64, values.device()));
+  Tensor<B, D, Int> hi(provided::full<B>(values.shape(), static_cast<double>(m), DType::i64, values.device()));
+  for (std::int64_t width = m; width > 0; width /= 2) {
+    const Tensor<B, D, Int> mid = lo.add(hi).div(2.0);
+    const Tensor<B, D, K> element = probe(mid.clamp_max(static_cast<double>(m - 1)));
+    const Tensor<B, D, Bool> active = lo.lt(hi);
+    const Tensor<B, D, Bool> after = active.logical_and(right ? element.le(values) : element.lt(values));
+    lo = lo.mask_where(after, mid.add(1.0));
+    hi = hi.mask_where(active.logical_and(after.logical_not()), mid);
+  }
+  return lo;
+}
+}  // namespace detail
+
 // For each value, the index where it would go in the ascending `sorted_sequence` to keep it
 // sorted (torch.searchsorted): the first such index, or the last with right = true. A 1-d
 // sequence serves values of any shape; a sequence of rank D >= 2 holds one sequence per row,
-// its leading dims matching the values'. Compares every value with every element.
+// its leading dims matching the values'. A binary search of log2(m) steps for all values.
 template <class B, std::size_t D, class K>
 Tensor<B, D, Int> searchsorted(const Tensor<B, 1, K>& sorted_sequence, const Tensor<B, D, K>& values,
                                bool right = false)
   requires Numeric<K>
 {
-  std::vector<std::int64_t> seq_dims(D + 1, 1);
-  seq_dims[D] = sorted_sequence.dim(0);
-  const Tensor<B, D + 1, K> seq(B::reshape(sorted_sequence.primitive(), Shape(seq_dims)));
-  const Tensor<B, D + 1, K> v = values.unsqueeze_dim(D);
-  const Tensor<B, D + 1, Bool> before = right ? seq.le(v) : seq.lt(v);
-  return before.to_int().sum_dim(D).squeeze_dim(D);
+  const Shape shape = values.shape();
+  return detail::binary_search(values, sorted_sequence.dim(0), right, [&](const Tensor<B, D, Int>& mid) {
+    const Tensor<B, 1, K> picked = sorted_sequence.index_select(0, mid.template reshape<1>({-1}));
+    return Tensor<B, D, K>(B::reshape(picked.primitive(), shape));
+  });
 }
 template <class B, std::size_t D, class K>
-Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values, bool right = false)
+Tensor<B, D, Int> searchsorted(const Tensor<B, D, K>& sorted_sequence, const Tensor<B, D, K>& values,
+                               bool right = false)
   requires Numeric<K> && (D >= 2)
 {
   const Shape s = sorted_sequence.shape(), v = values.shape();
   for (std::size_t i = 0; i + 1 < D; ++i)
     KILN_CHECK(s[i] == v[i], "searchsorted: the leading dims of the sequence {} and the values {} differ", s, v);
-  const Tensor<B, D + 1, K> seq = sorted_sequence.unsqueeze_dim(D - 1);  // [..., 1, m]
-  const Tensor<B, D + 1, K> val = values.unsqueeze_dim(D);               // [..., k, 1]
-  const Tensor<B, D + 1, Bool> before = right ? seq.le(val) : seq.lt(val);
-  return before.to_int().sum_dim(D).squeeze_dim(D);
+  return detail::binary_search(values, s[D - 1], right, [&](const Tensor<B, D, Int>& mid) {
+    return sorted_sequence.gather(static_cast<std::int64_t>(D - 1), mid);
+  });
 }
 
 // The bucket of each element between ascending `boundaries` (torch.bucketize): i such that

@@ -16,7 +16,8 @@
 namespace kiln {
 
 namespace detail {
-template <class B> Tensor<B, 1, Int> host_indices(const std::vector<std::int64_t>& values, const typename B::Device& device) {
+template <class B>
+Tensor<B, 1, Int> host_indices(const std::vector<std::int64_t>& values, const typename B::Device& device) {
   std::vector<double> v(values.begin(), values.end());
   const auto n = static_cast<std::int64_t>(v.size());
   return Tensor<B, 1, Int>::from_data(TensorData::from(v, Shape{n}).convert(DType::i64), device);
@@ -38,8 +39,8 @@ template <class B, std::size_t D, class K> Tensor<B, 2, Int> nonzero(const Tenso
     }
   }
   const auto count = static_cast<std::int64_t>(coords.size() / D);
-  return Tensor<B, 2, Int>::from_data(TensorData::from(coords, Shape{count, static_cast<std::int64_t>(D)}).convert(DType::i64),
-                                      x.device());
+  const Shape out{count, static_cast<std::int64_t>(D)};
+  return Tensor<B, 2, Int>::from_data(TensorData::from(coords, out).convert(DType::i64), x.device());
 }
 template <class B, std::size_t D, class K> Tensor<B, 2, Int> argwhere(const Tensor<B, D, K>& x) { return nonzero(x); }
 
