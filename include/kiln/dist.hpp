@@ -4,4 +4,6 @@
 #pragma once
 
 #include "kiln/dist/collectives.hpp"
+#include "kiln/dist/data_parallel.hpp"
 #include "kiln/dist/process_group.hpp"
+#include "kiln/dist/sampler.hpp"
