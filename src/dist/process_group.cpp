@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -26,6 +27,7 @@ struct State {
   int rank = 0;
   int size = 1;
   double timeout = 300.0;
+  std::int64_t collectives = 0;  // entered so far: where this rank is, for a rank that timed out
 };
 
 State& state() {
@@ -41,9 +43,16 @@ void check_mpi(int code, std::string_view op) {
   KILN_FAIL("{}: MPI failed: {}", op, std::string_view(text, static_cast<std::size_t>(length)));
 }
 
-State& ready(std::string_view op) {
+// The state, once init() ran: what rank() and world_size() read, even after a timeout.
+State& joined(std::string_view op) {
   State& s = state();
   KILN_CHECK(s.initialized, "{}: the process group is not initialized; call kiln::dist::init() first", op);
+  return s;
+}
+
+// The state, for a collective: init() ran and no collective timed out.
+State& ready(std::string_view op) {
+  State& s = joined(op);
   KILN_CHECK(!s.broken,
              "{}: an earlier collective timed out on rank {}; the process group cannot be used again (end the job)",
              op, s.rank);
@@ -60,9 +69,91 @@ double read_timeout() {
   return seconds;
 }
 
-// Polls `request` until it completes; past the deadline, marks the group broken and throws.
+// ---- who is missing, when a collective times out. Each rank counts the collectives it
+// has entered. A rank that waits in a collective answers the others' "where are you"
+// messages with its count (point-to-point, on Kiln's communicator, apart from the
+// collectives' traffic); a rank that timed out asks every other rank, and those that do not
+// answer within a grace period are the ones that died or hang.
+constexpr int kAskTag = 0x4b31;
+constexpr int kAnswerTag = 0x4b32;
+
+// Answers every question that has arrived with this rank's count.
+void answer_questions(State& s, std::int64_t count) {
+  static std::vector<std::int64_t> answers;  // kept alive until the job ends: the sends are not waited on
+  answers.reserve(1024);
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, s.comm, &arrived, &status) != MPI_SUCCESS || !arrived) return;
+    std::int64_t question = 0;
+    MPI_Recv(&question, 1, MPI_INT64_T, status.MPI_SOURCE, kAskTag, s.comm, MPI_STATUS_IGNORE);
+    if (answers.size() == answers.capacity()) return;  // a thousand questions: nobody is listening any more
+    answers.push_back(count);
+    MPI_Request request;
+    if (MPI_Isend(&answers.back(), 1, MPI_INT64_T, status.MPI_SOURCE, kAnswerTag, s.comm, &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
+  }
+}
+
+// Asks every other rank where it is and waits up to `grace` seconds for the answers; the
+// message says which ranks did not answer, and which are at another collective.
+std::string find_missing(State& s, std::int64_t count, double grace) {
+  std::vector<std::int64_t> answers(static_cast<std::size_t>(s.size), -1);
+  std::vector<MPI_Request> receives, sends;
+  static std::int64_t asked;  // the sends are not waited on: their buffer outlives them
+  asked = count;
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank) continue;
+    MPI_Request request;
+    MPI_Irecv(&answers[static_cast<std::size_t>(r)], 1, MPI_INT64_T, r, kAnswerTag, s.comm, &request);
+    receives.push_back(request);
+    MPI_Isend(&asked, 1, MPI_INT64_T, r, kAskTag, s.comm, &request);
+    sends.push_back(request);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+  for (;;) {
+    answer_questions(s, count);
+    int all = 0;
+    MPI_Testall(static_cast<int>(receives.size()), receives.data(), &all, MPI_STATUSES_IGNORE);
+    if (all || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (MPI_Request& request : receives)
+    if (request != MPI_REQUEST_NULL) {
+      MPI_Cancel(&request);
+      MPI_Request_free(&request);
+    }
+  for (MPI_Request& request : sends)
+    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  std::vector<int> silent, elsewhere;
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank) continue;
+    const std::int64_t answer = answers[static_cast<std::size_t>(r)];
+    if (answer < 0) silent.push_back(r);
+    else if (answer != count) elsewhere.push_back(r);
+  }
+  // "rank 2" or "ranks 1, 3"
+  const auto ranks = [](const std::vector<int>& list) {
+    std::string out = list.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + std::to_string(list[i]);
+    return out;
+  };
+  std::string text;
+  if (!silent.empty())
+    text += kiln::detail::join_message("; {} did not answer within {} s: died or hangs", {ranks(silent), grace});
+  if (!elsewhere.empty())
+    text += kiln::detail::join_message("; {} waits at another collective (the ranks called different collectives, or in "
+                                 "another order)",
+                                 {ranks(elsewhere)});
+  if (text.empty()) text = "; every rank answered, at this collective";
+  return text;
+}
+
+// Polls `request` until it completes; past the deadline, marks the group broken and throws,
+// naming the ranks that are missing.
 void wait(MPI_Request& request, std::string_view op) {
   State& s = state();
+  const std::int64_t count = ++s.collectives;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(s.timeout);
   for (long polls = 0;; ++polls) {
@@ -74,11 +165,12 @@ void wait(MPI_Request& request, std::string_view op) {
       std::this_thread::yield();
       continue;
     }
+    answer_questions(s, count);
     if (std::chrono::steady_clock::now() > deadline) {
       s.broken = true;
-      KILN_FAIL("{}: rank {} waited {} s (KILN_DIST_TIMEOUT) for the other ranks of {}; at least one of them died or "
-                "hangs (it stopped calling the same collectives in the same order)",
-                op, s.rank, s.timeout, s.size);
+      const std::string missing = find_missing(s, count, std::min(s.timeout, 10.0));
+      KILN_FAIL("{}: rank {} waited {} s (KILN_DIST_TIMEOUT) for the other ranks of {}{}", op, s.rank, s.timeout, s.size,
+                missing);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 20 : 500));
   }
@@ -220,9 +312,9 @@ void finalize() {
   if (s.owns_mpi) MPI_Finalize();
 }
 
-int rank() { return ready("dist::rank").rank; }
-int world_size() { return ready("dist::world_size").size; }
-double timeout_seconds() { return ready("dist::timeout_seconds").timeout; }
+int rank() { return joined("dist::rank").rank; }
+int world_size() { return joined("dist::world_size").size; }
+double timeout_seconds() { return joined("dist::timeout_seconds").timeout; }
 
 void barrier() {
   State& s = ready("barrier");

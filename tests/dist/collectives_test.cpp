@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -183,24 +184,35 @@ TEST(Collectives, MismatchedShapesFailOnEveryRank) {
   dist::barrier();
 }
 
-// Run alone, by the ctest dist.timeout (KILN_DIST_TIMEOUT=2): rank 1 stops calling
-// collectives; rank 0's barrier must throw the timeout's error, not wait forever.
-TEST(DistTimeout, ARankThatHangsEndsTheOthersWithAnError) {
+// Run alone, by the ctest dist.timeout (3 ranks, KILN_DIST_TIMEOUT=2): the last rank stops
+// calling collectives; the others' barrier must throw the timeout's error naming it, not
+// wait forever.
+TEST(DistTimeout, ARankThatHangsEndsTheOthersWithAnErrorNamingIt) {
   if (!std::getenv("KILN_TEST_DIST_HANG")) GTEST_SKIP() << "run by the ctest dist.timeout only";
-  ASSERT_EQ(world(), 2);
-  if (me() == 1) {
+  ASSERT_GE(world(), 2);
+  const int hanging = world() - 1;
+  if (me() == hanging) {
+    if (std::string(std::getenv("KILN_TEST_DIST_HANG")) == "kill") std::raise(SIGKILL);
     std::this_thread::sleep_for(std::chrono::seconds(40));  // killed long before, when rank 0 ends the job
     return;
   }
   try {
     dist::barrier();
-    ADD_FAILURE() << "the barrier returned while rank 1 hangs";
+    ADD_FAILURE() << "the barrier returned while rank " << hanging << " hangs";
   } catch (const Error& e) {
-    std::printf("rank 0 timed out as expected: %s\n", e.what());
+    const std::string message = e.what();
+    std::printf("rank %d timed out as expected: %s\n", me(), e.what());
     std::fflush(stdout);
-    EXPECT_NE(std::string(e.what()).find("KILN_DIST_TIMEOUT"), std::string::npos);
+    EXPECT_NE(message.find("KILN_DIST_TIMEOUT"), std::string::npos);
+    EXPECT_NE(message.find("rank " + std::to_string(hanging) + " did not answer"), std::string::npos);
+    // The other ranks that wait in the barrier answered: only the hanging one is named.
+    EXPECT_EQ(message.find("did not answer"), message.rfind("did not answer"));
+    EXPECT_EQ(message.find("rank " + std::to_string(1 - me()) + " did not answer"), std::string::npos);
+    EXPECT_EQ(message.find("another collective"), std::string::npos);
   }
   EXPECT_KILN_ERROR(dist::barrier(), "barrier", "timed out");
+  // Every waiting rank must have thrown before rank 0 ends the job.
+  if (me() == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 }  // namespace
