@@ -93,6 +93,34 @@ TEST(DataParallel, TwoRanksWithBatchBTrainAsOneWithBatch2B) {
   EXPECT_NE(trained, start);
 }
 
+// Accumulation without communication (torch's no_sync): two half batches accumulated
+// locally, then one sync, give the gradient of the whole batch on one process.
+TEST(DataParallel, AccumulatedGradientsSyncedOnceEqualTheWholeBatch) {
+  constexpr std::int64_t kBatch = 4;  // per rank and step: two micro-batches of 2
+  const std::int64_t world = dist::world_size(), me = dist::rank();
+  Mlp<B> model(4, 6, 2);
+  const dist::DataParallel parallel(model);
+  optim::GradientsParams<Cpu> grads;
+  for (std::int64_t micro = 0; micro < 2; ++micro) {
+    const std::int64_t begin = me * kBatch + micro * (kBatch / 2);
+    const auto [x, y] = batch(0, begin, begin + kBatch / 2);
+    auto backward = (model.forward(x) - y).square().mean().backward();
+    grads.accumulate(optim::GradientsParams<Cpu>::from(model, backward));
+  }
+  grads.scale(0.5);
+  parallel.sync(grads);
+
+  const auto [all_x, all_y] = batch(0, 0, world * kBatch);
+  auto backward = (model.forward(all_x) - all_y).square().mean().backward();
+  const auto expected = optim::GradientsParams<Cpu>::from(model, backward);
+  nn::for_each_param(model, [&](const std::string& path, const auto& p) {
+    const TensorData got = Cpu::into_data(*grads.get(p.id())), want = Cpu::into_data(*expected.get(p.id()));
+    const auto g = got.to_vec<double>(), w = want.to_vec<double>();
+    ASSERT_EQ(g.size(), w.size());
+    for (std::size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-6) << path << " " << i;
+  });
+}
+
 // A parameter that this rank's backward did not reach counts as a zero gradient here.
 template <class Bk> struct TwoHeads {
   nn::Linear<Bk> a, b;
