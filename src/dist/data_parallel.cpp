@@ -64,6 +64,14 @@ void check_and_broadcast(const nn::ModuleState& state) {
 }
 
 void average_gradients(std::vector<GradientSlot>& slots, std::size_t bucket_bytes) {
+  // The same trainable parameters on every rank (one may have been frozen on one rank only).
+  std::int64_t elements = 0;
+  for (const GradientSlot& slot : slots) elements += slot.shape.numel();
+  const std::int64_t trainable[] = {static_cast<std::int64_t>(slots.size()), elements};
+  KILN_CHECK(first_disagreement(trainable) < 0,
+             "DataParallel::sync: the ranks have different trainable parameters (rank {} has {} of {} elements); "
+             "freeze and unfreeze the same parameters on every rank",
+             rank(), slots.size(), elements);
   // Which gradients exist on some rank: the same buckets on every rank.
   TensorData present(std::vector<std::byte>(slots.size()), Shape{static_cast<std::int64_t>(slots.size())}, DType::u8);
   for (std::size_t i = 0; i < slots.size(); ++i) present.bytes()[i] = std::byte{slots[i].grad ? std::uint8_t{1} : std::uint8_t{0}};

@@ -161,6 +161,14 @@ TEST(DataParallel, ModulesThatDifferAcrossRanksAreRejectedOnEveryRank) {
   TwoHeads<B> two{nn::Linear<B>(3, 3), nn::Linear<B>(3, 3)};
   if (dist::rank() == 0) EXPECT_KILN_ERROR(dist::DataParallel(one), "DataParallel", "different numbers");
   else EXPECT_KILN_ERROR(dist::DataParallel(two), "DataParallel", "different numbers");
+  // A parameter frozen on one rank only: sync says so on every rank.
+  Mlp<B> model(4, 8, 2);
+  const dist::DataParallel parallel(model);
+  if (dist::rank() == 1) model.out.weight.set_trainable(false);
+  const auto x = Tensor<B, 2>::ones({2, 4});
+  auto backward = model.forward(x).sum().backward();
+  auto grads = optim::GradientsParams<Cpu>::from(model, backward);
+  EXPECT_KILN_ERROR(parallel.sync(grads), "DataParallel::sync", "different trainable parameters");
   dist::barrier();
 }
 
