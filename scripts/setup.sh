@@ -19,6 +19,7 @@ packages=(
   libstb-dev                            # kiln::data: stb_image decodes PNG/JPEG image folders (libstb)
   dataset-fashion-mnist                 # Fashion-MNIST in /usr/share/datasets (data tests, examples)
   libonnx-testdata                      # ONNX's node tests (tests/onnx runs them through kiln::onnx)
+  libopenmpi-dev openmpi-bin            # kiln::dist: MPI (OpenMPI) and mpirun for the distributed tests
   hipcc libamdhip64-dev                 # HIP 5.2: kernels/cuda and the CUDA renderings compiled for AMD GPUs (tests/codegen)
 )
 

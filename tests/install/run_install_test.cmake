@@ -110,6 +110,10 @@ if(STEP STREQUAL "install")
     check_exported(Rocm kiln::rocm "kiln::core;kiln::store;kiln::data;kiln::train;kiln::rocm_instances" amdhip64 hiprtc)
     check_exported(Rocm kiln::rocm_instances "kiln::rocm")
   endif()
+  # kiln::dist: MPI stays inside libkiln_dist (consumers need no MPI package).
+  if(DIST_BUILT)
+    check_exported(Dist kiln::dist "kiln::core;kiln::data" mpi)
+  endif()
   # An installed library finds the other Kiln libraries it needs (libkiln_train needs
   # libkiln_store) beside itself, wherever the prefix is: its RUNPATH is $ORIGIN and nothing
   # else (a program's own RUNPATH does not serve its libraries' dependencies, and a linker
@@ -117,7 +121,8 @@ if(STEP STREQUAL "install")
   # Its other dependencies live in the system's library dirs.
   file(GLOB libraries ${prefix}/*/libkiln_cpu.so.*.*.* ${prefix}/*/libkiln_vulkan.so.*.*.*
        ${prefix}/*/libkiln_cpu_instances.so.*.*.* ${prefix}/*/libkiln_vulkan_instances.so.*.*.*
-       ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.* ${prefix}/*/libkiln_train.so.*.*.*)
+       ${prefix}/*/libkiln_store.so.*.*.* ${prefix}/*/libkiln_data.so.*.*.* ${prefix}/*/libkiln_train.so.*.*.*
+       ${prefix}/*/libkiln_dist.so.*.*.*)
   foreach(library kiln_cpu kiln_cpu_instances kiln_store kiln_data kiln_train)
     if(NOT libraries MATCHES "lib${library}\\.so\\.")
       fail("lib${library}.so.<version> was not installed")
@@ -230,6 +235,13 @@ elseif(STEP STREQUAL "components")
     check(rocm ok "targets: kiln::core kiln::cpu kiln::rocm" 0.1 REQUIRED COMPONENTS cpu rocm)
   else()
     check(rocm fail "rocm: needs HIP" 0.1 REQUIRED COMPONENTS cpu rocm)
+  endif()
+  # The dist component (distributed training) exists where this build found MPI; kiln::kiln
+  # does not link it.
+  if(DIST_BUILT)
+    check(dist ok "targets: kiln::core kiln::cpu kiln::dist" 0.1 REQUIRED COMPONENTS cpu dist)
+  else()
+    check(dist fail "dist: (needs MPI|disabled)" 0.1 REQUIRED COMPONENTS cpu dist)
   endif()
   check(metal fail "metal: not part of this version yet" 0.1 REQUIRED COMPONENTS cpu metal)
   check(unknown fail "'tpu' is not a Kiln backend" 0.1 REQUIRED COMPONENTS tpu)
