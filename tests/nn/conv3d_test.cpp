@@ -8,8 +8,11 @@
 
 #include <kiln/nn.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -71,6 +74,16 @@ template <class B, std::size_t D, class M> void check_layer(M& module, const std
     ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
     EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
   });
+}
+
+// Every value within +-bound and, for many values, the whole interval used (torch's uniform default init).
+void expect_uniform_within(const std::vector<double>& values, double bound) {
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  EXPECT_GE(*lo, -bound);
+  EXPECT_LE(*hi, bound);
+  if (values.size() < 100) return;
+  EXPECT_LT(*lo, -0.95 * bound);
+  EXPECT_GT(*hi, 0.95 * bound);
 }
 
 }  // namespace
@@ -180,4 +193,31 @@ TYPED_TEST(NnConv3d, BadOptionsNameTheLayer) {
   EXPECT_KILN_ERROR(reflect.forward(Tensor<B, 3>::zeros({1, 3, 3})), "pad: reflect padding 3 / 3 must be smaller");
   const nn::Conv3d<B> conv(2, 3, {3, 3, 3});
   EXPECT_KILN_ERROR(conv.forward(Tensor<B, 5>::zeros({1, 3, 4, 4, 4})), "conv3d: weight [3, 2, 3, 3, 3] expects 2");
+}
+
+// torch's default init: weight and bias uniform in +-1/sqrt(fan_in), fan_in = weight.size(1) * prod(kernel).
+TYPED_TEST(NnConv3d, DefaultInitFollowsTorch) {
+  using B = TypeParam;
+  manual_seed(3);
+  const nn::Conv3d<B> conv(8, 16, {3, 3, 3}, {.groups = 2});
+  EXPECT_EQ(conv.weight->shape(), (Shape{16, 4, 3, 3, 3}));
+  EXPECT_EQ((*conv.bias)->shape(), (Shape{16}));
+  expect_uniform_within(conv.weight->template to_vec<double>(), 1.0 / std::sqrt(4.0 * 27.0));
+  expect_uniform_within((*conv.bias)->template to_vec<double>(), 1.0 / std::sqrt(4.0 * 27.0));
+  const nn::ConvTranspose3d<B> transposed(8, 6, {2, 3, 3}, {.groups = 2, .bias = false});
+  EXPECT_EQ(transposed.weight->shape(), (Shape{8, 3, 2, 3, 3}));
+  EXPECT_FALSE(transposed.bias.has_value());
+  expect_uniform_within(transposed.weight->template to_vec<double>(), 1.0 / std::sqrt(3.0 * 18.0));
+}
+
+// nn::valid keeps a layer's padding mode and "same" padding.
+TYPED_TEST(NnConv3d, ValidKeepsThePadding) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  const nn::Conv2d<AD> trained(2, 3, {2, 3}, {.padding_mode = nn::PaddingMode::circular, .padding_same = true});
+  const nn::Conv2d<B> inference = nn::valid(trained);
+  const auto x = Tensor<B, 4>::random({1, 2, 4, 5}, Distribution::normal(0, 1));
+  const auto y = inference.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 3, 4, 5}));
+  EXPECT_CLOSE(y, trained.forward(Tensor<AD, 4>::from_data(x.into_data())).into_data(), 0, 0);
 }
