@@ -179,9 +179,9 @@ Tensor<B, 5> conv3d(const Tensor<B, 5>& x, const Tensor<B, 5>& weight,
 
 // ---- 3-d transposed convolution: x [N, C_in, D, H, W] * weight [C_in, C_out/groups, kd, kh, kw] (+ bias [C_out])
 // -> [N, C_out, (D - 1) * stride - 2 * padding + dilation * (kd - 1) + output_padding + 1, ...]
-// Two 2-d transposed convolutions: the (H, W) planes of every input depth at once, the depth
-// taps as extra output channels (the weight read as [C_in, C_out/groups*kd, kh, kw]), then the
-// taps scattered along the depth and summed, by a transposed convolution with a one-hot kernel.
+// A 2-d transposed convolution of the (H, W) planes of every input depth at once, the depth taps
+// as extra output channels (the weight read as [C_in, C_out/groups*kd, kh, kw]), then the taps
+// added into their output depths (index_add).
 
 template <Backend B>
 Tensor<B, 5> conv_transpose3d(const Tensor<B, 5>& x, const Tensor<B, 5>& weight,
@@ -201,16 +201,23 @@ Tensor<B, 5> conv_transpose3d(const Tensor<B, 5>& x, const Tensor<B, 5>& weight,
   const Tensor<B, 4> y_planes =
       conv_transpose2d<B>(x.permute({0, 2, 1, 3, 4}).reshape({batch * depth, xs[1], xs[3], xs[4]}),
                        weight.reshape({ws[0], ws[1] * taps, ws[3], ws[4]}), std::nullopt, planar);
-  const std::int64_t plane = out[3] * out[4];
-  // [N*C_out, kd, D, H'*W'] -> [N*C_out, 1, D', H'*W']: tap k of input depth d lands on d * stride + k * dilation - padding.
-  const Tensor<B, 4> per_tap = y_planes.reshape({batch, depth, channels, taps, plane})
+  // The taps summed along the depth: tap k of input depth d lands on d * stride + k * dilation
+  // of the unpadded output, whose first `padding` positions are then cut (positions past every
+  // tap, which output_padding can add, stay zero).
+  const std::int64_t plane = out[3] * out[4], pad = options.padding[0];
+  const Tensor<B, 3> per_tap = y_planes.reshape({batch, depth, channels, taps, plane})
                                    .permute({0, 2, 3, 1, 4})
-                                   .reshape({batch * channels, taps, depth, plane});
-  const Tensor<B, 4> scatter = Tensor<B, 2>::eye(taps, x.device(), x.dtype()).reshape({taps, 1, taps, 1});
-  const ops::ConvTranspose2dOptions along_depth{
-      {options.stride[0], 1}, {options.padding[0], 0}, {options.output_padding[0], 0}, {options.dilation[0], 1}, 1};
-  Tensor<B, 5> y = conv_transpose2d<B>(per_tap, scatter, std::nullopt, along_depth)
-                       .reshape({batch, channels, out[2], out[3], out[4]});
+                                   .reshape({batch * channels, taps * depth, plane});
+  std::vector<std::int64_t> at;
+  for (std::int64_t k = 0; k < taps; ++k)
+    for (std::int64_t d = 0; d < depth; ++d) at.push_back(d * options.stride[0] + k * options.dilation[0]);
+  const std::int64_t unpadded = (depth - 1) * options.stride[0] + options.dilation[0] * (taps - 1) + 1;
+  const auto index = Tensor<B, 1, Int>::from_data(TensorData::from(at, Shape{taps * depth}), x.device());
+  const Tensor<B, 3> summed = Tensor<B, 3>::zeros({batch * channels, std::max(unpadded, pad + out[2]), plane},
+                                                  x.device(), x.dtype())
+                                  .index_add(1, index, per_tap);
+  Tensor<B, 5> y =
+      summed.slice({Slice(), Slice(pad, pad + out[2])}).reshape({batch, channels, out[2], out[3], out[4]});
   if (bias) y = y.add(bias->reshape({1, channels, 1, 1, 1}));
   return y;
 }
