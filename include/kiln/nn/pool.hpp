@@ -1,7 +1,7 @@
-// Pooling layers with torch.nn's meaning: MaxPool1d / 2d, AvgPool1d / 2d (the stride
-// defaults to the kernel size, as in PyTorch), AdaptiveAvgPool1d / 2d and AdaptiveMaxPool1d /
-// 2d. Stateless
-// modules over kiln::functional's pooling; batched (NCHW / NCL) or unbatched inputs.
+// Pooling layers with torch.nn's meaning: MaxPool1d / 2d / 3d, AvgPool1d / 2d / 3d (the
+// stride defaults to the kernel size, as in PyTorch), AdaptiveAvgPool1d / 2d and
+// AdaptiveMaxPool1d / 2d. Stateless modules over kiln::functional's pooling; batched (NCL /
+// NCHW / NCDHW) or unbatched inputs.
 #pragma once
 
 #include "kiln/nn/module.hpp"
@@ -131,6 +131,37 @@ template <class B> struct AdaptiveMaxPool1d {
     static_assert(D == 2 || D == 3, "nn::AdaptiveMaxPool1d: the input is [N, C, L] or [C, L]");
     return detail::adaptive_max_pool(x, D - 1, &output_size, 1, "nn::AdaptiveMaxPool1d");
   }
+};
+
+struct Pool3dOptions {
+  std::optional<std::array<std::int64_t, 3>> stride;  // default: the kernel size
+  std::array<std::int64_t, 3> padding{0, 0, 0}, dilation{1, 1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // AvgPool3d
+};
+
+namespace detail {
+inline ops::Pool3dOptions pool_options(std::array<std::int64_t, 3> kernel, const Pool3dOptions& o) {
+  return {kernel, o.stride.value_or(kernel), o.padding, o.dilation, o.ceil_mode, o.count_include_pad};
+}
+}  // namespace detail
+
+template <class B> struct MaxPool3d {
+  ops::Pool3dOptions pool;
+  KILN_MODULE(pool)
+  MaxPool3d() = default;
+  explicit MaxPool3d(std::array<std::int64_t, 3> kernel, const Pool3dOptions& o = {})
+      : pool(detail::pool_options(kernel, o)) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return functional::max_pool3d(x, pool); }
+};
+
+template <class B> struct AvgPool3d {
+  ops::Pool3dOptions pool;
+  KILN_MODULE(pool)
+  AvgPool3d() = default;
+  explicit AvgPool3d(std::array<std::int64_t, 3> kernel, const Pool3dOptions& o = {})
+      : pool(detail::pool_options(kernel, o)) {}
+  template <std::size_t D> Tensor<B, D> forward(const Tensor<B, D>& x) const { return functional::avg_pool3d(x, pool); }
 };
 
 }  // namespace kiln::nn

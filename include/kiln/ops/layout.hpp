@@ -139,6 +139,6 @@ inline void check_index_add_values(const Shape& x, DType x_dtype, const Shape& v
 }
 
 enum class ScatterMode : std::uint8_t { assign, add };
-enum class PadMode : std::uint8_t { constant, reflect, replicate };
+enum class PadMode : std::uint8_t { constant, reflect, replicate, circular };
 
 }  // namespace kiln::ops

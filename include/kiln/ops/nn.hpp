@@ -83,6 +83,32 @@ struct Pool1dOptions {
   }
 };
 
+// 3-d convolution over NCDHW tensors, composed from 2-d convolutions (functional::conv3d).
+struct Conv3dOptions {
+  std::array<std::int64_t, 3> stride{1, 1, 1};
+  std::array<std::int64_t, 3> padding{0, 0, 0};
+  std::array<std::int64_t, 3> dilation{1, 1, 1};
+  std::int64_t groups = 1;
+};
+
+struct ConvTranspose3dOptions {
+  std::array<std::int64_t, 3> stride{1, 1, 1};
+  std::array<std::int64_t, 3> padding{0, 0, 0};
+  std::array<std::int64_t, 3> output_padding{0, 0, 0};
+  std::array<std::int64_t, 3> dilation{1, 1, 1};
+  std::int64_t groups = 1;
+};
+
+// 3-d pooling over NCDHW tensors; runs as 2-d pooling of the (H, W) planes, then of the depth.
+struct Pool3dOptions {
+  std::array<std::int64_t, 3> kernel{1, 1, 1};
+  std::array<std::int64_t, 3> stride{1, 1, 1};
+  std::array<std::int64_t, 3> padding{0, 0, 0};
+  std::array<std::int64_t, 3> dilation{1, 1, 1};  // max pooling only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling only
+};
+
 enum class InterpolateMode : std::uint8_t { nearest, bilinear, bicubic };
 
 struct InterpolateOptions {

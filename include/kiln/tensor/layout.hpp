@@ -224,7 +224,8 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
   }
 
   // Pads the last dims: pads = {left, right} for the last dim, then {top, bottom} for the one before...,
-  // as torch.nn.functional.pad. reflect mirrors without repeating the edge; replicate repeats it.
+  // as torch.nn.functional.pad. reflect mirrors without repeating the edge; replicate repeats it;
+  // circular wraps around (the left padding comes from the end of the dim, at most the dim's size).
   Self pad(std::initializer_list<std::int64_t> pads, ops::PadMode mode = ops::PadMode::constant,
            double value = 0.0) const {
     const std::vector<std::int64_t> p(pads);
@@ -299,9 +300,13 @@ template <class B, std::size_t D, class K> class LayoutApi : public TensorMixin<
                s);
     KILN_CHECK(!reflect || (before < size && after < size),
                "pad: reflect padding {} / {} must be smaller than dim {} of shape {}", before, after, d, s);
+    const bool circular = mode == ops::PadMode::circular;
+    KILN_CHECK(!circular || (before <= size && after <= size),
+               "pad: circular padding {} / {} must not exceed dim {} of shape {}", before, after, d, s);
     std::vector<double> index;
     for (std::int64_t i = -before; i < size + after; ++i) {
       std::int64_t j = i;
+      if (circular) j = (j + size) % size;
       if (j < 0) j = reflect ? -j : 0;
       if (j >= size) j = reflect ? 2 * (size - 1) - j : size - 1;
       index.push_back(static_cast<double>(j));

@@ -1,6 +1,8 @@
 // Pooling and resampling on tensors (kiln::functional): max, average and adaptive average
-// pooling over NCL (1-d) and NCHW (2-d) inputs, and interpolate. The 1-d ops run as the 2-d
-// primitives with a height of 1; an unbatched input (CL, CHW) runs as a batch of one.
+// pooling over NCL (1-d) and NCHW (2-d) inputs, max and average pooling over NCDHW (3-d)
+// inputs, and interpolate. The 1-d ops run as the 2-d primitives with a height of 1, the 3-d
+// ones as two 2-d poolings (the (H, W) planes, then the depth); an unbatched input (CL, CHW,
+// CDHW) runs as a batch of one.
 //
 // Options are explicit: unlike PyTorch, a stride left at its default is 1, not the kernel size.
 #pragma once
@@ -54,6 +56,47 @@ inline void check_pool1d(std::string_view op, const Shape& x, const ops::Pool1dO
 
 inline void check_avg_dilation(std::string_view op, const std::array<std::int64_t, 2>& dilation) {
   KILN_CHECK(dilation[0] == 1 && dilation[1] == 1, "{}: average pooling has no dilation, got {}", op, dilation);
+}
+
+// The output shape of 3-d pooling of an NCDHW input `x`, after PyTorch's checks: kernel,
+// stride and dilation positive, padding at most half the kernel, a non-empty output.
+inline Shape pool3d_output_shape(std::string_view op, const Shape& x, const ops::Pool3dOptions& o) {
+  for (std::size_t i = 0; i < 3; ++i) {
+    KILN_CHECK(o.kernel[i] > 0 && o.stride[i] > 0 && o.dilation[i] > 0,
+               "{}: kernel {}, stride {} and dilation {} must be positive (input {})", op, o.kernel, o.stride,
+               o.dilation, x);
+    KILN_CHECK(o.padding[i] >= 0 && o.padding[i] <= o.kernel[i] / 2,
+               "{}: padding {} must be between 0 and half the kernel {} (input {})", op, o.padding, o.kernel, x);
+  }
+  std::array<std::int64_t, 3> out{};
+  for (std::size_t i = 0; i < 3; ++i)
+    out[i] = ops::window_output_size(x[2 + i], o.kernel[i], o.stride[i], o.padding[i], o.dilation[i], o.ceil_mode);
+  KILN_CHECK(out[0] > 0 && out[1] > 0 && out[2] > 0,
+             "{}: input {} is too small for kernel {}, stride {}, padding {}, dilation {}: the output would be "
+             "{}x{}x{}",
+             op, x, o.kernel, o.stride, o.padding, o.dilation, out[0], out[1], out[2]);
+  return Shape{x[0], x[1], out[0], out[1], out[2]};
+}
+
+// A 3-d window as two 2-d ones (max and average pooling are separable: each window is a
+// product of one range per axis, and so is each divisor): over the (H, W) planes, then over
+// the depth of [N, C, D, H'*W'] with a width of 1.
+inline std::pair<ops::Pool2dOptions, ops::Pool2dOptions> pool3d_stages(const ops::Pool3dOptions& o) {
+  const ops::Pool2dOptions planar{{o.kernel[1], o.kernel[2]}, {o.stride[1], o.stride[2]}, {o.padding[1], o.padding[2]},
+                                  {o.dilation[1], o.dilation[2]}, o.ceil_mode, o.count_include_pad};
+  const ops::Pool2dOptions along_depth{{o.kernel[0], 1}, {o.stride[0], 1}, {o.padding[0], 0}, {o.dilation[0], 1},
+                                       o.ceil_mode, o.count_include_pad};
+  return {planar, along_depth};
+}
+
+// An unbatched CDHW input as a batch of one, and back.
+template <class B, std::size_t D> Tensor<B, 5> as_ncdhw(const Tensor<B, D>& x) {
+  if constexpr (D == 4) return x.unsqueeze_dim(0);
+  else return x;
+}
+template <class B, std::size_t D, class K> Tensor<B, D, K> from_ncdhw(const Tensor<B, 5, K>& y) {
+  if constexpr (D == 4) return y.squeeze_dim(0);
+  else return y;
 }
 
 }  // namespace detail
@@ -125,6 +168,44 @@ requires(D == 2 || D == 3) Tensor<B, D> adaptive_avg_pool1d(const Tensor<B, D>& 
   KILN_CHECK(x.dim(-1) > 0, "adaptive_avg_pool1d: input {} has an empty length", x.shape());
   const std::array<std::int64_t, 2> size{1, output_size};
   return detail::from_nchw<B, D>(provided::adaptive_avg_pool2d<B>(detail::as_nchw(x, 1), size), 1);
+}
+
+// ---- 3-d pooling on NCDHW (or unbatched CDHW) inputs
+
+// {max values, i64 indices}: each index is the flat (d * H + h) * W + w position of the maximum in its input volume.
+template <Backend B, std::size_t D>
+requires(D == 4 ||
+         D == 5) std::pair<Tensor<B, D>, Tensor<B, D, Int>> max_pool3d_with_indices(const Tensor<B, D>& x,
+                                                                                    const ops::Pool3dOptions& options) {
+  const Tensor<B, 5> x5 = detail::as_ncdhw(x);
+  const Shape s = x5.shape(), out = detail::pool3d_output_shape("max_pool3d", s, options);
+  const auto [planar, along_depth] = detail::pool3d_stages(options);
+  const std::int64_t batch = s[0], channels = s[1], depth = s[2], plane = out[3] * out[4];
+  const auto [planes, plane_at] = max_pool2d_with_indices(x5.reshape({batch, channels * depth, s[3], s[4]}), planar);
+  const auto [y, depth_at] = max_pool2d_with_indices(planes.reshape({batch, channels, depth, plane}), along_depth);
+  // depth_at is d * H'*W' + the output position; the plane stage at depth d holds h * W + w.
+  const Tensor<B, 4, Int> d = depth_at.div(static_cast<double>(plane));
+  const Tensor<B, 4, Int> at =
+      plane_at.reshape({batch, channels, depth, plane}).gather(2, d).add(d.mul(static_cast<double>(s[3] * s[4])));
+  const std::array<std::int64_t, 5> dims{batch, channels, out[2], out[3], out[4]};
+  return {detail::from_ncdhw<B, D, Float>(y.reshape(dims)), detail::from_ncdhw<B, D, Int>(at.reshape(dims))};
+}
+
+template <Backend B, std::size_t D>
+requires(D == 4 || D == 5) Tensor<B, D> max_pool3d(const Tensor<B, D>& x, const ops::Pool3dOptions& options) {
+  return max_pool3d_with_indices(x, options).first;
+}
+
+template <Backend B, std::size_t D>
+requires(D == 4 || D == 5) Tensor<B, D> avg_pool3d(const Tensor<B, D>& x, const ops::Pool3dOptions& options) {
+  KILN_CHECK(options.dilation[0] == 1 && options.dilation[1] == 1 && options.dilation[2] == 1,
+             "avg_pool3d: average pooling has no dilation, got {}", options.dilation);
+  const Tensor<B, 5> x5 = detail::as_ncdhw(x);
+  const Shape s = x5.shape(), out = detail::pool3d_output_shape("avg_pool3d", s, options);
+  const auto [planar, along_depth] = detail::pool3d_stages(options);
+  const Tensor<B, 4> planes = avg_pool2d(x5.reshape({s[0], s[1] * s[2], s[3], s[4]}), planar);
+  const Tensor<B, 4> y = avg_pool2d(planes.reshape({s[0], s[1], s[2], out[3] * out[4]}), along_depth);
+  return detail::from_ncdhw<B, D, Float>(y.reshape({s[0], s[1], out[2], out[3], out[4]}));
 }
 
 // ---- resampling, as torch.nn.functional.interpolate with an explicit output size
