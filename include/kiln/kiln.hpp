@@ -11,6 +11,14 @@
 #include "kiln/optim.hpp"
 #include "kiln/store.hpp"
 #include "kiln/tensor.hpp"
+#include "kiln/tensor/bitwise.hpp"
+#include "kiln/tensor/einsum.hpp"
+#include "kiln/tensor/linalg.hpp"
+#include "kiln/tensor/numeric.hpp"
+#include "kiln/tensor/order.hpp"
+#include "kiln/tensor/rearrange.hpp"
+#include "kiln/tensor/select.hpp"
+#include "kiln/tensor/unfold.hpp"
 #include "kiln/train.hpp"
 
 // Autodiff over each installed backend, and the nn layers' building blocks (conv, pooling,

@@ -12,6 +12,7 @@
 #include <kiln/tensor.hpp>
 #include <kiln/tensor/einsum.hpp>
 #include <kiln/tensor/linalg.hpp>
+#include <kiln/tensor/numeric.hpp>
 #include <kiln/tensor/order.hpp>
 #include <kiln/tensor/rearrange.hpp>
 #include <kiln/tensor/select.hpp>
@@ -429,6 +430,15 @@ template <class AD> std::vector<GradCase<AD>> grad_cases() {
       {"fold", [](const In& in) { return flat(F::fold(in.x3(0), {4, 5}, {2, 3}, {{1, 1}, {1, 0}, {1, 1}})); }},
       {"pixel_shuffle", [](const In& in) { return flat(F::pixel_shuffle(in.x4(0), 2)); }},
       {"pixel_unshuffle", [](const In& in) { return flat(F::pixel_unshuffle(in.x4(0), 2)); }},
+      // ---- small numeric ops (kiln/tensor/numeric.hpp)
+      {"lerp", [](const In& in) { return flat(lerp(in.x2(0), in.x2(1), in.x2(2))); }},
+      {"fmod", [](const In& in) { return flat(fmod(in.x2(0), in.x2(1))); }},
+      {"diff", [](const In& in) { return flat(diff(in.x2(0), 2, 0)); }},
+      {"dot", [](const In& in) { return dot(in.x1(0), in.x1(1)); }},
+      {"logcumsumexp", [](const In& in) { return flat(logcumsumexp(in.x2(0), 1)); }},
+      {"kthvalue", [](const In& in) { return flat(kthvalue(in.x2(0), 2, 1).first); }},
+      {"normalize", [](const In& in) { return flat(F::normalize(in.x3(0), 2.0, 1)); }},
+      {"nan_to_num", [](const In& in) { return flat(nan_to_num(in.x2(0))); }},
   };
 }
 

@@ -292,8 +292,22 @@ TYPED_TEST(TensorOps, EinsumMatchesTorchForProductsDiagonalsSumsAndPermutes) {
   EXPECT_KILN_ERROR(einsum<2>("ijk,jk->ik", a, b),
                     "einsum: operand 0 of shape [3, 4] has rank 2, \"ijk\" gives it 3 labels");
   EXPECT_KILN_ERROR(einsum<2>("ij->iz", a), "einsum: output label 'z' of \"ij->iz\" names no input dim");
-  EXPECT_KILN_ERROR(einsum<2>("...j->...j", a), "einsum: '...' is not supported");
+  EXPECT_KILN_ERROR(einsum<3>("...ijk->...j", a), "einsum: operand 0 has rank 2, \"...ijk->...j\" names 3 dims");
+  EXPECT_KILN_ERROR(einsum<2>("i.j->ij", a), "einsum: operand 0 of \"i.j->ij\" has a '.' that is not one \"...\"");
   EXPECT_KILN_ERROR(einsum<1>("ij->ii", sq), "einsum: output label 'i' of \"ij->ii\" repeats");
+}
+
+// "..." stands for the dims no letter names, aligned on the right across operands ([2, 3]
+// batch dims against [3]), in the output or at the start of an implicit one.
+TYPED_TEST(TensorOps, EinsumSpellsOutEllipsisDims) {
+  using B = TypeParam;
+  const auto& c = golden("tensor_ops", "einsum_ellipsis");
+  const auto a = c.tensor<B, 4>("a");
+  const auto b = c.tensor<B, 3>("b");
+  EXPECT_CLOSE(einsum<4>("...ij,...jk->...ik", a, b), c["batched"]);
+  EXPECT_CLOSE(einsum<4>("...ij,...jk", a, b.template unsqueeze<4>().expand_as(Shape{2, 3, 5, 6})), c["implicit"]);
+  EXPECT_CLOSE(einsum<4>("i...->...i", a), c["front"]);
+  EXPECT_CLOSE(einsum<2>("a...d->ad", a), c["middle"]);
 }
 
 TYPED_TEST(TensorOps, EinsumContractsThreeOperandsLeftToRight) {

@@ -427,3 +427,12 @@ def cases(w):
     case(w, "pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), [rand(2, 8, 2, 3)])
     case(w, "pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), [rand(1, 2, 4, 6)])
     case(w, "einsum_chain", lambda a, v, b: torch.einsum("bjk,j,bj->bk", a, v, b), [rand(2, 3, 4), rand(3), rand(2, 3)])
+    # ---- small numeric ops (kiln/tensor/numeric.hpp), appended as above
+    case(w, "lerp", lambda a, b, t: torch.lerp(a, b, t), [rand(3, 4), rand(3, 4), rand(3, 4)])
+    case(w, "fmod", lambda a, b: torch.fmod(a, b), [rand(3, 4, low=-3.0, high=3.0), away(rand(3, 4), margin=0.4)])
+    case(w, "diff", lambda x: torch.diff(x, n=2, dim=0), [rand(5, 3)])
+    case(w, "dot", lambda a, b: torch.dot(a, b).reshape(1), [rand(6), rand(6)])
+    case(w, "logcumsumexp", lambda x: torch.logcumsumexp(x, 1), [rand(3, 5)])
+    case(w, "kthvalue", lambda x: torch.kthvalue(x, 2, 1, keepdim=True).values, [rand(3, 5)])
+    case(w, "normalize", lambda x: F.normalize(x, p=2.0, dim=1), [rand(2, 3, 4)])
+    case(w, "nan_to_num", lambda x: torch.nan_to_num(x), [rand(3, 4)])

@@ -241,3 +241,4 @@ def utility_layer_cases(w):
     shuffled = lambda t: t.reshape(2, 3, 2, 2, 3).transpose(1, 2).reshape(2, 6, 2, 3)
     assert torch.equal(shuffled(x), nn.ChannelShuffle(3)(x))
     layer_case(w, "channel_shuffle", Lambda(shuffled), x)
+    layer_case(w, "batch_norm3d", nn.BatchNorm3d(3, momentum=0.2), randn(2, 3, 2, 3, 4))

@@ -173,3 +173,9 @@ def cases(w):
     bsx = torch.tensor([[5, -7, 0], [123456789, -1, 64]])
     w.case("bitwise_scalar", x=bsx, and_=torch.bitwise_and(bsx, 6), or_=torch.bitwise_or(bsx, -8),
            xor_=torch.bitwise_xor(bsx, 2**40 + 3))
+
+    # ---- einsum with "..." (the dims no letter names, aligned on the right)
+    ea4, eb4 = torch.randn(2, 3, 4, 5), torch.randn(3, 5, 6)
+    w.case("einsum_ellipsis", a=ea4, b=eb4, batched=torch.einsum("...ij,...jk->...ik", ea4, eb4),
+           implicit=torch.einsum("...ij,...jk", ea4, eb4), front=torch.einsum("i...->...i", ea4),
+           middle=torch.einsum("a...d->ad", ea4))

@@ -114,3 +114,25 @@ def cases(w):
     sinusoidal_case(w, "sinusoidal_offset_odd", (1, 3, 5), offset=4, base=100.0)
     rotary_case(w, "rotary", (2, 2, 5, 8))
     rotary_case(w, "rotary_offset_base", (3, 2, 6), offset=7, base=500.0)
+    transformer_case(w)
+
+
+def transformer_case(w):
+    """torch.nn.Transformer, 2 encoder and 1 decoder layers, pre-norm with gelu: the state dict,
+    src [N, S, E], tgt [N, L, E], a causal tgt mask and a src padding mask (also on memory), the
+    output and the gradients of sum(y * r)."""
+    torch.manual_seed(21)
+    module = perturbed(nn.Transformer(D_MODEL, NHEAD, 2, 1, FF, dropout=0.0, activation="gelu",
+                                      batch_first=True, norm_first=True))
+    before = {f"w.{k}": v.clone() for k, v in module.state_dict().items()}
+    src = torch.randn(N, S, D_MODEL, dtype=f64, requires_grad=True)
+    tgt = torch.randn(N, L, D_MODEL, dtype=f64, requires_grad=True)
+    pad = memory_padding()
+    y = module(src, tgt, tgt_mask=causal(L), src_key_padding_mask=pad, memory_key_padding_mask=pad)
+    r = torch.randn(y.shape, dtype=f64)
+    (y * r).sum().backward()
+    tensors = dict(before)
+    tensors.update(src=src.detach(), tgt=tgt.detach(), pad=pad, y=y.detach(), r=r, dsrc=src.grad, dtgt=tgt.grad)
+    for k, p in module.named_parameters():
+        tensors[f"d.{k}"] = p.grad
+    w.case("transformer", **tensors)

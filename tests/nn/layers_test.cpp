@@ -413,6 +413,9 @@ TYPED_TEST(NnLayers, UtilityLayersMatchTorch) {
   check_layer<B, 3>(replication_pad, "replication_pad1d", fwd);
   nn::ChannelShuffle<AD> shuffle(3);
   check_layer<B, 4>(shuffle, "channel_shuffle", fwd);
+  // BatchNorm3d is BatchNorm over [N, C, D, H, W]: the output, gradients and running statistics.
+  nn::BatchNorm3d<AD> bn3(3, {.momentum = 0.2});
+  check_layer<B, 5>(bn3, "batch_norm3d", [](auto& m, const auto& x) { return m.forward(x); });
   EXPECT_KILN_ERROR(nn::ChannelShuffle<B>(4).forward(Tensor<B, 4>::zeros({1, 6, 2, 2})),
                     "nn::ChannelShuffle: 6 channels of [1, 6, 2, 2] do not split into 4 groups");
   EXPECT_KILN_ERROR((nn::Unflatten<B>(3, {2, 2}).forward(Tensor<B, 2>::zeros({2, 4}))),

@@ -149,6 +149,31 @@ TYPED_TEST(NnTransformer, IncrementalDecodingGivesTheFullSequencesOutput) {
                     "nn::MultiHeadAttention: the cache holds a memory of");
 }
 
+// nn::Transformer against torch.nn.Transformer (pre-norm, gelu, 2 + 1 layers): torch's
+// parameter names load as they are, and the output and every gradient match, with a causal
+// target mask and a source padding mask on the encoder and on the memory.
+TYPED_TEST(NnTransformer, TransformerMatchesTorch) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  const GoldenCase& c = golden("transformer", "transformer");
+  nn::Transformer<AD> model(kModel, kHeads, 2, 1,
+                            {.dim_feedforward = kFeedForward, .dropout = 0.0, .gelu = true, .norm_first = true});
+  load_f64(model, c);
+  const auto src = c.tensor<AD, 3>("src").require_grad();
+  const auto tgt = c.tensor<AD, 3>("tgt").require_grad();
+  const auto pad = c.tensor<AD, 2, Bool>("pad");
+  const auto y = model.forward(src, tgt, {.key_padding_mask = pad}, {.causal = true}, {.key_padding_mask = pad});
+  EXPECT_CLOSE(y, c["y"], kTol, kTol);
+  const auto grads = (y * Tensor<AD, 3>::from_data(c["r"])).sum().backward();
+  EXPECT_CLOSE(*src.grad(grads), c["dsrc"], kTol, kTol);
+  EXPECT_CLOSE(*tgt.grad(grads), c["dtgt"], kTol, kTol);
+  nn::for_each_param(model, [&](const std::string& path, const auto& p) {
+    const auto g = p->grad(grads);
+    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
+    EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
+  });
+}
+
 TYPED_TEST(NnTransformer, DecoderRejectsBadShapesAndMasks) {
   using B = TypeParam;
   manual_seed(8);

@@ -360,4 +360,31 @@ template <class B> struct TransformerDecoder {
   }
 };
 
+// torch.nn.Transformer: an encoder stack and a decoder stack, each with its final LayerNorm,
+// with torch's parameter names (encoder.layers.0..., encoder.norm, decoder.layers.0...,
+// decoder.norm) and defaults (d_model 512, 8 heads, 6 + 6 layers; the layers' options as
+// TransformerLayerOptions), batch-first.
+template <class B> struct Transformer {
+  TransformerEncoder<B> encoder;
+  TransformerDecoder<B> decoder;
+  KILN_MODULE(encoder, decoder)
+
+  Transformer() = default;
+  Transformer(std::int64_t d_model, std::int64_t nhead = 8, std::int64_t num_encoder_layers = 6,
+              std::int64_t num_decoder_layers = 6, const TransformerLayerOptions& o = {},
+              const typename B::Device& device = {})
+      : encoder(num_encoder_layers, d_model, nhead, o, true, device),
+        decoder(num_decoder_layers, d_model, nhead, o, true, device) {}
+
+  // src [N, S, E], tgt [N, L, E] → [N, L, E]: the decoder over tgt, attending to the encoded
+  // src. src_masks go to the encoder's self-attention (torch's src_mask,
+  // src_key_padding_mask), tgt_masks to the decoder's (tgt_mask or causal,
+  // tgt_key_padding_mask), memory_masks to its attention over the encoded src (memory_mask,
+  // memory_key_padding_mask).
+  Tensor<B, 3> forward(const Tensor<B, 3>& src, const Tensor<B, 3>& tgt, const AttentionMasks<B>& src_masks = {},
+                       const AttentionMasks<B>& tgt_masks = {}, const AttentionMasks<B>& memory_masks = {}) const {
+    return decoder.forward(tgt, encoder.forward(src, src_masks), tgt_masks, memory_masks);
+  }
+};
+
 }  // namespace kiln::nn

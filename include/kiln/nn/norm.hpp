@@ -1,5 +1,5 @@
 // Normalization layers with torch.nn's meaning, parameter names and defaults:
-// BatchNorm1d / 2d (running statistics, train / eval), LayerNorm, GroupNorm,
+// BatchNorm1d / 2d / 3d (running statistics, train / eval), LayerNorm, GroupNorm,
 // InstanceNorm1d / 2d (no running statistics), and RmsNorm (x / sqrt(mean(x^2) + eps) * w,
 // over the last dims, as torch.nn.RMSNorm of later PyTorch versions), LocalResponseNorm.
 #pragma once
@@ -50,7 +50,8 @@ struct BatchNormOptions {
   bool track_running_stats = true;
 };
 
-// BatchNorm over [N, C] or [N, C, L] (BatchNorm1d) and [N, C, H, W] (BatchNorm2d): in
+// BatchNorm over [N, C] or [N, C, L] (BatchNorm1d), [N, C, H, W] (BatchNorm2d) and
+// [N, C, D, H, W] (BatchNorm3d): in
 // training mode each channel is normalized with its batch mean and biased variance, and
 // the running mean / unbiased variance are updated; in eval mode the running ones are used.
 // forward is not const: training updates the running statistics.
@@ -107,6 +108,7 @@ template <class B> struct BatchNorm {
 };
 template <class B> using BatchNorm1d = BatchNorm<B>;
 template <class B> using BatchNorm2d = BatchNorm<B>;
+template <class B> using BatchNorm3d = BatchNorm<B>;
 
 // LayerNorm over the last K dims (normalized_shape of rank K): biased variance, eps 1e-5.
 template <class B, std::size_t K = 1> struct LayerNorm {

@@ -117,10 +117,69 @@ EinsumTerm<B> einsum_contract(const EinsumTerm<B>& a, const EinsumTerm<B>& b, co
   return {B::reshape(B::matmul(left, right), Shape(dims)), batch + a_only + b_only};
 }
 
+// The equation with each "..." spelled out as letters the equation does not use: an operand's
+// "..." stands for its dims that the letters do not name, the last ones of the widest such
+// run (aligned on the right, as torch); the output's "..." (or, without "->", the start of the
+// implicit output) takes the whole run.
+inline std::string einsum_expand_ellipsis(std::string_view equation, const std::string& eq,
+                                          const std::vector<std::size_t>& ranks) {
+  if (eq.find('.') == std::string::npos) return eq;
+  const std::size_t arrow = eq.find("->");
+  const std::string inputs = eq.substr(0, arrow);
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = inputs.find(',', start);
+    parts.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  KILN_CHECK(parts.size() == ranks.size(), "einsum: \"{}\" names {} operands, {} given", equation, parts.size(),
+             ranks.size());
+  std::vector<std::size_t> widths(parts.size(), 0);
+  std::size_t widest = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::size_t at = parts[i].find("...");
+    KILN_CHECK(parts[i].find('.') == at && (at == std::string::npos || parts[i].find('.', at + 3) == std::string::npos),
+               "einsum: operand {} of \"{}\" has a '.' that is not one \"...\"", i, equation);
+    if (at == std::string::npos) continue;
+    const std::size_t named = parts[i].size() - 3;
+    KILN_CHECK(ranks[i] >= named, "einsum: operand {} has rank {}, \"{}\" names {} dims besides its \"...\"", i,
+               ranks[i], equation, named);
+    widths[i] = ranks[i] - named;
+    widest = std::max(widest, widths[i]);
+  }
+  std::string fresh;
+  for (char ch = 'A'; ch <= 'Z' && fresh.size() < widest; ++ch)
+    if (eq.find(ch) == std::string::npos) fresh.push_back(ch);
+  for (char ch = 'a'; ch <= 'z' && fresh.size() < widest; ++ch)
+    if (eq.find(ch) == std::string::npos) fresh.push_back(ch);
+  KILN_CHECK(fresh.size() == widest, "einsum: \"{}\" leaves too few unused letters for its \"...\"", equation);
+  std::string out, once;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::size_t at = parts[i].find("...");
+    if (at != std::string::npos) parts[i].replace(at, 3, fresh.substr(widest - widths[i]));
+    out += (i ? "," : "") + parts[i];
+  }
+  if (arrow != std::string::npos) {
+    std::string output = eq.substr(arrow + 2);
+    const std::size_t at = output.find("...");
+    if (at != std::string::npos) output.replace(at, 3, fresh);
+    return out + "->" + output;
+  }
+  // Implicit output: the "..." dims, then the named labels that appear once, alphabetically.
+  std::string named;
+  for (const std::string& part : parts) named += part;
+  for (char ch : named)
+    if (fresh.find(ch) == std::string::npos && std::count(named.begin(), named.end(), ch) == 1) once.push_back(ch);
+  std::sort(once.begin(), once.end());
+  return out + "->" + fresh + once;
+}
+
 template <class B>
 typename B::Primitive einsum_impl(std::string_view equation, std::vector<EinsumTerm<B>> terms, std::size_t rank) {
-  const std::string eq = einsum_strip(equation);
-  KILN_CHECK(eq.find('.') == std::string::npos, "einsum: '...' is not supported, in \"{}\"", equation);
+  std::vector<std::size_t> ranks;
+  for (const auto& t : terms) ranks.push_back(B::shape(t.value).rank());
+  const std::string eq = einsum_expand_ellipsis(equation, einsum_strip(equation), ranks);
   const std::size_t arrow = eq.find("->");
   const std::string inputs = eq.substr(0, arrow);
   std::vector<std::string> labels;
@@ -182,8 +241,9 @@ typename B::Primitive einsum_impl(std::string_view equation, std::vector<EinsumT
 // torch.einsum: "ij,jk->ik" (matmul), "bij,bjk->bik" (batched), "i,j->ij" (outer), "i,i->"
 // (dot), "ii->i" (diagonal), "ii" (trace), "ijk->ik" (sum), "ij,jk,kl->il" (a chain). R is the
 // result's rank; a result with no labels is Kiln's scalar, shape [1] (R = 1). Labels are
-// letters (no "..."); a label repeated in one operand takes its diagonal; without "->" the
-// output is the labels that appear once, in alphabetical order, as in torch. Operands
+// letters, and "..." stands for the dims the letters leave unnamed ("...ij,...jk->...ik"); a
+// label repeated in one operand takes its diagonal; without "->" the output is the "..."
+// dims, then the labels that appear once, in alphabetical order, as in torch. Operands
 // contract left to right; sizes must match (no broadcasting of size-1 dims).
 template <std::size_t R, class B, std::size_t... Ds>
 Tensor<B, R> einsum(std::string_view equation, const Tensor<B, Ds>&... operands) {
