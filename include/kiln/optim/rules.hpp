@@ -15,6 +15,13 @@ namespace kiln::optim {
 
 template <Backend B> using Vec = Tensor<B, 1>;
 
+// The exponential moving average a rule keeps: state = beta state + (1 - beta) value, from
+// zeros before the first step. Returns the new state.
+template <Backend B> const Vec<B>& moving_average(std::optional<Vec<B>>& state, const Vec<B>& value, double beta) {
+  state = state ? *state * beta + value * (1 - beta) : value * (1 - beta);
+  return *state;
+}
+
 // SGD with momentum, dampening, Nesterov momentum and L2 weight decay (torch.optim.SGD).
 struct SgdRule {
   static constexpr std::string_view name = "sgd";
@@ -102,10 +109,10 @@ struct RmsPropRule {
   template <Backend B> Vec<B> update(double lr, const Vec<B>& p, Vec<B> g, State<B>& s) const {
     const Options& o = options;
     if (o.weight_decay != 0) g = g + p * o.weight_decay;
-    s.square_avg = (s.square_avg ? *s.square_avg : p.zeros_like()) * o.alpha + g * g * (1 - o.alpha);
+    moving_average(s.square_avg, g * g, o.alpha);
     Vec<B> avg = *s.square_avg;
     if (o.centered) {
-      s.grad_avg = (s.grad_avg ? *s.grad_avg : p.zeros_like()) * o.alpha + g * (1 - o.alpha);
+      moving_average(s.grad_avg, g, o.alpha);
       avg = avg - *s.grad_avg * *s.grad_avg;
     }
     avg = avg.sqrt() + o.eps;
@@ -195,8 +202,8 @@ struct NAdamRule {
     while (s.mu_product_steps < s.step) s.mu_product *= mu(++s.mu_product_steps);
     const double mu_now = mu(s.step), mu_next = mu(s.step + 1);
     const double bias2 = 1 - std::pow(o.beta2, static_cast<double>(s.step));
-    s.exp_avg = (s.exp_avg ? *s.exp_avg : p.zeros_like()) * o.beta1 + g * (1 - o.beta1);
-    s.exp_avg_sq = (s.exp_avg_sq ? *s.exp_avg_sq : p.zeros_like()) * o.beta2 + g * g * (1 - o.beta2);
+    moving_average(s.exp_avg, g, o.beta1);
+    moving_average(s.exp_avg_sq, g * g, o.beta2);
     const Vec<B> denom = (*s.exp_avg_sq / bias2).sqrt() + o.eps;
     return p - g / denom * (lr * (1 - mu_now) / (1 - s.mu_product)) -
            *s.exp_avg / denom * (lr * mu_next / (1 - s.mu_product * mu_next));
@@ -229,8 +236,8 @@ struct RAdamRule {
     }
     const double t = static_cast<double>(s.step);
     const double bias1 = 1 - std::pow(o.beta1, t), bias2 = 1 - std::pow(o.beta2, t);
-    s.exp_avg = (s.exp_avg ? *s.exp_avg : p.zeros_like()) * o.beta1 + g * (1 - o.beta1);
-    s.exp_avg_sq = (s.exp_avg_sq ? *s.exp_avg_sq : p.zeros_like()) * o.beta2 + g * g * (1 - o.beta2);
+    moving_average(s.exp_avg, g, o.beta1);
+    moving_average(s.exp_avg_sq, g * g, o.beta2);
     const double rho_inf = 2 / (1 - o.beta2) - 1;
     const double rho = rho_inf - 2 * t * std::pow(o.beta2, t) / bias2;
     if (rho <= 5) return p - *s.exp_avg * (lr / bias1);
@@ -259,7 +266,7 @@ struct AdamaxRule {
   template <Backend B> Vec<B> update(double lr, const Vec<B>& p, Vec<B> g, State<B>& s) const {
     const Options& o = options;
     if (o.weight_decay != 0) g = g + p * o.weight_decay;
-    s.exp_avg = (s.exp_avg ? *s.exp_avg : p.zeros_like()) * o.beta1 + g * (1 - o.beta1);
+    moving_average(s.exp_avg, g, o.beta1);
     s.exp_inf = (s.exp_inf ? *s.exp_inf : p.zeros_like()).mul(o.beta2).maximum(g.abs() + o.eps);
     return p - *s.exp_avg / *s.exp_inf * (lr / (1 - std::pow(o.beta1, static_cast<double>(s.step))));
   }
@@ -285,7 +292,7 @@ struct AdadeltaRule {
   template <Backend B> Vec<B> update(double lr, const Vec<B>& p, Vec<B> g, State<B>& s) const {
     const Options& o = options;
     if (o.weight_decay != 0) g = g + p * o.weight_decay;
-    s.square_avg = (s.square_avg ? *s.square_avg : p.zeros_like()) * o.rho + g * g * (1 - o.rho);
+    moving_average(s.square_avg, g * g, o.rho);
     const Vec<B> acc = s.acc_delta ? *s.acc_delta : p.zeros_like();
     const Vec<B> delta = (acc + o.eps).sqrt() / (*s.square_avg + o.eps).sqrt() * g;
     s.acc_delta = acc * o.rho + delta * delta * (1 - o.rho);
@@ -377,9 +384,9 @@ struct AdanRule {
                  bias3 = 1 - std::pow(o.beta3, t);
     const Vec<B> diff = s.prev_grad ? g - *s.prev_grad : p.zeros_like();
     const Vec<B> nesterov = g + diff * o.beta2;
-    s.exp_avg = (s.exp_avg ? *s.exp_avg : p.zeros_like()) * o.beta1 + g * (1 - o.beta1);
-    s.exp_avg_diff = (s.exp_avg_diff ? *s.exp_avg_diff : p.zeros_like()) * o.beta2 + diff * (1 - o.beta2);
-    s.exp_avg_sq = (s.exp_avg_sq ? *s.exp_avg_sq : p.zeros_like()) * o.beta3 + nesterov * nesterov * (1 - o.beta3);
+    moving_average(s.exp_avg, g, o.beta1);
+    moving_average(s.exp_avg_diff, diff, o.beta2);
+    moving_average(s.exp_avg_sq, nesterov * nesterov, o.beta3);
     s.prev_grad = g;
     const Vec<B> denom = s.exp_avg_sq->sqrt() / std::sqrt(bias3) + o.eps;
     const Vec<B> step = (*s.exp_avg / bias1 + *s.exp_avg_diff * (o.beta2 / bias2)) / denom * lr;
@@ -421,12 +428,12 @@ struct MuonRule {
     KILN_CHECK(o.ns_steps >= 0, "muon: ns_steps must be >= 0, got {}", o.ns_steps);
     if (shape.rank() < 2) {
       const double t = static_cast<double>(s.step), rate = lr * o.adam_lr_scale;
-      s.exp_avg = (s.exp_avg ? *s.exp_avg : p.zeros_like()) * o.adam_beta1 + g * (1 - o.adam_beta1);
-      s.exp_avg_sq = (s.exp_avg_sq ? *s.exp_avg_sq : p.zeros_like()) * o.adam_beta2 + g * g * (1 - o.adam_beta2);
+      moving_average(s.exp_avg, g, o.adam_beta1);
+      moving_average(s.exp_avg_sq, g * g, o.adam_beta2);
       const Vec<B> denom = (*s.exp_avg_sq / (1 - std::pow(o.adam_beta2, t))).sqrt() + o.adam_eps;
       return p * (1 - rate * o.weight_decay) - *s.exp_avg / (1 - std::pow(o.adam_beta1, t)) / denom * rate;
     }
-    s.momentum_buffer = (s.momentum_buffer ? *s.momentum_buffer : p.zeros_like()) * o.momentum + g * (1 - o.momentum);
+    moving_average(s.momentum_buffer, g, o.momentum);
     const Vec<B> direction = o.nesterov ? g * (1 - o.momentum) + *s.momentum_buffer * o.momentum : *s.momentum_buffer;
     const std::int64_t rows = shape[0], cols = shape.numel() / rows;
     const bool tall = rows > cols;

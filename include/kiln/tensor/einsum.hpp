@@ -117,6 +117,17 @@ EinsumTerm<B> einsum_contract(const EinsumTerm<B>& a, const EinsumTerm<B>& b, co
   return {B::reshape(B::matmul(left, right), Shape(dims)), batch + a_only + b_only};
 }
 
+// The operands' labels of an equation's inputs ("ij,jk" → "ij", "jk").
+inline std::vector<std::string> einsum_operands(const std::string& inputs) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = inputs.find(',', start);
+    parts.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 // The equation with each "..." spelled out as letters the equation does not use: an operand's
 // "..." stands for its dims that the letters do not name, the last ones of the widest such
 // run (aligned on the right, as torch); the output's "..." (or, without "->", the start of the
@@ -126,13 +137,7 @@ inline std::string einsum_expand_ellipsis(std::string_view equation, const std::
   if (eq.find('.') == std::string::npos) return eq;
   const std::size_t arrow = eq.find("->");
   const std::string inputs = eq.substr(0, arrow);
-  std::vector<std::string> parts;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = inputs.find(',', start);
-    parts.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  std::vector<std::string> parts = einsum_operands(inputs);
   KILN_CHECK(parts.size() == ranks.size(), "einsum: \"{}\" names {} operands, {} given", equation, parts.size(),
              ranks.size());
   std::vector<std::size_t> widths(parts.size(), 0);
@@ -182,13 +187,7 @@ typename B::Primitive einsum_impl(std::string_view equation, std::vector<EinsumT
   const std::string eq = einsum_expand_ellipsis(equation, einsum_strip(equation), ranks);
   const std::size_t arrow = eq.find("->");
   const std::string inputs = eq.substr(0, arrow);
-  std::vector<std::string> labels;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = inputs.find(',', start);
-    labels.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<std::string> labels = einsum_operands(inputs);
   KILN_CHECK(labels.size() == terms.size(), "einsum: \"{}\" names {} operands, {} given", equation, labels.size(),
              terms.size());
   std::string all;
