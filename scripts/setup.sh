@@ -20,6 +20,7 @@ packages=(
   dataset-fashion-mnist                 # Fashion-MNIST in /usr/share/datasets (data tests, examples)
   libonnx-testdata                      # ONNX's node tests (tests/onnx runs them through kiln::onnx)
   libopenmpi-dev openmpi-bin            # kiln::dist: MPI (OpenMPI) and mpirun for the distributed tests
+  iproute2                              # tests/dist/two_hosts.sh: two network namespaces as two MPI hosts
   hipcc libamdhip64-dev                 # HIP 5.2: kernels/cuda and the CUDA renderings compiled for AMD GPUs (tests/codegen)
 )
 
