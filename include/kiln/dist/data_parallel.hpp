@@ -61,6 +61,7 @@ template <nn::Module M> class DataParallel {
   // Replaces `grads` with their mean over the ranks. Every rank calls it, after its backward
   // and before its optimizer step; frozen parameters are left out.
   template <Backend B> void sync(optim::GradientsParams<B>& grads) const {
+    if (world_size() == 1) return;  // the mean over one rank: the gradients as they are, no copies
     std::vector<detail::GradientSlot> slots;
     std::vector<nn::ParamId> ids;
     std::vector<typename B::Device> devices;
