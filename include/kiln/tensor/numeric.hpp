@@ -58,16 +58,19 @@ Tensor<B, D> nan_to_num(const Tensor<B, D>& x, double nan = 0.0, std::optional<d
 
 // The number of non-zero elements (torch.count_nonzero): of all of x as [1], or along `dim`
 // (kept with size 1, as Kiln's reductions do); Int (i64).
+namespace detail {
+// 1 where x is not zero (or is true), 0 elsewhere, as Int.
 template <class B, std::size_t D, class K> Tensor<B, D, Int> nonzero_ones(const Tensor<B, D, K>& x) {
   if constexpr (std::same_as<K, Bool>) return x.to_int();
   else return x.ne(0.0).to_int();
 }
+}  // namespace detail
 template <class B, std::size_t D, class K> Tensor<B, 1, Int> count_nonzero(const Tensor<B, D, K>& x) {
-  return nonzero_ones(x).sum();
+  return detail::nonzero_ones(x).sum();
 }
 template <class B, std::size_t D, class K>
 Tensor<B, D, Int> count_nonzero(const Tensor<B, D, K>& x, std::int64_t dim) {
-  return nonzero_ones(x).sum_dim(dim);
+  return detail::nonzero_ones(x).sum_dim(dim);
 }
 
 // The n-th forward difference along dim (torch.diff, without prepend / append): each pass
