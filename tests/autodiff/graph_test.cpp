@@ -4,6 +4,9 @@
 #include "backends.hpp"
 #include "golden.hpp"
 
+#include <functional>
+#include <map>
+
 using namespace kiln;
 
 template <class B> class AutodiffGraph : public ::kiln::test::BackendTest<B> {};
@@ -199,4 +202,51 @@ TYPED_TEST(AutodiffGraph, TrainingStepsLeakNothing) {
     EXPECT_EQ(after.live_buffers, memory.live_buffers);
     EXPECT_EQ(after.live_bytes, memory.live_bytes);
   }
+}
+
+namespace {
+// Records what a backward pass tells its observer: each leaf once, with its final gradient,
+// and how many nodes had run their rules when it came.
+template <class P> struct Recorder final : autodiff::BackwardObserver<P> {
+  std::vector<std::uint64_t> order;
+  std::map<std::uint64_t, std::vector<double>> grads;
+  std::function<std::vector<double>(const P&)> read;
+  void leaf_ready(std::uint64_t leaf, const P& grad) override {
+    order.push_back(leaf);
+    grads[leaf] = read(grad);
+  }
+};
+}  // namespace
+
+// The observer hears of each leaf once, as soon as no later node can add to its gradient:
+// the last layer's weight before the first layer's, a leaf used on two paths with the sum.
+TYPED_TEST(AutodiffGraph, AnObserverHearsOfEachLeafOnceWithItsFinalGradient) {
+  using AD = Autodiff<TypeParam>;
+  using P = typename TypeParam::Primitive;
+  const auto w1 = Tensor<AD, 2>::from({{1.0, 2.0}, {-1.0, 0.5}}).require_grad();
+  const auto w2 = Tensor<AD, 2>::from({{0.5}, {-2.0}}).require_grad();
+  const auto x = Tensor<AD, 2>::from({{1.0, 3.0}}).require_grad();
+  Recorder<P> recorder;
+  recorder.read = [](const P& p) { return Tensor<TypeParam, 2>(p).template to_vec<double>(); };
+  typename AD::Gradients grads;
+  {
+    autodiff::BackwardObserverScope<P> scope(recorder);
+    const auto s = x.sum_dim(1) * x.sum_dim(1);  // made first: its rules run last
+    const auto h = x.matmul(w1).tanh();
+    const auto y = h.matmul(w2);
+    grads = (y + s).sum().backward();
+  }
+  ASSERT_EQ(recorder.order.size(), 3u);
+  const auto id = [](const auto& t) { return t.primitive().node->id; };
+  // w2's gradient is final after the last matmul's rule, w1's only after tanh's and the
+  // first matmul's; x, used by the first matmul and by both sums, after the sums' rules.
+  EXPECT_EQ(recorder.order[0], id(w2));
+  EXPECT_EQ(recorder.order[1], id(w1));
+  EXPECT_EQ(recorder.order[2], id(x));
+  EXPECT_EQ(recorder.grads[id(w1)], values(*w1.grad(grads)));
+  EXPECT_EQ(recorder.grads[id(w2)], values(*w2.grad(grads)));
+  EXPECT_EQ(recorder.grads[id(x)], values(*x.grad(grads)));
+  // Outside the scope, nobody hears: a second pass leaves the record as it was.
+  (void)(w1 * 2.0).sum().backward();
+  EXPECT_EQ(recorder.order.size(), 3u);
 }

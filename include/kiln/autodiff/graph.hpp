@@ -116,6 +116,55 @@ template <class P> class Gradients {
 
 namespace autodiff {
 
+// Watches a backward pass on this thread while a BackwardObserverScope holds it: told each
+// leaf's gradient as soon as it is final (every node that uses the leaf has run its rule),
+// long before backward() returns. kiln::dist's DataParallel starts its gradient all-reduces
+// from leaf_ready, so that they run while the rest of the backward pass does (as the hooks
+// of PyTorch's DDP).
+template <class P> class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  virtual void leaf_ready(std::uint64_t leaf, const P& grad) = 0;
+};
+
+template <class P> BackwardObserver<P>*& backward_observer() {
+  thread_local BackwardObserver<P>* observer = nullptr;
+  return observer;
+}
+
+// Installs `observer` for the backward passes run on this thread while it lives.
+template <class P> class BackwardObserverScope {
+ public:
+  explicit BackwardObserverScope(BackwardObserver<P>& observer) : previous_(backward_observer<P>()) {
+    backward_observer<P>() = &observer;
+  }
+  ~BackwardObserverScope() { backward_observer<P>() = previous_; }
+  BackwardObserverScope(const BackwardObserverScope&) = delete;
+  BackwardObserverScope& operator=(const BackwardObserverScope&) = delete;
+
+ private:
+  BackwardObserver<P>* previous_;
+};
+
+// The number of uses of each node (by id) among the nodes reachable from `root`: a node's
+// gradient is final once that many of its users have run their rules.
+template <class P> std::unordered_map<std::uint64_t, std::int64_t> count_uses(const std::shared_ptr<Node<P>>& root) {
+  std::unordered_map<std::uint64_t, std::int64_t> uses;
+  std::vector<const Node<P>*> stack{root.get()};
+  uses.emplace(root->id, 0);
+  while (!stack.empty()) {
+    const Node<P>* node = stack.back();
+    stack.pop_back();
+    for (const auto& input : node->inputs) {
+      if (!input) continue;
+      auto [slot, fresh] = uses.try_emplace(input->id, 0);
+      ++slot->second;
+      if (fresh) stack.push_back(input.get());
+    }
+  }
+  return uses;
+}
+
 // Runs the backward pass from `root` whose gradient is `seed`. `add` sums two gradients
 // and `shape_of` reads one's shape (both from the inner backend).
 template <class P, class Add, class ShapeOf>
@@ -124,6 +173,9 @@ Gradients<P> run_backward(const std::shared_ptr<Node<P>>& root, P seed, Add&& ad
              "backward: the graph of this {} result was already freed by an earlier backward(); recompute the "
              "forward pass to differentiate again",
              root->op);
+  BackwardObserver<P>* const observer = backward_observer<P>();
+  std::unordered_map<std::uint64_t, std::int64_t> uses;
+  if (observer) uses = count_uses(root);
   Gradients<P> result;
   std::unordered_map<std::uint64_t, P> pending;
   const auto later_first = [](const std::shared_ptr<Node<P>>& a, const std::shared_ptr<Node<P>>& b) {
@@ -153,19 +205,26 @@ Gradients<P> run_backward(const std::shared_ptr<Node<P>>& root, P seed, Add&& ad
     node->backward(grad, sink);
     for (std::size_t i = 0; i < node->inputs.size(); ++i) {
       auto& input = node->inputs[i];
-      if (!input || !sink.at(i)) continue;
-      P& g = *sink.at(i);
-      KILN_CHECK(shape_of(g) == input->shape, "backward of {}: the gradient of input {} has shape {}, expected {}",
-                 node->op, i, shape_of(g), input->shape);
-      auto [slot, fresh] = pending.try_emplace(input->id, g);
-      if (fresh) queue.push(input);
-      else slot->second = add(slot->second, g);
+      if (!input) continue;
+      if (sink.at(i)) {
+        P& g = *sink.at(i);
+        KILN_CHECK(shape_of(g) == input->shape, "backward of {}: the gradient of input {} has shape {}, expected {}",
+                   node->op, i, shape_of(g), input->shape);
+        auto [slot, fresh] = pending.try_emplace(input->id, g);
+        if (fresh) queue.push(input);
+        else slot->second = add(slot->second, g);
+      }
+      if (observer && --uses[input->id] == 0 && input->is_leaf()) {
+        const auto ready = pending.find(input->id);
+        if (ready != pending.end()) observer->leaf_ready(input->id, ready->second);
+      }
     }
     // Free the saved tensors and the links now: the graph is used once, as in PyTorch.
     node->backward = nullptr;
     node->inputs.clear();
     node->released = true;
   }
+  if (observer && root->is_leaf()) observer->leaf_ready(root->id, *result.get(root->id));
   return result;
 }
 
