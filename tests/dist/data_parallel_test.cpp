@@ -58,13 +58,14 @@ TEST(DataParallel, StartsEveryRankFromRankZerosWeights) {
   }
 }
 
-TEST(DataParallel, TwoRanksWithBatchBTrainAsOneWithBatch2B) {
+// W ranks with batch B against one process with batch W * B, 20 Adam steps from the same
+// start; the gradients averaged during backward (DataParallel::backward) or after it (sync).
+void train_as_one(bool during_backward, std::size_t bucket_bytes) {
   constexpr std::int64_t kBatch = 4;  // per rank
   const std::int64_t world = dist::world_size(), me = dist::rank();
   manual_seed(20 + static_cast<std::uint64_t>(me));
   Mlp<B> model(4, 16, 2);
-  // Small buckets: several all_reduces per step, and a parameter larger than a bucket.
-  const dist::DataParallel parallel(model, {.bucket_bytes = 200});
+  const dist::DataParallel parallel(model, {.bucket_bytes = bucket_bytes});
   // The reference: one process, the whole batch, from the same start.
   Mlp<B> reference(4, 16, 2);
   const auto from = nn::detail::state_of(model), to = nn::detail::state_of(reference);
@@ -73,9 +74,15 @@ TEST(DataParallel, TwoRanksWithBatchBTrainAsOneWithBatch2B) {
   optim::Adam<Cpu> adam, reference_adam;
   for (int step = 0; step < 20; ++step) {
     const auto [x, y] = batch(step, me * kBatch, (me + 1) * kBatch);
-    auto backward = (model.forward(x) - y).square().mean().backward();
-    auto grads = optim::GradientsParams<Cpu>::from(model, backward);
-    parallel.sync(grads);
+    const auto loss = (model.forward(x) - y).square().mean();
+    optim::GradientsParams<Cpu> grads;
+    if (during_backward) {
+      grads = parallel.backward(loss);
+    } else {
+      auto backward = loss.backward();
+      grads = optim::GradientsParams<Cpu>::from(model, backward);
+      parallel.sync(grads);
+    }
     adam.step(0.01, model, grads);
 
     const auto [all_x, all_y] = batch(step, 0, world * kBatch);
@@ -91,6 +98,15 @@ TEST(DataParallel, TwoRanksWithBatchBTrainAsOneWithBatch2B) {
   // And the weights did move: the comparison is not of two untrained models.
   const auto start = weights_of(Mlp<B>(4, 16, 2));
   EXPECT_NE(trained, start);
+}
+
+// Small buckets: several all_reduces per step, and a parameter larger than a bucket.
+TEST(DataParallel, TwoRanksWithBatchBTrainAsOneWithBatch2B) { train_as_one(false, 200); }
+// The same with the buckets sent while backward runs: small ones (the first leaves before
+// backward reaches the first layer) and the default 25 MiB (one bucket).
+TEST(DataParallel, AveragedDuringBackwardTrainsAsOneWithBatch2B) {
+  train_as_one(true, 200);
+  train_as_one(true, std::size_t{25} << 20);
 }
 
 // Accumulation without communication (torch's no_sync): two half batches accumulated
@@ -127,15 +143,25 @@ template <class Bk> struct TwoHeads {
   KILN_MODULE(a, b)
 };
 
-TEST(DataParallel, AGradientSomeRanksLackIsAveragedAsZeros) {
+class SomeRanksLack : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(DataParallel, SomeRanksLack, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "during_backward" : "sync"; });
+
+TEST_P(SomeRanksLack, AGradientSomeRanksLackIsAveragedAsZeros) {
   TwoHeads<B> model{nn::Linear<B>(2, 1), nn::Linear<B>(2, 1)};
-  const dist::DataParallel parallel(model);
+  const dist::DataParallel parallel(model, {.bucket_bytes = 8});  // a bucket per parameter
   const auto x = Tensor<B, 2>::from({{1.0, 2.0}, {3.0, 5.0}});
   auto loss = model.a.forward(x).sum();
   if (dist::rank() > 0) loss = loss + model.b.forward(x).sum();
-  auto backward = loss.backward();
-  auto grads = optim::GradientsParams<Cpu>::from(model, backward);
-  parallel.sync(grads);
+  optim::GradientsParams<Cpu> grads;
+  if (GetParam()) {
+    grads = parallel.backward(loss);
+  } else {
+    auto backward = loss.backward();
+    grads = optim::GradientsParams<Cpu>::from(model, backward);
+    parallel.sync(grads);
+  }
+
   const double w = dist::world_size();
   const auto b_grad = grads.get(model.b.weight.id());
   if (w == 1) {
@@ -169,7 +195,47 @@ TEST(DataParallel, ModulesThatDifferAcrossRanksAreRejectedOnEveryRank) {
   auto backward = model.forward(x).sum().backward();
   auto grads = optim::GradientsParams<Cpu>::from(model, backward);
   EXPECT_KILN_ERROR(parallel.sync(grads), "DataParallel::sync", "different trainable parameters");
+  EXPECT_KILN_ERROR((void)parallel.backward(model.forward(x).sum()), "DataParallel::backward",
+                    "different trainable parameters");
   dist::barrier();
 }
 
 }  // namespace
+
+namespace {
+template <class Bk> struct Normed {
+  nn::Linear<Bk> fc;
+  nn::BatchNorm1d<Bk> norm;
+  KILN_MODULE(fc, norm)
+  Normed() : fc(3, 4), norm(4) {}
+};
+
+// Every buffer's values, in module order.
+std::vector<std::vector<double>> buffers_of(const Normed<B>& model) {
+  std::vector<std::vector<double>> out;
+  for (const nn::Slot& slot : nn::detail::state_of(model).slots)
+    if (!slot.param) out.push_back(slot.into_data().to_vec<double>());
+  return out;
+}
+}  // namespace
+
+// After a step, every rank holds rank 0's running statistics (broadcast_buffers), or its own.
+TEST(DataParallel, BuffersFollowRankZeroAfterEachStep) {
+  for (const bool broadcast : {true, false}) {
+    Normed<B> model;
+    const dist::DataParallel parallel(model, {.broadcast_buffers = broadcast});
+    nn::train(model);
+    const double shift = dist::rank();  // each rank's batch has other statistics
+    const auto x = Tensor<B, 2>::from({{1.0 + shift, 2.0, 3.0}, {-1.0, 0.5 * shift, 2.0}, {0.0, 1.0, -shift}});
+    (void)parallel.backward(model.norm.forward(model.fc.forward(x)).square().sum());
+    const auto mine = buffers_of(model);
+    bool same_as_rank0 = true;
+    for (const auto& values : mine) {
+      TensorData shared = TensorData::from(values, Shape{static_cast<std::int64_t>(values.size())});
+      dist::broadcast(shared, 0);
+      same_as_rank0 = same_as_rank0 && shared.to_vec<double>() == values;
+    }
+    if (broadcast || dist::rank() == 0) EXPECT_TRUE(same_as_rank0) << "broadcast_buffers " << broadcast;
+    else EXPECT_FALSE(same_as_rank0) << "rank " << dist::rank() << " kept its own statistics";
+  }
+}

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -42,8 +43,14 @@ bool is_initialized();
 void finalize();
 
 // This process's rank, 0 .. world_size() - 1, and the number of processes. Both need init().
+// Where KILN_RANK and KILN_WORLD_SIZE are set (a job script's own numbering), init() checks
+// that the launcher started the processes as they say.
 int rank();
 int world_size();
+// This process's place among the ranks on its own host, and their number (the ranks that
+// share this machine's cores: divide the threads among them).
+int local_rank();
+int local_size();
 // The seconds a collective waits for the other ranks (KILN_DIST_TIMEOUT, default 300).
 double timeout_seconds();
 
@@ -66,9 +73,34 @@ TensorData all_gather(const TensorData& data);
 TensorData reduce_scatter(const TensorData& data, ReduceOp op = ReduceOp::sum);
 
 namespace detail {
+// Runs all_reduces on a thread of its own, one after the other in the order they were
+// queued, while the caller goes on computing (DataParallel's gradient buckets during
+// backward). Each `data` must stay where it is until wait_all() returned; every rank queues
+// the same ones in the same order, and the calling thread makes no other collective call
+// until wait_all(). Where MPI allows no second thread, queue() reduces at once.
+class BackgroundReducer {
+ public:
+  BackgroundReducer();
+  ~BackgroundReducer();
+  BackgroundReducer(const BackgroundReducer&) = delete;
+  BackgroundReducer& operator=(const BackgroundReducer&) = delete;
+  void queue(TensorData& data, ReduceOp op);
+  // Returns when every queued all_reduce is done; throws the first one's error (a timeout
+  // naming the missing ranks), after which the process group cannot be used again.
+  void wait_all();
+
+ private:
+  struct Queue;
+  std::unique_ptr<Queue> queue_;
+};
+
 // all_reduce without the check that the ranks' shapes agree: for callers that checked
 // once for many calls (DataParallel's gradient buckets).
 void all_reduce_unchecked(TensorData& data, ReduceOp op);
+// Returns when every rank has called it with the same `op` and `bytes`, or throws (a
+// mismatch, or KILN_DIST_TIMEOUT naming the ranks missing): what every collective begins
+// with, for collectives that move their data by other means (NCCL).
+void arrive(std::string_view op, std::size_t bytes);
 // broadcast of raw bytes whose size every rank already knows.
 void broadcast_bytes(std::span<std::byte> bytes, int root);
 // The index of the first of `values` that is not the same on every rank, or -1 when all
