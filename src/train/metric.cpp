@@ -93,6 +93,15 @@ std::string_view average_name(Average average) {
   return "?";
 }
 
+ConfusionMatrix ConfusionMatrix::from_counts(std::int64_t classes, std::vector<std::int64_t> counts) {
+  KILN_CHECK(classes >= 0 && static_cast<std::int64_t>(counts.size()) == classes * classes,
+             "ConfusionMatrix::from_counts: {} counts for {} classes (it takes classes² counts)", counts.size(), classes);
+  ConfusionMatrix matrix;
+  matrix.classes_ = classes;
+  matrix.counts_ = std::move(counts);
+  return matrix;
+}
+
 void ConfusionMatrix::add(const TensorData& scores, const TensorData& targets) {
   const auto [n, classes, indices] = check_scores("ConfusionMatrix", scores, targets);
   KILN_CHECK(classes >= 1, "ConfusionMatrix: the scores {} have no class", scores.shape());
@@ -197,16 +206,34 @@ std::string ClassificationMetric::name() const {
 
 std::string ClassificationMetric::format(double value) const { return fmt::format("{:.4f}", value); }
 
+std::optional<double> ClassificationMetric::value_of(const ConfusionMatrix& matrix) const {
+  if (matrix.total() == 0) return std::nullopt;
+  switch (kind_) {
+    case Kind::precision: return matrix.precision(average_);
+    case Kind::recall: return matrix.recall(average_);
+    case Kind::fbeta: return matrix.fbeta(beta_, average_);
+  }
+  return std::nullopt;
+}
+
 std::optional<MetricValue> ClassificationMetric::update(const StepInfo& step) {
   if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
   matrix_.add(*step.output, *step.targets);
-  if (matrix_.total() == 0) return std::nullopt;
-  switch (kind_) {
-    case Kind::precision: return MetricValue{matrix_.precision(average_), 1};
-    case Kind::recall: return MetricValue{matrix_.recall(average_), 1};
-    case Kind::fbeta: return MetricValue{matrix_.fbeta(beta_, average_), 1};
-  }
-  return std::nullopt;
+  const auto value = value_of(matrix_);
+  if (!value) return std::nullopt;
+  return MetricValue{*value, 1};
+}
+
+std::vector<double> ClassificationMetric::phase_counts() const {
+  return std::vector<double>(matrix_.counts().begin(), matrix_.counts().end());
+}
+
+std::optional<double> ClassificationMetric::value_of_counts(std::span<const double> counts) const {
+  const auto classes = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(counts.size()))));
+  if (classes == 0 || classes * classes != static_cast<std::int64_t>(counts.size())) return std::nullopt;
+  std::vector<std::int64_t> whole(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i) whole[i] = std::llround(counts[i]);
+  return value_of(ConfusionMatrix::from_counts(classes, std::move(whole)));
 }
 
 std::unique_ptr<Metric> precision_metric(Average average) {

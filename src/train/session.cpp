@@ -130,6 +130,61 @@ struct Session::Impl {
     const Metric* m = find(name);
     return m != nullptr ? m->format(value) : format_number(value);
   }
+  // Replaces this rank's aggregates of phase `split` by those of the whole data-parallel
+  // run (each metric's across_ranks(), or its summed phase_counts()): three collectives of a
+  // few numbers per metric, at the same point on every rank.
+  void combine_across_ranks(const Ranks& ranks, Split split) {
+    if (ranks.world_size <= 1) return;
+    auto& t = totals(split);
+    const std::size_t n = metrics.size();
+    std::vector<std::vector<double>> counts(n);
+    std::vector<double> lengths(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (metrics[i]->applies_to(split)) counts[i] = metrics[i]->phase_counts();
+      lengths[i] = static_cast<double>(counts[i].size());
+    }
+    ranks.max(lengths);  // a rank without steps has no counts yet
+    std::vector<double> sums, largest;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Aggregator& a = t[i];
+      const double value = a.count > 0 ? a.value(metrics[i]->aggregate()) : 0.0;
+      const bool has = a.count > 0 && std::isfinite(value);
+      sums.insert(sums.end(), {a.weighted_sum, a.weight, static_cast<double>(a.count), has ? value : 0.0, has ? 1.0 : 0.0});
+      counts[i].resize(static_cast<std::size_t>(lengths[i]), 0.0);
+      sums.insert(sums.end(), counts[i].begin(), counts[i].end());
+      largest.push_back(has ? value : -std::numeric_limits<double>::infinity());
+    }
+    ranks.sum(sums);
+    ranks.max(largest);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double weighted_sum = sums[at], weight = sums[at + 1], count = sums[at + 2], value_sum = sums[at + 3],
+                   with_value = sums[at + 4];
+      const std::span<const double> summed(sums.data() + at + 5, static_cast<std::size_t>(lengths[i]));
+      at += 5 + summed.size();
+      if (count == 0) continue;
+      const Metric& m = *metrics[i];
+      std::optional<double> value;
+      if (!summed.empty()) value = m.value_of_counts(summed);
+      // The exact weighted mean over every rank's steps, where the metric is such a mean.
+      const bool weighted = !value && m.aggregate() == Aggregate::mean && m.across_ranks() == AcrossRanks::mean && weight > 0;
+      if (!value && with_value > 0) {
+        switch (m.across_ranks()) {
+          case AcrossRanks::mean: value = weighted ? weighted_sum / weight : value_sum / with_value; break;
+          case AcrossRanks::sum: value = value_sum; break;
+          case AcrossRanks::max: value = largest[i]; break;
+        }
+      }
+      const double v = value.value_or(std::numeric_limits<double>::quiet_NaN());
+      Aggregator combined;
+      combined.count = static_cast<std::int64_t>(count);
+      combined.last = combined.max = v;
+      combined.weighted_sum = weighted ? weighted_sum : v;  // Aggregate::mean reads v too
+      combined.weight = weighted ? weight : 1.0;
+      t[i] = combined;
+    }
+  }
+
   MetricValues values(Split s) const {
     MetricValues out;
     const auto& t = s == Split::train ? train_totals : valid_totals;
@@ -157,6 +212,29 @@ Session::Session(LearnerOptions options) : options_(std::move(options)), impl_(s
 }
 
 Session::~Session() = default;
+
+void Session::set_ranks(Ranks ranks) {
+  KILN_CHECK(!impl_->started, "Learner::distribute: the run has started; distribute the learner before fit");
+  KILN_CHECK(ranks.world_size >= 1 && ranks.rank >= 0 && ranks.rank < ranks.world_size,
+             "Learner::distribute: rank {} of world size {} is not a rank", ranks.rank, ranks.world_size);
+  KILN_CHECK(ranks.world_size == 1 || (ranks.sum && ranks.max),
+             "Learner::distribute: a world of {} ranks needs the sum and max functions", ranks.world_size);
+  ranks_ = std::move(ranks);
+  if (!writes_files()) impl_->dashboard.silence();
+}
+
+void Session::check_ranks_resumed(bool resumed, std::int64_t global_step) const {
+  if (ranks_.world_size <= 1) return;
+  const double mine[] = {resumed ? 1.0 : 0.0, static_cast<double>(global_step)};
+  double low[] = {-mine[0], -mine[1]}, high[] = {mine[0], mine[1]};
+  ranks_.max(low);
+  ranks_.max(high);
+  KILN_CHECK(-low[0] == high[0] && -low[1] == high[1],
+             "Learner::resume: the ranks did not resume from the same checkpoint (rank {} {}); the output_dir {} must "
+             "be one directory that every rank sees (a shared file system), written by rank 0",
+             ranks_.rank, resumed ? fmt::format("resumed at train step {}", global_step) : std::string("found none"),
+             options_.output_dir.string());
+}
 
 void Session::add_metric(std::unique_ptr<Metric> metric) {
   KILN_CHECK(metric != nullptr, "Learner::add_metric: the metric is null");
@@ -188,7 +266,7 @@ void Session::begin_run(std::int64_t epochs, std::int64_t train_steps, std::int6
   s.run_start = Clock::now();
   if (!s.started) {
     s.started = true;
-    if (!options_.output_dir.empty()) {
+    if (!options_.output_dir.empty() && writes_files()) {
       std::error_code error;
       fs::create_directories(options_.output_dir, error);
       KILN_CHECK(!error, "kiln::train: cannot create the output directory {}: {}", options_.output_dir.string(),
@@ -232,7 +310,8 @@ void Session::continue_epoch() {
   phase_ = Split::train;
   s.reset(Split::train);
   s.reset(Split::valid);
-  for (std::size_t i = 0; i < s.metrics.size(); ++i)
+  // The checkpoint holds rank 0's partial sums: the other ranks' count from the resumed step.
+  for (std::size_t i = 0; i < s.metrics.size() && writes_files(); ++i)
     for (const auto& [name, totals] : restored_.train_partial)
       if (name == s.metrics[i]->name()) s.train_totals[i] = totals;
   s.step = s.epoch_train_steps = restored_.train_steps;
@@ -276,6 +355,7 @@ MetricValues Session::end_evaluation() {
   Impl& s = *impl_;
   KILN_CHECK(evaluating_, "Learner::evaluate: no evaluation in progress");
   evaluating_ = false;
+  s.combine_across_ranks(ranks_, Split::valid);
   return s.values(Split::valid);
 }
 
@@ -324,7 +404,13 @@ StepRecord Session::record_step(Split split, const StepInput& input) {
   }
   if (evaluating_) return record;  // no logs, no dashboard
   if (s.log) s.log->step(split, info.epoch, info.step, info.global_step, record.values);
-  if (InterruptGuard::requested() && !s.interrupted) {
+  bool stop = InterruptGuard::requested();
+  if (ranks_.world_size > 1) {  // every rank stops after the same step
+    double flag = stop ? 1.0 : 0.0;
+    ranks_.max(std::span<double>(&flag, 1));
+    stop = flag > 0;
+  }
+  if (stop && !s.interrupted) {
     s.interrupted = true;
     s.dashboard.message(checkpointing() ? "Ctrl-C: stopping after this step and saving a checkpoint"
                                         : "Ctrl-C: stopping after this step");
@@ -343,6 +429,8 @@ EpochSummary Session::end_epoch() {
     if (s.train_steps == 0) s.train_steps = s.epoch_train_steps;
   }
   if (phase_ == Split::valid && s.valid_steps == 0) s.valid_steps = s.step;
+  s.combine_across_ranks(ranks_, Split::train);
+  if (phase_ == Split::valid) s.combine_across_ranks(ranks_, Split::valid);
   EpochSummary summary;
   EpochRecord& record = summary.record;
   record.epoch = epoch();
@@ -450,6 +538,7 @@ LearnerState Session::state() const {
 fs::path Session::write_checkpoint(const store::NamedTensors& model, const store::NamedTensors& optimizer) {
   KILN_CHECK(!options_.output_dir.empty(), "Learner::save_checkpoint: LearnerOptions::output_dir is empty");
   if (!impl_->started) begin_run(impl_->epochs, 0, 0);
+  if (!writes_files()) return {};
   impl_->last_checkpoint = train::write_checkpoint(options_.output_dir, model, optimizer, state(),
                                                    options_.keep_checkpoints, best_checkpoints());
   return impl_->last_checkpoint;
@@ -505,9 +594,11 @@ void Session::restore(const LearnerState& state) {
   else resume_ = state.train_done ? Resume::valid : Resume::train;
 }
 
-bool Session::checkpointing() const { return options_.checkpoints && !options_.output_dir.empty(); }
+bool Session::checkpointing() const { return options_.checkpoints && !options_.output_dir.empty() && writes_files(); }
 
-bool Session::wants_best_model() const { return options_.best_model.has_value() && !options_.output_dir.empty(); }
+bool Session::wants_best_model() const {
+  return options_.best_model.has_value() && !options_.output_dir.empty() && writes_files();
+}
 
 void Session::write_best_model(const store::NamedTensors& model) {
   KILN_CHECK(wants_best_model(), "Learner: no best model is kept (set LearnerOptions::best_model and output_dir)");
@@ -624,7 +715,7 @@ DashboardState Session::snapshot() const {
 // The learning-curve chart of the run so far, with the training loss within epochs: the
 // loss curve's points (x: global train step) in epochs, from the steps an epoch takes.
 void Session::write_learning_curves() {
-  if (options_.output_dir.empty()) return;
+  if (options_.output_dir.empty() || !writes_files()) return;
   const Impl& s = *impl_;
   std::int64_t steps_per_epoch = s.train_steps;
   if (!history_.empty() && history_.back().epoch > 0) steps_per_epoch = history_.back().global_step / history_.back().epoch;

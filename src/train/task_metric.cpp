@@ -105,6 +105,50 @@ double RegressionSums::r2() const {
   return sum / static_cast<double>(columns_.size());
 }
 
+std::vector<double> RegressionSums::counts() const {
+  std::vector<double> out{static_cast<double>(n_)};
+  for (const Column& c : columns_) {
+    const double n = static_cast<double>(n_);
+    out.insert(out.end(), {c.abs_error, c.squared_error, c.mean * n, c.m2 + c.mean * c.mean * n});
+  }
+  return out;
+}
+
+RegressionSums RegressionSums::from_counts(std::span<const double> counts) {
+  KILN_CHECK(!counts.empty() && (counts.size() - 1) % 4 == 0, "regression metric: {} counts are not 1 + 4 per column",
+             counts.size());
+  RegressionSums sums;
+  sums.n_ = static_cast<std::int64_t>(counts[0]);
+  const double n = counts[0];
+  for (std::size_t at = 1; at < counts.size() && n > 0; at += 4) {
+    Column c;
+    c.abs_error = counts[at];
+    c.squared_error = counts[at + 1];
+    c.mean = counts[at + 2] / n;
+    c.m2 = std::max(0.0, counts[at + 3] - c.mean * c.mean * n);
+    sums.columns_.push_back(c);
+  }
+  return sums;
+}
+
+namespace {
+std::optional<double> regression_value(RegressionMetric::Kind kind, const RegressionSums& sums) {
+  if (sums.count() < (kind == RegressionMetric::Kind::r2 ? 2 : 1)) return std::nullopt;
+  switch (kind) {
+    case RegressionMetric::Kind::mae: return sums.mae();
+    case RegressionMetric::Kind::mse: return sums.mse();
+    case RegressionMetric::Kind::rmse: return sums.rmse();
+    case RegressionMetric::Kind::r2: return sums.r2();
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::vector<double> RegressionMetric::phase_counts() const { return sums_.counts(); }
+std::optional<double> RegressionMetric::value_of_counts(std::span<const double> counts) const {
+  return regression_value(kind_, RegressionSums::from_counts(counts));
+}
+
 std::string RegressionMetric::name() const {
   switch (kind_) {
     case Kind::mae: return "mae";
@@ -120,14 +164,9 @@ std::string RegressionMetric::format(double value) const { return fmt::format("{
 std::optional<MetricValue> RegressionMetric::update(const StepInfo& step) {
   if (step.output == nullptr || step.targets == nullptr) return std::nullopt;
   sums_.add(*step.output, *step.targets);
-  if (sums_.count() < (kind_ == Kind::r2 ? 2 : 1)) return std::nullopt;
-  switch (kind_) {
-    case Kind::mae: return MetricValue{sums_.mae(), 1};
-    case Kind::mse: return MetricValue{sums_.mse(), 1};
-    case Kind::rmse: return MetricValue{sums_.rmse(), 1};
-    case Kind::r2: return MetricValue{sums_.r2(), 1};
-  }
-  return std::nullopt;
+  const auto value = regression_value(kind_, sums_);
+  if (!value) return std::nullopt;
+  return MetricValue{*value, 1};
 }
 
 std::unique_ptr<Metric> mae_metric() { return std::make_unique<RegressionMetric>(RegressionMetric::Kind::mae); }
@@ -210,6 +249,12 @@ std::optional<MetricValue> PerplexityMetric::update(const StepInfo& step) {
   }
   if (tokens_ == 0) return std::nullopt;
   return MetricValue{std::exp(nll_ / static_cast<double>(tokens_)), 1};
+}
+
+std::vector<double> PerplexityMetric::phase_counts() const { return {nll_, static_cast<double>(tokens_)}; }
+std::optional<double> PerplexityMetric::value_of_counts(std::span<const double> counts) const {
+  if (counts.size() != 2 || counts[1] <= 0) return std::nullopt;
+  return std::exp(counts[0] / counts[1]);
 }
 
 // ---- AUROC, average precision
@@ -567,9 +612,15 @@ std::optional<MetricValue> PsnrMetric::update(const StepInfo& step) {
   const std::vector<double> a = step.output->to_vec<double>(), b = step.targets->to_vec<double>();
   for (std::size_t i = 0; i < a.size(); ++i) squared_error_ += (a[i] - b[i]) * (a[i] - b[i]);
   elements_ += static_cast<std::int64_t>(a.size());
-  if (elements_ == 0) return std::nullopt;
-  return MetricValue{10.0 * std::log10(data_range_ * data_range_ / (squared_error_ / static_cast<double>(elements_))),
-                     1};
+  const auto value = value_of_counts(phase_counts());
+  if (!value) return std::nullopt;
+  return MetricValue{*value, 1};
+}
+
+std::vector<double> PsnrMetric::phase_counts() const { return {squared_error_, static_cast<double>(elements_)}; }
+std::optional<double> PsnrMetric::value_of_counts(std::span<const double> counts) const {
+  if (counts.size() != 2 || counts[1] <= 0) return std::nullopt;
+  return 10.0 * std::log10(data_range_ * data_range_ / (counts[0] / counts[1]));
 }
 
 SsimMetric::SsimMetric(double data_range) : data_range_(data_range) {

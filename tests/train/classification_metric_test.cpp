@@ -3,11 +3,15 @@
 // predicted, and the epoch's value from batches; the names, the reset per phase and the errors.
 #include <kiln/train/metric.hpp>
 
+#include "expect_error.hpp"
+
 #include <gtest/gtest.h>
 
 #include "golden.hpp"
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -92,6 +96,45 @@ TEST(ClassificationMetrics, EachPhaseCountsAfresh) {
   EXPECT_NEAR(feed(*metric, c, 16), number(c, "f1_macro"), 1e-12);  // begin() cleared it
   EXPECT_EQ(precision_metric(Average::weighted)->name(), "precision_weighted");
   EXPECT_EQ(recall_metric()->name(), "recall_macro");
+}
+
+// A data-parallel run sums the ranks' confusion matrices (phase_counts) and computes the
+// metric once from the sum: the value of all the predictions, not a mean of the ranks'.
+TEST(ClassificationMetrics, SummedCountsGiveTheValueOfAllPredictions) {
+  const TensorData scores = TensorData::from(std::vector<double>{0.9, 0.1, 0.0, 0.2, 0.7, 0.1, 0.3, 0.3, 0.4, 0.6, 0.3, 0.1,
+                                                                 0.1, 0.1, 0.8, 0.5, 0.4, 0.1},
+                                             Shape{6, 3});
+  const TensorData targets = TensorData::from(std::vector<std::int64_t>{0, 1, 1, 0, 2, 2}, Shape{6});
+  ConfusionMatrix whole;
+  whole.add(scores, targets);
+  const auto part = [&](std::int64_t begin) {
+    const auto s = scores.to_vec<double>();
+    const auto t = targets.to_vec<std::int64_t>();
+    return std::pair{TensorData::from(std::vector<double>(s.begin() + begin * 3, s.begin() + (begin + 3) * 3), Shape{3, 3}),
+                     TensorData::from(std::vector<std::int64_t>(t.begin() + begin, t.begin() + begin + 3), Shape{3})};
+  };
+  for (const auto& make : {precision_metric, recall_metric}) {
+    std::vector<double> summed(9, 0.0);
+    double mean_of_parts = 0;
+    std::unique_ptr<Metric> metric;
+    for (const std::int64_t begin : {0, 3}) {
+      metric = make(Average::macro);
+      metric->begin(Split::valid);
+      const auto [s, t] = part(begin);
+      StepInfo step;
+      step.output = &s;
+      step.targets = &t;
+      mean_of_parts += metric->update(step)->value / 2;
+      const auto counts = metric->phase_counts();
+      ASSERT_EQ(counts.size(), 9u);
+      for (std::size_t i = 0; i < 9; ++i) summed[i] += counts[i];
+    }
+    const double want = metric->name() == "precision_macro" ? whole.precision(Average::macro) : whole.recall(Average::macro);
+    EXPECT_DOUBLE_EQ(*metric->value_of_counts(summed), want) << metric->name();
+    EXPECT_NE(mean_of_parts, want) << metric->name() << ": the example should tell the two apart";
+  }
+  EXPECT_EQ(ConfusionMatrix::from_counts(3, whole.counts()).precision(Average::micro), whole.precision(Average::micro));
+  EXPECT_KILN_ERROR(ConfusionMatrix::from_counts(3, {1, 2}), "ConfusionMatrix::from_counts", "2 counts for 3 classes");
 }
 
 TEST(ClassificationMetrics, BadInputNamesTheShapes) {

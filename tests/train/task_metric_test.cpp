@@ -10,6 +10,8 @@
 
 #include "golden.hpp"
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -224,6 +226,48 @@ TEST(TaskMetrics, PsnrAndSsimFollowTheExplicitFormulas) {
   ASSERT_EQ(per.size(), want.size());
   for (std::size_t i = 0; i < per.size(); ++i) EXPECT_NEAR(per[i], want[i], 1e-12);
   EXPECT_NEAR(ssim(c["targets"], c["targets"], 1.0), 1.0, 1e-12);
+}
+
+// The counts a data-parallel run sums across its ranks: each rank's part of the phase fed to
+// a metric of its own, the parts' phase_counts() summed, value_of_counts() of the sum is
+// the value of the whole phase on one process (the golden value).
+double across_parts(const std::function<std::unique_ptr<Metric>()>& make, const TensorData& output,
+                    const TensorData& targets, std::int64_t parts) {
+  const std::int64_t n = output.shape()[0];
+  std::vector<double> summed;
+  std::unique_ptr<Metric> metric;
+  for (std::int64_t part = 0; part < parts; ++part) {
+    const std::int64_t begin = n * part / parts, end = n * (part + 1) / parts;
+    metric = make();
+    (void)feed(*metric, rows_of(output, begin, end - begin), rows_of(targets, begin, end - begin), 2);
+    const std::vector<double> counts = metric->phase_counts();
+    summed.resize(std::max(summed.size(), counts.size()), 0.0);
+    for (std::size_t i = 0; i < counts.size(); ++i) summed[i] += counts[i];
+  }
+  return metric->value_of_counts(summed).value();
+}
+
+TEST(TaskMetrics, CountsSummedOverPartsGiveTheWholePhasesValue) {
+  for (const std::string name : {"regression_1d", "regression_2d"}) {
+    SCOPED_TRACE(name);
+    const GoldenCase& c = golden("metrics", name);
+    for (const std::int64_t parts : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}}) {
+      EXPECT_NEAR(across_parts(mae_metric, c["output"], c["targets"], parts), number(c, "mae"), 1e-12);
+      EXPECT_NEAR(across_parts(mse_metric, c["output"], c["targets"], parts), number(c, "mse"), 1e-12);
+      EXPECT_NEAR(across_parts(rmse_metric, c["output"], c["targets"], parts), number(c, "rmse"), 1e-12);
+      EXPECT_NEAR(across_parts(r2_metric, c["output"], c["targets"], parts), number(c, "r2"), 1e-10);
+    }
+  }
+  const GoldenCase& p = golden("metrics", "perplexity");
+  const auto perplexity = [] { return std::make_unique<PerplexityMetric>(); };
+  EXPECT_NEAR(across_parts(perplexity, p["scores"], p["targets"], 2), number(p, "perplexity"), 1e-10);
+  const GoldenCase& i = golden("metrics", "images");
+  const auto image_psnr = [] { return std::make_unique<PsnrMetric>(1.0); };
+  EXPECT_NEAR(across_parts(image_psnr, i["output"], i["targets"], 2), number(i, "psnr"), 1e-10);
+  // A metric of the mean of its steps has no counts: the learner combines its weighted sums.
+  EXPECT_TRUE(HammingLossMetric().phase_counts().empty());
+  EXPECT_EQ(ThroughputMetric().across_ranks(), AcrossRanks::sum);
+  EXPECT_EQ(MemoryMetric().across_ranks(), AcrossRanks::max);
 }
 
 TEST(TaskMetrics, BadInputNamesTheShapes) {

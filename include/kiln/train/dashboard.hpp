@@ -86,6 +86,8 @@ class Dashboard {
 
   // The resolved mode (never automatic).
   DashboardMode mode() const { return mode_; }
+  // Shows nothing from now on (the ranks other than 0 of a data-parallel run).
+  void silence() { mode_ = DashboardMode::none; }
   // Whether update() would draw now: a terminal frame not drawn in the last 100 ms, a plain
   // line at every log_every-th step and at a phase's last step.
   bool wants_update(std::int64_t step, std::int64_t steps) const;

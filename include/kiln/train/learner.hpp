@@ -24,6 +24,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <span>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -83,13 +84,20 @@ struct NoBatches {};
 
 // The gradients an optimizer steps from, by parameter: GradientsParams of its backend, for
 // accumulation and clipping; nothing for an optimizer of another kind.
+// For a data-parallel run (Learner::distribute): a backward pass whose gradients come back
+// averaged over the ranks, and the averaging of accumulated gradients.
 template <class O> struct GradientsFor {
   using type = std::monostate;
+  using ParallelBackward = std::monostate;
+  using ParallelSync = std::monostate;
 };
 template <class O>
   requires requires { typename O::Backend; }
 struct GradientsFor<O> {
   using type = optim::GradientsParams<typename O::Backend>;
+  using ParallelBackward =
+      std::function<type(const std::function<kiln::Gradients<typename O::Backend::Primitive>()>& run_backward)>;
+  using ParallelSync = std::function<void(type&)>;
 };
 
 // Runs `body`; a kiln::Error it throws is thrown again with `file` in front, for errors in
@@ -123,6 +131,36 @@ class Learner {
   }
 
   void add_metric(std::unique_ptr<Metric> metric) { session_.add_metric(std::move(metric)); }
+
+  // Runs this learner as one rank of a data-parallel run, over `parallel`, a
+  // kiln::dist::DataParallel of the same model (or anything with its members):
+  //
+  //   dist::DataParallel parallel(model);
+  //   train::Learner learner(model, optimizer, options);
+  //   learner.distribute(parallel);
+  //   learner.fit(loader_of_this_ranks_shard, valid, epochs);
+  //
+  // Each step's gradients are averaged across the ranks while backward runs (with
+  // accumulate_steps > 1, once per optimizer step); the epoch's metrics are combined across
+  // the ranks before they are logged; rank 0 alone draws the dashboard and writes the
+  // logs, checkpoints and best model; resume reads the checkpoint on every rank. Every rank
+  // must run as many steps per epoch (dist::DistributedSampler gives each rank as many
+  // batches). Call before fit; `parallel` must outlive the learner.
+  template <class Parallel> Learner& distribute(Parallel& parallel) {
+    static_assert(!std::is_same_v<Gradients, std::monostate>,
+                  "Learner::distribute needs an optim::Optimizer (one that names its Backend)");
+    KILN_CHECK(static_cast<const void*>(&parallel.module()) == static_cast<const void*>(&model_),
+               "Learner::distribute: the DataParallel is over another module than the learner's model");
+    using Inner = typename Optimizer::Backend;
+    session_.set_ranks(Ranks{parallel.rank(), parallel.world_size(),
+                             [&parallel](std::span<double> values) { parallel.sum_across_ranks(values); },
+                             [&parallel](std::span<double> values) { parallel.max_across_ranks(values); }});
+    parallel_backward_ = [&parallel](const std::function<kiln::Gradients<typename Inner::Primitive>()>& run) {
+      return parallel.template backward<Inner>(run);
+    };
+    parallel_sync_ = [&parallel](Gradients& grads) { parallel.sync(grads); };
+    return *this;
+  }
   void on_epoch_begin(std::function<void(std::int64_t epoch)> hook) { epoch_begin_hooks_.push_back(std::move(hook)); }
   void on_step_end(std::function<void(const StepRecord&)> hook) { step_hooks_.push_back(std::move(hook)); }
   void on_epoch_end(std::function<void(const EpochSummary&)> hook) { epoch_end_hooks_.push_back(std::move(hook)); }
@@ -169,6 +207,7 @@ class Learner {
   // scheduler, the random stream and the learner's history; false when there is none.
   bool resume() {
     std::optional<Checkpoint> checkpoint = session_.read_latest_checkpoint();
+    session_.check_ranks_resumed(checkpoint.has_value(), checkpoint ? checkpoint->state.global_step : 0);
     if (!checkpoint) return false;
     const std::filesystem::path& dir = checkpoint->dir;
     detail::naming_file(dir / "model.safetensors", [&] { nn::load_state_dict(model_, checkpoint->model); });
@@ -195,10 +234,16 @@ class Learner {
     const double lr = session_.lr();
     auto out = train_fn_(model_, batch);
     check_loss(out.loss, "train");
-    auto grads = out.loss.backward();
     if constexpr (std::is_same_v<Gradients, std::monostate>) {
+      auto grads = out.loss.backward();
       optimizer_.step(lr, model_, grads);
+    } else if (parallel_backward_ && session_.options().accumulate_steps == 1) {
+      // Averaged across the ranks while backward runs.
+      Gradients averaged = parallel_backward_([&out] { return out.loss.backward(); });
+      clip(averaged);
+      optimizer_.step(lr, model_, averaged);
     } else {
+      auto grads = out.loss.backward();
       if (!transforms_gradients()) {
         optimizer_.step(lr, model_, grads);
       } else {
@@ -314,13 +359,17 @@ class Learner {
     if constexpr (!std::is_same_v<Gradients, std::monostate>) {
       if (pending_steps_ == 0) return;
       if (pending_steps_ > 1) pending_.scale(1.0 / static_cast<double>(pending_steps_));
-      const LearnerOptions& o = session_.options();
-      if (o.clip_grad_norm) optim::clip_grad_norm(pending_, *o.clip_grad_norm);
-      if (o.clip_grad_value) optim::clip_grad_value(pending_, *o.clip_grad_value);
+      if (parallel_sync_) parallel_sync_(pending_);  // once per optimizer step (no_sync before)
+      clip(pending_);
       optimizer_.step(pending_lr_, model_, pending_);
       pending_ = Gradients();
       pending_steps_ = 0;
     }
+  }
+  template <class G> void clip(G& grads) const {
+    const LearnerOptions& o = session_.options();
+    if (o.clip_grad_norm) optim::clip_grad_norm(grads, *o.clip_grad_norm);
+    if (o.clip_grad_value) optim::clip_grad_value(grads, *o.clip_grad_value);
   }
   void begin_validation() {
     step_pending();
@@ -354,6 +403,8 @@ class Learner {
   M& model_;
   Optimizer& optimizer_;
   Gradients pending_;             // accumulated gradients not stepped yet
+  typename detail::GradientsFor<Optimizer>::ParallelBackward parallel_backward_;  // set by distribute
+  typename detail::GradientsFor<Optimizer>::ParallelSync parallel_sync_;
   std::int64_t pending_steps_ = 0;
   double pending_lr_ = 0;
   TrainFn train_fn_;

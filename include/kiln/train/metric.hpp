@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,6 +54,12 @@ struct MetricValue {
   double weight = 1;
 };
 
+// How the ranks of a data-parallel run (Learner::distribute) combine their values of an
+// epoch's phase into the one the logs show: the mean (for a metric aggregated by its mean,
+// the weighted mean over every rank's steps, which is exact; else the mean of the ranks'
+// values), the sum (examples per second, CPU use) or the largest (memory, time).
+enum class AcrossRanks { mean, sum, max };
+
 // A metric: a name (a CSV column, a JSON key: letters, digits and '_'), how its value reads,
 // how an epoch aggregates it, and its value for one step. Per-step values are aggregated by
 // the learner, not by the metric, so that a checkpoint can save an epoch's partial sums.
@@ -71,6 +78,14 @@ class Metric {
   virtual void begin(Split) {}
   // This step's value, or nothing when the step lacks what the metric needs.
   virtual std::optional<MetricValue> update(const StepInfo& step) = 0;
+
+  // ---- data-parallel runs
+  virtual AcrossRanks across_ranks() const { return AcrossRanks::mean; }
+  // A metric computed from counts over the phase (a confusion matrix, summed errors) gives
+  // them here; the ranks' counts are summed and value_of_counts gives the whole run's value,
+  // exact where a mean of the ranks' values would not be. Empty: not such a metric.
+  virtual std::vector<double> phase_counts() const { return {}; }
+  virtual std::optional<double> value_of_counts(std::span<const double>) const { return std::nullopt; }
 };
 
 // ---- the built-in metrics
@@ -122,6 +137,7 @@ class ThroughputMetric final : public Metric {
  public:
   std::string name() const override { return "items_per_s"; }
   std::string format(double value) const override;
+  AcrossRanks across_ranks() const override { return AcrossRanks::sum; }
   std::optional<MetricValue> update(const StepInfo& step) override;
 };
 
@@ -131,6 +147,7 @@ class EpochTimeMetric final : public Metric {
   std::string name() const override { return "epoch_time_s"; }
   std::string format(double value) const override;
   Aggregate aggregate() const override { return Aggregate::last; }
+  AcrossRanks across_ranks() const override { return AcrossRanks::max; }
   std::optional<MetricValue> update(const StepInfo& step) override;
 };
 
@@ -140,6 +157,7 @@ class CpuMetric final : public Metric {
  public:
   std::string name() const override { return "cpu_percent"; }
   std::string format(double value) const override;
+  AcrossRanks across_ranks() const override { return AcrossRanks::sum; }
   void begin(Split) override;
   std::optional<MetricValue> update(const StepInfo& step) override;
 
@@ -154,6 +172,7 @@ class MemoryMetric final : public Metric {
   std::string name() const override { return "memory_mib"; }
   std::string format(double value) const override;
   Aggregate aggregate() const override { return Aggregate::max; }
+  AcrossRanks across_ranks() const override { return AcrossRanks::max; }
   std::optional<MetricValue> update(const StepInfo& step) override;
 };
 
@@ -177,6 +196,9 @@ class ConfusionMatrix {
   // [N, C]. Shapes that do not fit (or another C than before) are a kiln::Error naming them.
   void add(const TensorData& scores, const TensorData& targets);
   void clear() { counts_.clear(), classes_ = 0; }
+  // The counts by [true * classes + predicted], and a matrix made of such counts.
+  const std::vector<std::int64_t>& counts() const { return counts_; }
+  static ConfusionMatrix from_counts(std::int64_t classes, std::vector<std::int64_t> counts);
   std::int64_t classes() const { return classes_; }
   std::int64_t count(std::int64_t true_class, std::int64_t predicted) const;
   std::int64_t total() const;
@@ -210,9 +232,12 @@ class ClassificationMetric final : public Metric {
   bool needs_outputs() const override { return true; }
   void begin(Split) override { matrix_.clear(); }
   std::optional<MetricValue> update(const StepInfo& step) override;
+  std::vector<double> phase_counts() const override;
+  std::optional<double> value_of_counts(std::span<const double> counts) const override;
   const ConfusionMatrix& matrix() const { return matrix_; }
 
  private:
+  std::optional<double> value_of(const ConfusionMatrix& matrix) const;
   Kind kind_;
   Average average_;
   double beta_;

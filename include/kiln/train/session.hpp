@@ -18,6 +18,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,17 @@ struct StepRecord {
   MetricValues values;    // this step's metric values
 };
 
+// The processes of a data-parallel run, as a Learner sees them (Learner::distribute gives it
+// kiln::dist's): this process's rank among world_size, and how values are combined across
+// the ranks, in place, with the same result on every rank. Rank 0 alone draws the dashboard
+// and writes logs, checkpoints and the best model; every rank logs the same epoch values
+// (each metric's across_ranks()), so that early stopping and the rate plateau decide alike.
+struct Ranks {
+  int rank = 0;
+  int world_size = 1;
+  std::function<void(std::span<double>)> sum, max;
+};
+
 // One finished epoch.
 struct EpochSummary {
   EpochRecord record;
@@ -152,6 +164,13 @@ class Session {
 
   const LearnerOptions& options() const { return options_; }
   void add_metric(std::unique_ptr<Metric> metric);
+  // Makes this one rank of a data-parallel run; before the run starts.
+  void set_ranks(Ranks ranks);
+  const Ranks& ranks() const { return ranks_; }
+  // Whether this process writes the run's files and draws its dashboard (rank 0).
+  bool writes_files() const { return ranks_.rank == 0; }
+  // A resumed data-parallel run: every rank must have found the same checkpoint.
+  void check_ranks_resumed(bool resumed, std::int64_t global_step) const;
   bool needs_outputs(Split split) const;
   // The rate of the next train step.
   double lr() const;
@@ -215,6 +234,7 @@ class Session {
   struct Impl;
   LearnerOptions options_;
   std::unique_ptr<Impl> impl_;
+  Ranks ranks_;
 
   std::int64_t finished_epochs_ = 0;
   bool in_epoch_ = false;

@@ -41,6 +41,10 @@ class RegressionSums {
   double mse() const;
   double rmse() const;
   double r2() const;
+  // The sums as counts that add up across the ranks of a data-parallel run: the count, then
+  // per column the summed absolute and squared errors, targets and squared targets.
+  std::vector<double> counts() const;
+  static RegressionSums from_counts(std::span<const double> counts);
 
  private:
   struct Column {
@@ -62,6 +66,8 @@ class RegressionMetric final : public Metric {
   bool needs_outputs() const override { return true; }
   void begin(Split) override { sums_.clear(); }
   std::optional<MetricValue> update(const StepInfo& step) override;
+  std::vector<double> phase_counts() const override;
+  std::optional<double> value_of_counts(std::span<const double> counts) const override;
 
  private:
   Kind kind_;
@@ -108,6 +114,8 @@ class PerplexityMetric final : public Metric {
   bool needs_outputs() const override { return true; }
   void begin(Split) override { nll_ = 0, tokens_ = 0; }
   std::optional<MetricValue> update(const StepInfo& step) override;
+  std::vector<double> phase_counts() const override;
+  std::optional<double> value_of_counts(std::span<const double> counts) const override;
 
  private:
   std::int64_t ignore_index_;
@@ -228,6 +236,8 @@ class PsnrMetric final : public Metric {
   bool needs_outputs() const override { return true; }
   void begin(Split) override { squared_error_ = 0, elements_ = 0; }
   std::optional<MetricValue> update(const StepInfo& step) override;
+  std::vector<double> phase_counts() const override;
+  std::optional<double> value_of_counts(std::span<const double> counts) const override;
 
  private:
   double data_range_;
