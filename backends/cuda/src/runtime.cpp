@@ -4,6 +4,11 @@
 #include "runtime.hpp"
 
 #include "codegen/cuda.hpp"
+#if defined(KILN_GPU_HIP)
+#include "kiln/rocm/interop.hpp"
+#else
+#include "kiln/cuda/interop.hpp"
+#endif
 
 #include <fmt/format.h>
 
@@ -491,6 +496,14 @@ void Context::synchronize() {
 }
 
 void synchronize(int device) { Context::get(device).synchronize(); }
+
+void* device_address(const Tensor& tensor) { return address(tensor); }
+
+void* device_stream(int device) {
+  Context& c = Context::get(device);
+  c.activate();
+  return c.stream();
+}
 
 // ---- compilation
 

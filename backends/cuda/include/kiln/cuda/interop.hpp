@@ -1,0 +1,15 @@
+// The CUDA backend's memory and stream, for libraries that hand a tensor's device memory to
+// other GPU code (kiln::dist's NCCL collectives, kiln/dist/nccl.hpp). No GPU header here.
+#pragma once
+
+#include "kiln/cuda/tensor.hpp"
+
+namespace kiln::cuda {
+
+// The device address of the view's first element.
+void* device_address(const CudaTensor& tensor);
+// The stream the backend queues all its work on for `device` (-1: the default), made current
+// for the calling thread; work queued on it runs in order with the backend's own.
+void* device_stream(int device = -1);
+
+}  // namespace kiln::cuda
