@@ -173,35 +173,40 @@ TEST(DistributedLearner, OnlyRankZeroDrawsAndWritesFiles) {
   fs::remove_all(dir);
 }
 
+// One rank of a run that writes to `dir`: its model (from the current random stream), rank
+// 0's weights everywhere, an optimizer and a distributed Learner.
+struct Rank {
+  Net model;
+  dist::DataParallel<Net> parallel{model};
+  optim::Adam<Cpu> adam;
+  train::Learner<Net, optim::Adam<Cpu>> learner;
+  explicit Rank(const fs::path& dir, bool resume = false) : learner(model, adam, options(dir, resume)) {
+    learner.distribute(parallel);
+  }
+  static train::LearnerOptions options(const fs::path& dir, bool resume) {
+    train::LearnerOptions o = quiet();
+    o.output_dir = dir;
+    o.resume = resume;
+    return o;
+  }
+};
+
 TEST(DistributedLearner, EveryRankResumesFromRankZerosCheckpoint) {
   const fs::path dir = shared_dir("resume");
   if (dist::rank() == 0) fs::remove_all(dir);
   dist::barrier();
   std::vector<std::vector<double>> after_one;
   {
-    Net model;
-    dist::DataParallel parallel(model);
-    optim::Adam<Cpu> adam;
-    train::LearnerOptions options = quiet();
-    options.output_dir = dir;
-    train::Learner learner(model, adam, options);
-    learner.distribute(parallel);
-    learner.fit(batches(false, 0), 1);
-    after_one = weights_of(model);
+    Rank first(dir);
+    first.learner.fit(batches(false, 0), 1);
+    after_one = weights_of(first.model);
   }
   dist::barrier();  // rank 0's checkpoint is written
-  manual_seed(40 + static_cast<std::uint64_t>(dist::rank()));
-  Net model;  // other weights on every rank: the checkpoint must replace them
-  dist::DataParallel parallel(model);
-  optim::Adam<Cpu> adam;
-  train::LearnerOptions options = quiet();
-  options.output_dir = dir;
-  options.resume = true;
-  train::Learner learner(model, adam, options);
-  learner.distribute(parallel);
-  ASSERT_TRUE(learner.resume());
-  EXPECT_EQ(weights_of(model), after_one);
-  EXPECT_EQ(learner.history().size(), 1u);
+  manual_seed(40 + static_cast<std::uint64_t>(dist::rank()));  // other weights on every rank
+  Rank second(dir, true);
+  ASSERT_TRUE(second.learner.resume());
+  EXPECT_EQ(weights_of(second.model), after_one);  // the checkpoint replaced them
+  EXPECT_EQ(second.learner.history().size(), 1u);
   dist::barrier();
   if (dist::rank() == 0) fs::remove_all(dir);
 }
@@ -218,14 +223,8 @@ TEST(DistributedLearner, RanksThatFoundDifferentCheckpointsAreToldSo) {
     train::Learner learner(model, adam, options);
     learner.fit(batches(false, 0), 1);
   }
-  Net model;
-  dist::DataParallel parallel(model);
-  optim::Adam<Cpu> adam;
-  train::LearnerOptions options = quiet();
-  options.output_dir = dir;
-  train::Learner learner(model, adam, options);
-  learner.distribute(parallel);
-  EXPECT_KILN_ERROR((void)learner.resume(), "Learner::resume", "did not resume from the same checkpoint",
+  Rank rank(dir);
+  EXPECT_KILN_ERROR((void)rank.learner.resume(), "Learner::resume", "did not resume from the same checkpoint",
                     "shared file system");
   dist::barrier();
   fs::remove_all(dir);
