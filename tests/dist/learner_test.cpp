@@ -97,12 +97,20 @@ fs::path shared_dir(const std::string& name) {
   return fs::temp_directory_path() / ("kiln_dist_learner_" + std::to_string(pid.to_vec<std::int64_t>()[0]) + "_" + name);
 }
 
-TEST(DistributedLearner, TrainsAndLogsAsOneProcessWithTheWholeBatch) {
+// Each step's gradients averaged during backward (accumulate_steps 1), or two steps
+// accumulated locally and averaged once before the optimizer step (no_sync).
+class DistributedLearnerSteps : public ::testing::TestWithParam<std::int64_t> {};
+INSTANTIATE_TEST_SUITE_P(DistributedLearner, DistributedLearnerSteps, ::testing::Values(1, 2),
+                         [](const auto& info) { return "accumulate_" + std::to_string(info.param); });
+
+TEST_P(DistributedLearnerSteps, TrainsAndLogsAsOneProcessWithTheWholeBatch) {
+  train::LearnerOptions options = quiet();
+  options.accumulate_steps = GetParam();
   manual_seed(30 + static_cast<std::uint64_t>(dist::rank()));  // DataParallel starts every rank from rank 0's
   Net model;
   dist::DataParallel parallel(model);
   optim::Adam<Cpu> adam;
-  train::Learner learner(model, adam, quiet());
+  train::Learner learner(model, adam, options);
   learner.add_metric(train::precision_metric(train::Average::macro));
   learner.distribute(parallel);
   learner.fit(batches(false, 0), batches(false, 1000), 2);
@@ -113,7 +121,7 @@ TEST(DistributedLearner, TrainsAndLogsAsOneProcessWithTheWholeBatch) {
   Net reference;
   copy_weights(start, reference);
   optim::Adam<Cpu> reference_adam;
-  train::Learner reference_learner(reference, reference_adam, quiet());
+  train::Learner reference_learner(reference, reference_adam, options);
   reference_learner.add_metric(train::precision_metric(train::Average::macro));
   reference_learner.fit(batches(true, 0), batches(true, 1000), 2);
 

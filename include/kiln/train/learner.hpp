@@ -24,8 +24,8 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
