@@ -4,6 +4,8 @@
 // moves in MPI's blocking collective (arrive_then).
 #include "kiln/dist/process_group.hpp"
 
+#include "rendezvous.hpp"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@ struct State {
   int size = 1;
   int local_rank = 0, local_size = 1;  // among the ranks on this host
   bool serialized = false;             // MPI lets a second thread call it (one at a time)
+  std::optional<detail::Rendezvous> rendezvous;  // started without a launcher (rendezvous.hpp)
   double timeout = 300.0;
   std::int64_t collectives = 0;  // entered so far: where this rank is, for a rank that timed out
 };
@@ -314,20 +317,13 @@ void leave_at_exit() { finalize(); }
 
 // KILN_RANK / KILN_WORLD_SIZE, where set, must be what the launcher made of this process.
 void check_environment_numbering(const State& s) {
-  const auto read = [](const char* name) -> std::optional<long> {
-    const char* text = std::getenv(name);
-    if (!text || !*text) return std::nullopt;
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    KILN_CHECK(end && *end == '\0' && value >= 0, "dist::init: {} must be a whole number, got '{}'", name,
-               std::string_view(text));
-    return value;
-  };
-  const auto world = read("KILN_WORLD_SIZE"), rank = read("KILN_RANK");
+  const auto world = detail::whole_number_env("KILN_WORLD_SIZE"), rank = detail::whole_number_env("KILN_RANK");
   KILN_CHECK(!world || *world == s.size,
              "dist::init: KILN_WORLD_SIZE is {} but the launcher started {} process{}{}", *world, s.size,
              s.size == 1 ? "" : "es",
-             s.size == 1 ? " (this one alone: start the job with an MPI launcher, e.g. mpirun -np N or srun)" : "");
+             s.size == 1 ? " (this one alone: start the job with an MPI launcher, e.g. mpirun -np N or srun, or set "
+                           "KILN_DIST_RENDEZVOUS)"
+                         : "");
   KILN_CHECK(!rank || *rank == s.rank, "dist::init: KILN_RANK is {} but the launcher made this process rank {} of {}",
              *rank, s.rank, s.size);
 }
@@ -344,6 +340,8 @@ void init() {
   MPI_Finalized(&mpi_ended);
   KILN_CHECK(!mpi_ended, "dist::init: MPI was already finalized in this process; it cannot be started again");
   if (!mpi_started) {
+    s.rendezvous = detail::launcher_free();
+    if (s.rendezvous) detail::prepare(*s.rendezvous, s.timeout);
     int provided = 0;
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "dist::init");
     s.owns_mpi = true;
@@ -355,7 +353,11 @@ void init() {
   s.serialized = level >= MPI_THREAD_SERIALIZED;
   // A communicator of Kiln's own: a program's own MPI calls on MPI_COMM_WORLD never match
   // Kiln's collectives; errors come back as codes (check_mpi) instead of aborting.
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "dist::init");
+  if (s.rendezvous) {
+    s.comm = detail::join(*s.rendezvous, s.timeout);  // already Kiln's own
+  } else {
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &s.comm), "dist::init");
+  }
   MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(s.comm, &s.rank);
   MPI_Comm_size(s.comm, &s.size);
@@ -381,11 +383,12 @@ void finalize() {
   if (mpi_ended) return;
   if (s.broken) {
     // A rank that hangs would never reach MPI_Finalize, and the others would wait there.
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(s.comm, 1);  // every rank of the group, launched together or joined by rendezvous
     return;
   }
   MPI_Comm_free(&s.comm);
   if (s.owns_mpi) MPI_Finalize();
+  if (s.rendezvous) detail::finish(*s.rendezvous);
 }
 
 int rank() { return joined("dist::rank").rank; }

@@ -31,7 +31,9 @@ inline std::string_view to_string(ReduceOp op) { return reduce_op_name(op); }
 
 // Joins the process group of the job this process was started in (MPI_Init; as
 // torch.distributed.init_process_group("mpi")). Without a launcher the process is a group
-// of its own: rank 0 of world size 1. Calling it again does nothing. The group is left at
+// of its own: rank 0 of world size 1, unless KILN_RANK, KILN_WORLD_SIZE (above 1) and
+// KILN_DIST_RENDEZVOUS (a file path every rank sees) name the group it joins, through rank
+// 0's ompi-server (docs/distributed.md, "Without a launcher"). Calling it again does nothing. The group is left at
 // exit (or by finalize()). Reads KILN_DIST_TIMEOUT: the seconds a collective waits for the
 // other ranks before it throws (default 300).
 void init();
