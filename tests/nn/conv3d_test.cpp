@@ -5,6 +5,7 @@
 // gradients of sum(y * r), in f64 on every backend.
 #include "backends.hpp"
 #include "golden.hpp"
+#include "param_grads.hpp"
 
 #include <kiln/nn.hpp>
 
@@ -69,11 +70,7 @@ template <class B, std::size_t D, class M> void check_layer(M& module, const std
   EXPECT_CLOSE(y, c["y"], kTol, kTol);
   const auto grads = (y * decltype(y)::from_data(c["r"])).sum().backward();
   EXPECT_CLOSE(*x.grad(grads), c["dx"], kTol, kTol);
-  nn::for_each_param(module, [&](const std::string& path, const auto& p) {
-    const auto g = p->grad(grads);
-    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
-    EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
-  });
+  kiln::test::expect_param_grads(module, grads, c, kTol);
 }
 
 // Every value within +-bound and, for many values, the whole interval used (torch's uniform default init).

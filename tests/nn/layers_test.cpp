@@ -4,6 +4,7 @@
 // every backend (Autodiff over Cpu and Vulkan).
 #include "backends.hpp"
 #include "golden.hpp"
+#include "param_grads.hpp"
 
 #include <kiln/nn.hpp>
 
@@ -54,11 +55,7 @@ void check_layer(M& module, const std::string& name, Forward&& forward, bool flo
   using Y = decltype(y);
   const Y r = Y::from_data(c["r"]);
   auto grads = (y * r).sum().backward();
-  nn::for_each_param(module, [&](const std::string& path, const auto& p) {
-    const auto g = p->grad(grads);
-    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
-    EXPECT_CLOSE(*g, c["d." + path].reshaped(p->shape()), kTol, kTol) << path;
-  });
+  kiln::test::expect_param_grads(module, grads, c, kTol);
   nn::for_each_buffer(module, [&](const std::string& path, const auto& b) {
     const auto it = c.tensors.find("after." + path);
     if (it == c.tensors.end()) return;

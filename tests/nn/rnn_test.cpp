@@ -5,6 +5,7 @@
 // state_dict, dropout between layers only, and errors that name the layer and the shapes.
 #include "backends.hpp"
 #include "golden.hpp"
+#include "param_grads.hpp"
 
 #include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
@@ -66,11 +67,7 @@ void check_gradients(const M& module, const GoldenCase& c, const Tensor<B, 1>& l
       ASSERT_TRUE(g.has_value()) << "no gradient for " << label;
       EXPECT_CLOSE(*g, c["d" + label], kTol, kTol) << "d" << label;
     }
-    nn::for_each_param(module, [&](const std::string& path, const auto& p) {
-      const auto g = p->grad(grads);
-      ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
-      EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
-    });
+    kiln::test::expect_param_grads(module, grads, c, kTol);
   }
 }
 

@@ -5,6 +5,7 @@
 // On every backend (Autodiff over Cpu and Vulkan).
 #include "backends.hpp"
 #include "golden.hpp"
+#include "param_grads.hpp"
 
 #include <kiln/nn.hpp>
 #include <kiln/nn/state.hpp>
@@ -61,11 +62,7 @@ template <class B, class M, class Forward> void check_decoder(M& module, const s
   const auto grads = (y * Tensor<AD, 3>::from_data(c["r"])).sum().backward();
   EXPECT_CLOSE(*tgt.grad(grads), c["dtgt"], kTol, kTol);
   EXPECT_CLOSE(*memory.grad(grads), c["dmemory"], kTol, kTol);
-  nn::for_each_param(module, [&](const std::string& path, const auto& p) {
-    const auto g = p->grad(grads);
-    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
-    EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
-  });
+  kiln::test::expect_param_grads(module, grads, c, kTol);
 }
 
 TYPED_TEST(NnTransformer, DecoderLayersMatchTorchInPostAndPreNorm) {
@@ -167,11 +164,7 @@ TYPED_TEST(NnTransformer, TransformerMatchesTorch) {
   const auto grads = (y * Tensor<AD, 3>::from_data(c["r"])).sum().backward();
   EXPECT_CLOSE(*src.grad(grads), c["dsrc"], kTol, kTol);
   EXPECT_CLOSE(*tgt.grad(grads), c["dtgt"], kTol, kTol);
-  nn::for_each_param(model, [&](const std::string& path, const auto& p) {
-    const auto g = p->grad(grads);
-    ASSERT_TRUE(g.has_value()) << "no gradient for " << path;
-    EXPECT_CLOSE(*g, c["d." + path], kTol, kTol) << path;
-  });
+  kiln::test::expect_param_grads(model, grads, c, kTol);
 }
 
 TYPED_TEST(NnTransformer, DecoderRejectsBadShapesAndMasks) {
