@@ -10,6 +10,8 @@
 #include <new>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace kiln::cpu {
 namespace {
 
@@ -23,6 +25,24 @@ std::size_t size_class(std::size_t bytes) {
   while (power * 2 < bytes) power *= 2;
   const std::size_t step = power / 4;
   return (bytes + step - 1) / step * step;
+}
+
+// A block of at least kHugeBytes starts on a 2 MiB boundary and asks the kernel for
+// transparent huge pages (THP "madvise", Debian's default, gives them only to memory that
+// asks), so that an op streaming through a large tensor takes one TLB entry per 2 MiB
+// instead of one per 4 KiB. In a virtual machine each TLB miss walks two page tables: on a
+// 2-core VM, sum over 16M floats took 1.4-1.7 ms on 4 KiB pages and 0.93-0.97 on huge ones,
+// an add 3.5-4.4 against 2.5.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugeBytes = std::size_t{4} << 20;
+
+void* fresh(std::size_t bytes) {
+  if (bytes < kHugeBytes) return std::aligned_alloc(kAlignment, bytes);
+  void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
+#ifdef MADV_HUGEPAGE
+  if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores it
+#endif
+  return p;
 }
 
 struct Pool {
@@ -45,10 +65,10 @@ struct Pool {
         return p;
       }
     }
-    void* p = std::aligned_alloc(kAlignment, bytes);
+    void* p = fresh(bytes);
     if (p == nullptr) {
       release();
-      p = std::aligned_alloc(kAlignment, bytes);
+      p = fresh(bytes);
     }
     KILN_CHECK(p != nullptr, "cpu allocator: out of memory allocating {} bytes", bytes);
     std::lock_guard lock(mutex);
