@@ -2,6 +2,7 @@
 #include "rendezvous.hpp"
 
 #include "kiln/core/error.hpp"
+#include "store/atomic_file.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -45,15 +47,9 @@ std::string read_whole(const fs::path& file) {
 
 // Writes `text` to `file` whole: a reader never sees part of it.
 void publish(const fs::path& file, const std::string& text) {
-  const fs::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary);
-    out << text;
-    KILN_CHECK(out.good(), "dist::init: cannot write {} (KILN_DIST_RENDEZVOUS)", temporary.string());
-  }
-  std::error_code error;
-  fs::rename(temporary, file, error);
-  KILN_CHECK(!error, "dist::init: cannot rename {} to {}: {}", temporary.string(), file.string(), error.message());
+  store::detail::AtomicFile out(file, "dist::init (KILN_DIST_RENDEZVOUS)");
+  out.write(std::as_bytes(std::span(text.data(), text.size())));
+  out.commit();
 }
 
 // The first line of `file` once it holds a whole one, waiting up to the deadline.
