@@ -91,14 +91,24 @@ void eigen_gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::i
 }
 
 #if KILN_CPU_ONEDNN
-// oneDNN's sgemm (AVX2 kernels) takes a no-copy path when a non-transposed B is 32-byte
-// aligned, and for m of a few hundred that path runs at about 2/3 the speed of its packing
-// path (one core, 256x784 @ 784x1024: 13.7 ms aligned, 9.2 ms with B 16 bytes off). Such a
-// B is copied to a buffer 16 bytes off that alignment first; the copy is k*n moves, a few
-// percent of the product's time.
+// oneDNN's sgemm with its AVX2 kernels takes a no-copy path when a non-transposed B is
+// 32-byte aligned, and for m of a few hundred that path runs at about 2/3 the speed of its
+// packing path (one core, 256x784 @ 784x1024: 13.7 ms aligned, 9.2 ms with B 16 bytes off).
+// There, such a B is copied to a buffer 16 bytes off that alignment first; the copy is k*n
+// moves, a few percent of the product's time. oneDNN's AVX-512 kernels run an aligned B as
+// fast as a misaligned one (2 threads, 512^3: 1.18 ms either way, 1.29-1.64 ms with the
+// copy), so where oneDNN runs those, B is read where it lies.
+bool avx2_sgemm() {
+  static const bool avx2 = [] {
+    const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    return (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+  }();
+  return avx2;
+}
+
 bool dodge_aligned_b(const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pb) {
   return !b.transposed && reinterpret_cast<std::uintptr_t>(pb) % 32 == 0 && m >= 64 && m <= 512 && n >= 128 &&
-         k >= 128;
+         k >= 128 && avx2_sgemm();
 }
 
 const float* misaligned_copy(const float* pb, std::int64_t ldb, std::int64_t k, std::int64_t n) {
