@@ -12,7 +12,9 @@ the machine's settings. Nothing here is needed by the build or the tests.
 Rows named <workload>@<backend> (bench/fusion_bench.cpp: Fusion<Cpu>, and plain Cpu beside
 it) compare with PyTorch's <workload>: a composition that has both rows pairs like with like,
 the @cpu row (each op a kernel of its own) with PyTorch's best eager time and the
-@fusion_cpu row (one generated kernel) with PyTorch's best, torch.compile included. The fusion summary after the table gives this run's
+@fusion_cpu row (one generated kernel) with PyTorch's best, torch.compile included. The
+attention rows' @composition (matmul, softmax, matmul in place of the fused kernel) pairs
+with the same composition in PyTorch. The fusion summary after the table gives this run's
 STREAM triad bandwidth (the stream_triad row), the fused expression's speed against plain
 Cpu, PyTorch eager and torch.compile (always measured for that row, its compile time apart,
 also under --no-compile), and its bandwidth as a share of STREAM. Before it, the FMA peak
@@ -287,10 +289,11 @@ def main():
     for name, kiln_ms in kiln.items():
         # A row <workload>@<backend> (Kiln on another backend) has the twin <workload>.
         workload = name.split("@")[0]
-        twin = workload
-        # A composition measured both eagerly (@cpu) and fused (@fusion_cpu) pairs like with
-        # like: eager Kiln with eager PyTorch, Fusion<Cpu> with PyTorch's best, torch.compile
-        # included.
+        # A row PyTorch measures under the same name (the attention compositions) pairs with
+        # that; a composition measured both eagerly (@cpu) and fused (@fusion_cpu) pairs like
+        # with like: eager Kiln with eager PyTorch, Fusion<Cpu> with PyTorch's best,
+        # torch.compile included.
+        twin = name if name in best else workload
         if name == workload + "@cpu" and workload + "@eager" in best:
             twin = workload + "@eager"
         torch_ms, label = best.get(twin, (float("nan"), "-"))

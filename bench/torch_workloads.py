@@ -100,6 +100,14 @@ def workloads(compile_mode):
                 return sdpa()
 
         w[f"sdpa_fwd_n1_h8_d64/{seq}"] = sdpa_forward
+        # Kiln's @composition rows beside the same composition here: q kᵀ scaled, softmax, @ v.
+        composed = maybe_compile(lambda q=q, k=k, v=v: torch.softmax(q @ k.transpose(-2, -1) * 0.125, -1) @ v)
+
+        def composed_forward(composed=composed):
+            with torch.no_grad():
+                return composed()
+
+        w[f"sdpa_fwd_n1_h8_d64/{seq}@composition"] = composed_forward
         if seq == 128:
             continue
         gq, gk, gv = (t.clone().requires_grad_() for t in (q, k, v))
@@ -110,6 +118,14 @@ def workloads(compile_mode):
             sdpa_grad().sum().backward()
 
         w[f"sdpa_fwd_bwd_n1_h8_d64/{seq}"] = sdpa_forward_backward
+        composed_grad = maybe_compile(
+            lambda gq=gq, gk=gk, gv=gv: torch.softmax(gq @ gk.transpose(-2, -1) * 0.125, -1) @ gv)
+
+        def composed_forward_backward(composed_grad=composed_grad, gq=gq, gk=gk, gv=gv):
+            gq.grad = gk.grad = gv.grad = None
+            composed_grad().sum().backward()
+
+        w[f"sdpa_fwd_bwd_n1_h8_d64/{seq}@composition"] = composed_forward_backward
     w["cnn_train_step_fashion_b64"] = [cnn_step(compile_mode, fused) for fused in (False, True)
                                        if fused is False or adam_has_fused()]
     return w
