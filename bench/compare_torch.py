@@ -30,8 +30,14 @@ with --fusion on Fusion<Cpu>, against bench/torch_fashion_epoch.py, the same mod
 schedule in PyTorch, their test accuracies after that epoch, and each process's peak RSS
 (the process that trains, data loading included; PyTorch's at its fastest configuration).
 
+--memory compares peak memory instead: each training-step row of MEMORY_ROWS runs alone in
+a process of its own, Kiln's (kiln_bench filtered to that row) and PyTorch's
+(torch_workloads.py --only, eager and torch.compile), and the table gives each process's
+peak RSS beside its step time.
+
 Usage: bench/compare_torch.py [--build build] [--filter REGEX] [--markdown FILE]
        bench/compare_torch.py --epoch [--build build] [--markdown FILE]
+       bench/compare_torch.py --memory [--build build] [--markdown FILE]
 """
 import csv
 import argparse
@@ -249,6 +255,60 @@ def compare_epoch(args, pythons):
         pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 
+MEMORY_ROWS = ["transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32", "mlp_train_step_784_1024_1024_10_b256",
+               "cnn_train_step_fashion_b64"]
+
+
+def compare_memory(args, pythons):
+    """Each MEMORY_ROWS workload alone in its own process: step time and peak RSS, Kiln's and
+    PyTorch's (every configuration measured; the table gives PyTorch's smallest peak)."""
+    exe = pathlib.Path(args.build) / "bench" / "kiln_bench"
+    # Each side's process running no workload: its libraries and runtime.
+    kiln_base = run_measured([str(exe), "--benchmark_filter=^$"])[3]
+    torch_base = min((run_measured([python, "-c", "import torch; torch.set_num_threads(2); torch.randn(8).sum()"],
+                                   env=dict(os.environ, **TORCH_ENV))[3] for python in pythons), default=float("nan"))
+    print(f"peak RSS running no workload: kiln_bench {kiln_base:.0f} MB, Python importing torch {torch_base:.0f} MB")
+    rows = []
+    for row in MEMORY_ROWS:
+        code, out, err, kiln_rss = run_measured([str(exe), f"--benchmark_filter=^{row}/", "--benchmark_format=json",
+                                                 "--benchmark_min_time=1"])
+        if code != 0:
+            sys.exit(f"{exe} failed: {err.strip()[-400:]}")
+        b = json.loads(out)["benchmarks"][0]
+        kiln_ms = b["real_time"] * {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
+        torch_runs = []  # (peak RSS, ms, label)
+        for python in pythons:
+            for compile_mode in ((False,) if args.no_compile else (False, True)):
+                cmd = [python, str(HERE / "torch_workloads.py"), "--only", row] + (["--compile"] if compile_mode else [])
+                code, out, err, rss = run_measured(cmd, env=dict(os.environ, **TORCH_ENV))
+                if code != 0:
+                    print(f"[{python}{' compile' if compile_mode else ''}] {row} failed: {err.strip()[-400:]}",
+                          file=sys.stderr)
+                    continue
+                r = json.loads(out.strip().splitlines()[-1])
+                if row in r["results"]:
+                    torch_runs.append((rss, r["results"][row], f"torch {r['torch']}{' compile' if r['compile'] else ' eager'}"))
+        torch_rss, torch_ms, label = min(torch_runs) if torch_runs else (float("nan"), float("nan"), "-")
+        rows.append((row, kiln_ms, kiln_rss, torch_ms, torch_rss, label))
+        print(f"{row}: Kiln {kiln_ms:.2f} ms, peak RSS {kiln_rss:.0f} MB; PyTorch {torch_ms:.2f} ms, peak RSS "
+              f"{torch_rss:.0f} MB ({label}): {kiln_rss / torch_rss:.2f}x PyTorch's memory")
+    if args.markdown:
+        lines = [
+            f"Measured {datetime.date.today()} on {platform.node() or 'this machine'} "
+            f"({os.cpu_count()} cores), 2 threads each, by `bench/compare_torch.py --memory` (each row alone in a process).",
+            "",
+            "| workload | Kiln step (ms) | Kiln peak RSS (MB) | PyTorch step (ms) | PyTorch peak RSS (MB) | Kiln / PyTorch RSS "
+            "| the same above each process running no workload | PyTorch config |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+            f"| (no workload) | | {kiln_base:.0f} | | {torch_base:.0f} | | | |",
+        ]
+        for row, kiln_ms, kiln_rss, torch_ms, torch_rss, label in rows:
+            lines.append(f"| {row} | {fmt_ms(kiln_ms)} | {kiln_rss:.0f} | {fmt_ms(torch_ms)} | {torch_rss:.0f} | "
+                         f"{kiln_rss / torch_rss:.2f}× | {(kiln_rss - kiln_base) / (torch_rss - torch_base):.2f}× "
+                         f"({kiln_rss - kiln_base:.0f} / {torch_rss - torch_base:.0f} MB) | {label} |")
+        pathlib.Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-bench")
@@ -256,6 +316,7 @@ def main():
     ap.add_argument("--torch-python", action="append")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile runs")
     ap.add_argument("--epoch", action="store_true", help="compare a Fashion-MNIST training epoch")
+    ap.add_argument("--memory", action="store_true", help="compare the training steps' peak RSS")
     ap.add_argument("--markdown", help="write the table as markdown to this file")
     args = ap.parse_args()
 
@@ -263,6 +324,9 @@ def main():
                                     if pathlib.Path(p).exists()]
     if args.epoch:
         compare_epoch(args, pythons)
+        return
+    if args.memory:
+        compare_memory(args, pythons)
         return
     kiln = run_kiln(args.build, args.filter)
     best = {}  # name -> (ms, label); name@eager: the best eager time alone

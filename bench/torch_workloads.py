@@ -2,6 +2,10 @@
 each available PyTorch; prints one JSON object: {workload name: milliseconds}.
 
 Usage: python torch_workloads.py [--compile] [--filter REGEX]
+       python torch_workloads.py [--compile] --only NAME
+
+--only builds and times that one workload (one of ONLY: the training steps) and nothing else,
+so that the process's peak RSS is the workload's (compare_torch.py --memory).
 """
 import json
 import re
@@ -198,6 +202,11 @@ def main(argv):
         print(f"torch {torch.__version__} has no torch.compile; eager only", file=sys.stderr)
         print(json.dumps({"torch": torch.__version__, "compile": True, "results": {}}))
         return
+    if "--only" in argv:
+        name = argv[argv.index("--only") + 1]
+        print(json.dumps({"torch": torch.__version__, "compile": compile_mode,
+                          "results": {name: timeit(ONLY[name](compile_mode))}}))
+        return
     pattern = re.compile(argv[argv.index("--filter") + 1]) if "--filter" in argv else None
     results = {}
     for name, fn in workloads(compile_mode).items():
@@ -226,6 +235,13 @@ def fused_compile():
     compile_s = time.perf_counter() - start
     return {"ms": timeit(fn), "compile_s": compile_s}
 
+
+# The workloads --only builds alone: each a function of compile_mode returning the step.
+ONLY = {
+    "transformer_encoder_layer_fwd_bwd_d256_h4_ff1024_s128_b32": transformer_step,
+    "mlp_train_step_784_1024_1024_10_b256": lambda compile_mode: mlp_step(compile_mode, adam_has_fused()),
+    "cnn_train_step_fashion_b64": lambda compile_mode: cnn_step(compile_mode, adam_has_fused()),
+}
 
 if __name__ == "__main__":
     main(sys.argv[1:])
