@@ -1,6 +1,7 @@
 // The CPU backend's process-wide settings: the thread count (kiln::cpu::set_num_threads,
 // KILN_NUM_THREADS) reaching every thread, the caching allocator's statistics and
-// empty_cache, and the instruction set the loader chose (kiln::cpu::capability).
+// empty_cache and its huge-page placement, and the instruction set the loader chose
+// (kiln::cpu::capability).
 #include <kiln/cpu/backend.hpp>
 #include <kiln/tensor.hpp>
 
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -156,6 +158,20 @@ TEST(CpuRuntime, MemoryStatsCountLivePeakAndCachedBytes) {
   EXPECT_EQ(cpu::memory_stats().cached_bytes, 0u);
   cpu::reset_peak_memory_stats();
   EXPECT_EQ(cpu::memory_stats().peak_live_bytes, start.live_bytes);
+}
+
+// Buffers of 4 MiB and more start on a 2 MiB boundary (where Linux can back them with one
+// transparent huge page per 2 MiB); smaller ones on a 64-byte boundary, as before.
+TEST(CpuRuntime, LargeBuffersStartOnHugePageBoundaries) {
+  const auto address = [](const auto& t) { return reinterpret_cast<std::uintptr_t>(t.primitive().storage->ptr); };
+  constexpr std::uintptr_t huge_page = std::uintptr_t{2} << 20;
+  for (const std::int64_t mib : {4, 5, 9}) {
+    const auto big = Tensor<Cpu, 1>::full({mib * (1 << 20) / 4}, 1.5, {});
+    EXPECT_EQ(address(big) % huge_page, 0u) << mib << " MiB";
+    EXPECT_EQ(big.sum().item(), 1.5 * static_cast<double>(mib * (1 << 20) / 4)) << mib << " MiB";
+  }
+  const auto below = Tensor<Cpu, 1>::zeros({(std::int64_t{4} << 20) / 4 - 1024}, {});
+  EXPECT_EQ(address(below) % 64, 0u);
 }
 
 }  // namespace
