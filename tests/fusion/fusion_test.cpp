@@ -383,10 +383,11 @@ codegen::Program softmax_rows(DType dtype) {
 
 TYPED_TEST(BackendRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
   using B = TypeParam;
-  // Rows shorter than a chunk (and than a Vulkan workgroup), longer than one (301: a partial
-  // chunk), of one element, and no rows at all.
-  for (const auto& [rows, cols] :
-       std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 301}, {5, 1024}, {3, 7}, {4, 1}, {0, 6}}) {
+  // Rows shorter than a chunk (and than a Vulkan workgroup), of one CPU chunk (1024), of
+  // several and a partial one (2500), past the CPU's fold of partial sums into double
+  // (20000: two folds of 8192 and a rest), of one element, and no rows at all.
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {37, 301}, {5, 1024}, {3, 2500}, {2, 20000}, {3, 7}, {4, 1}, {0, 6}}) {
     SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
     for (const DType dtype : {DType::f32, DType::f64}) {
       const auto x = (random<B, 2>({rows, cols}, 70) * 4.0).cast(dtype);
@@ -425,16 +426,16 @@ TYPED_TEST(BackendRowPrograms, NestedReductionsUniformInputsAndNaN) {
   EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[0]).into_data(), (ct * rt * st * wt.unsqueeze_dim(0)).into_data(), 1e-4, 1e-5));
   EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[1]).into_data(), ct.min_dim(1).into_data(), 1e-5, 1e-6));
   EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[2]).into_data(), (rt * st).into_data(), 1e-4, 1e-6));
-  // A NaN anywhere in a row (in a whole chunk, or in the row's partial last chunk: 600 is
-  // 512 + 88) makes its max NaN, and only that row's.
-  std::vector<float> values(3 * 600, 1.0f);
-  values[600 + 417] = std::numeric_limits<float>::quiet_NaN();
-  values[1200 + 590] = std::numeric_limits<float>::quiet_NaN();
+  // A NaN anywhere in a row (in a whole chunk, or in the row's partial last chunk: 2100 is
+  // 2 * 1024 + 52 on the CPU) makes its max NaN, and only that row's.
+  std::vector<float> values(3 * 2100, 1.0f);
+  values[2100 + 1417] = std::numeric_limits<float>::quiet_NaN();
+  values[4200 + 2090] = std::numeric_limits<float>::quiet_NaN();
   values[5] = 3.0f;
-  const auto nan = Tensor<B, 2>::from_data(TensorData::from(values, Shape{3, 600}));
+  const auto nan = Tensor<B, 2>::from_data(TensorData::from(values, Shape{3, 2100}));
   const NodePtr in = make_input(0);
   const Program max(ScalarType::f32, {DType::f32}, 0, {{make_node(Kind::row_max, {in}), DType::f32, true}});
-  const auto m = Tensor<B, 2>(B::row_program(max, std::vector{nan.primitive()}, {}, Shape{3, 600})[0]).into_data().template to_vec<float>();
+  const auto m = Tensor<B, 2>(B::row_program(max, std::vector{nan.primitive()}, {}, Shape{3, 2100})[0]).into_data().template to_vec<float>();
   EXPECT_EQ(m[0], 3.0f);
   EXPECT_TRUE(std::isnan(m[1]));
   EXPECT_TRUE(std::isnan(m[2]));

@@ -154,7 +154,7 @@ template <class T> const RowPlan<T>& row_plan_of(const Program& program, std::ui
 // reductions sum f32) every kFold chunks and at the row's end. The partial tail of a row
 // goes straight into `value`.
 template <class T> struct RowAccumulator {
-  static constexpr int kFold = 16;  // chunks per fold: 4096 elements' partial sums in T
+  static constexpr int kFold = 8192 / kRowChunk;  // chunks per fold: 8192 elements' partial sums in T
   Value<T> lanes;
   SimdMask<T> nan;
   double value = 0;
