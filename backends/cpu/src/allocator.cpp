@@ -18,15 +18,6 @@ namespace {
 constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;
 
-// Rounds up to a size class: multiples of 64 B below 4 KiB, then four classes per power of two.
-std::size_t size_class(std::size_t bytes) {
-  if (bytes <= 4096) return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  std::size_t power = 4096;
-  while (power * 2 < bytes) power *= 2;
-  const std::size_t step = power / 4;
-  return (bytes + step - 1) / step * step;
-}
-
 // A block of at least kHugeBytes starts on a 2 MiB boundary and asks the kernel for
 // transparent huge pages (THP "madvise", Debian's default, gives them only to memory that
 // asks), so that an op streaming through a large tensor takes one TLB entry per 2 MiB
@@ -36,9 +27,21 @@ std::size_t size_class(std::size_t bytes) {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kHugeBytes = std::size_t{4} << 20;
 
+// Rounds up to a size class: multiples of 64 B below 4 KiB, then four classes per power of
+// two, and whole huge pages from kHugeBytes on (so that the bytes memory_stats counts are
+// the bytes the block holds).
+std::size_t size_class(std::size_t bytes) {
+  if (bytes <= 4096) return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  std::size_t power = 4096;
+  while (power * 2 < bytes) power *= 2;
+  const std::size_t step = bytes > kHugeBytes ? std::max(power / 4, kHugePage) : power / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+// `bytes` is a size class.
 void* fresh(std::size_t bytes) {
   if (bytes < kHugeBytes) return std::aligned_alloc(kAlignment, bytes);
-  void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
+  void* p = std::aligned_alloc(kHugePage, bytes);
 #ifdef MADV_HUGEPAGE
   if (p != nullptr) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores it
 #endif
