@@ -358,6 +358,41 @@ TEST(CpuProgramPlans, EveryFormulaInAChainHasTheValuesOfTheUnfusedOps) {
   check("shared steps", fx.sigmoid() + (-fx).exp(), x.sigmoid() + (-x).exp());
 }
 
+TEST(CpuProgramPlans, TwoArithmeticStepsInARowRunAsOneStep) {
+  using codegen::Expr;
+  const Expr x = Expr::input(0), y = Expr::input(1);
+  const auto steps = [](const Expr& root) {
+    const codegen::Program program(codegen::ScalarType::f32, {DType::f32, DType::f32}, 1, {{root.node(), DType::f32}});
+    return Cpu::program_steps(program);
+  };
+  using Steps = std::vector<std::string>;
+  EXPECT_EQ(steps(x * y * x), (Steps{"input", "input", "mul_mul"}));
+  EXPECT_EQ(steps(x - x * y), (Steps{"input", "input", "mul_sub_right"}));
+  EXPECT_EQ(steps((x + y) * Expr::param(0)), (Steps{"input", "input", "add_mul"}));
+  EXPECT_EQ(steps(x * y + x), (Steps{"input", "input", "mul_add"})) << "the catalogue's own name for it";
+  EXPECT_EQ(steps(x / y * x), (Steps{"input", "input", "div", "mul"})) << "a division stays a step of its own";
+  EXPECT_EQ(steps((x - y).exp()), (Steps{"input", "input", "sub_exp"}));
+}
+
+TEST(CpuProgramPlans, ChainsOfTwoArithmeticStepsHaveTheValuesOfTheUnfusedOps) {
+  // 67 columns: whole registers and a partial one on every ISA level.
+  const auto op = [](int k, const auto& a, const auto& b) { return k == 0 ? a + b : k == 1 ? a - b : a * b; };
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    const auto x = random<Cpu, 2>({19, 67}, 62).cast(dtype), y = random<Cpu, 2>({19, 67}, 63).cast(dtype);
+    const auto z = random<Cpu, 2>({1, 67}, 64).cast(dtype);
+    const auto fx = on_fusion(x), fy = on_fusion(y), fz = on_fusion(z);
+    for (int inner = 0; inner < 3; ++inner)
+      for (int outer = 0; outer < 3; ++outer) {
+        SCOPED_TRACE(fmt::format("{} inner {} outer {}", dtype_name(dtype), inner, outer));
+        EXPECT_TRUE(test::all_close(op(outer, op(inner, fx, fy), fz).into_data(),
+                                    op(outer, op(inner, x, y), z).into_data(), 1e-6, 1e-7));
+        EXPECT_TRUE(test::all_close(op(outer, fz, op(inner, fx, fy)).into_data(),
+                                    op(outer, z, op(inner, x, y)).into_data(), 1e-6, 1e-7));
+      }
+    EXPECT_TRUE(test::all_close((fx - fz).exp().into_data(), (x - z).exp().into_data(), 1e-6, 1e-7));
+  }
+}
+
 // ---------------------------------------------------------------- row programs
 // B::row_program runs programs with reductions along rows (the CPU row by row on its
 // threads, Vulkan a workgroup per row); Fusion<B> records softmax, layer norm and sums over
@@ -439,6 +474,40 @@ TYPED_TEST(BackendRowPrograms, NestedReductionsUniformInputsAndNaN) {
   EXPECT_EQ(m[0], 3.0f);
   EXPECT_TRUE(std::isnan(m[1]));
   EXPECT_TRUE(std::isnan(m[2]));
+}
+
+TYPED_TEST(BackendRowPrograms, SumsOfSumsDifferencesAndProducts) {
+  using B = TypeParam;
+  using namespace codegen;
+  // Per row: sum(x * w), sum(x - s) and sum(x + x), each step read by its sum alone (the CPU
+  // accumulates those from the operands, the step never stored), and sum(x * w) again beside
+  // x * w as an output (a step that the sum shares with the output).
+  const NodePtr x = make_input(0), w = make_input(1), s = make_input(2);
+  const NodePtr xw = make_node(Kind::mul, {x, w});
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{37, 301}, {5, 1024}, {3, 2500}, {2, 20000}, {3, 7}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
+    for (const DType dtype : {DType::f32, DType::f64}) {
+      const ScalarType type = scalar_type_of(dtype);
+      const Program alone(type, {dtype, dtype, dtype}, 0,
+                          {{make_node(Kind::row_sum, {xw}), dtype, true},
+                           {make_node(Kind::row_sum, {make_node(Kind::sub, {x, s})}), dtype, true},
+                           {make_node(Kind::row_sum, {make_node(Kind::add, {x, x})}), dtype, true}});
+      const Program shared(type, {dtype, dtype}, 0, {{make_node(Kind::row_sum, {xw}), dtype, true}, {xw, dtype}});
+      const auto xt = (random<B, 2>({rows, cols}, 78) + 0.5).cast(dtype);
+      const auto wt = random<B, 1>({cols}, 79).cast(dtype);
+      const auto st = random<B, 2>({rows, 1}, 80).cast(dtype);
+      const auto out = B::row_program(alone, std::vector{xt.primitive(), wt.primitive(), st.primitive()}, {}, Shape{rows, cols});
+      const auto products = xt * wt.unsqueeze_dim(0);
+      const double tol = static_cast<double>(cols) * 1e-6;
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[0]).into_data(), products.sum_dim(1).into_data(), 1e-5, tol));
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[1]).into_data(), (xt - st).sum_dim(1).into_data(), 1e-5, tol));
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[2]).into_data(), (xt + xt).sum_dim(1).into_data(), 1e-5, tol));
+      const auto both = B::row_program(shared, std::vector{xt.primitive(), wt.primitive()}, {}, Shape{rows, cols});
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(both[0]).into_data(), products.sum_dim(1).into_data(), 1e-5, tol));
+      EXPECT_TRUE(test::all_close(Tensor<B, 2>(both[1]).into_data(), products.into_data(), 1e-6, 1e-7));
+    }
+  }
 }
 
 TYPED_TEST(BackendRowPrograms, InputsBroadcastAndViewedOverAThreeDimDomain) {

@@ -249,13 +249,31 @@ template <class Op, class T> void apply_unary(const Operand<T>* in, Value<T>* ou
   for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j));
 }
 // Op over an affine argument, in0 * in1 + in2 (a scale and shift, a bias, before an
-// activation): the multiply and add stay in registers instead of taking a step each. They
-// round as the two ops do (no contraction to fma), so the values are the unfused ops'.
+// activation): the multiply and add stay in registers instead of taking a step each. GCC
+// contracts the two into one FMA here (C++ mode's default -ffp-contract=fast), so a value can
+// differ from the unfused ops' by one rounding.
 template <class Op, class T> void apply_unary_affine(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
   for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(Value<T>(read(in[0], j) * read(in[1], j) + read(in[2], j)));
 }
 template <class T> void mul_add(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
   for (std::size_t j = 0; j < lanes; ++j) out[j] = read(in[0], j) * read(in[1], j) + read(in[2], j);
+}
+// Two arithmetic steps in a row, (in0 inner in1) outer in2 or, with `inner_left` false,
+// in2 outer (in0 inner in1): the inner result stays in a register instead of taking a store
+// and a load of its own (on a core that stores one 512-bit register per two cycles, a step's
+// store is most of its cost). A multiply followed by an add or sub contracts to one FMA, as
+// in mul_add.
+template <Kind inner, Kind outer, bool inner_left, class T>
+void binary_chain(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) {
+    const Value<T> x = number<T>(inner, read(in[0], j), read(in[1], j));
+    if constexpr (inner_left) out[j] = number<T>(outer, x, read(in[2], j));
+    else out[j] = number<T>(outer, read(in[2], j), x);
+  }
+}
+// exp(in0 - in1): softmax's and log-sum-exp's exponential of the row's shifted values.
+template <class T> void exp_sub(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
+  for (std::size_t j = 0; j < lanes; ++j) out[j] = Value<T>(read(in[0], j) - read(in[1], j)).exp();
 }
 template <class Op, class T> void apply_binary(const Operand<T>* in, Value<T>* out, std::size_t lanes) {
   for (std::size_t j = 0; j < lanes; ++j) out[j] = Op::apply(read(in[0], j), read(in[1], j));
@@ -299,6 +317,27 @@ template <class T> const std::vector<Formula<T>>& formulas() {
     const codegen::NodePtr affine = codegen::make_node(
         Kind::add, {codegen::make_node(Kind::mul, {codegen::make_input(0), codegen::make_input(1)}), codegen::make_input(2)});
     add("mul_add", affine, 3, mul_add<T>);
+    // Chains of two of add, sub and mul (mul_add above is one of them). A division is left
+    // out: a row program divides by a uniform divisor through its reciprocal, which a chain
+    // would not.
+    const auto chains = [&]<Kind inner>() {
+      const auto both = [&]<Kind outer>() {
+        const codegen::NodePtr x = codegen::make_node(inner, {codegen::make_input(0), codegen::make_input(1)});
+        const std::string name = std::string(codegen::kind_name(inner)) + "_" + std::string(codegen::kind_name(outer));
+        if (!(inner == Kind::mul && outer == Kind::add))
+          add(name, codegen::make_node(outer, {x, codegen::make_input(2)}), 3, binary_chain<inner, outer, true, T>);
+        add(name + "_right", codegen::make_node(outer, {codegen::make_input(2), x}), 3, binary_chain<inner, outer, false, T>);
+      };
+      both.template operator()<Kind::add>();
+      both.template operator()<Kind::sub>();
+      both.template operator()<Kind::mul>();
+    };
+    chains.template operator()<Kind::add>();
+    chains.template operator()<Kind::sub>();
+    chains.template operator()<Kind::mul>();
+    add("sub_exp",
+        codegen::make_node(Kind::exp, {codegen::make_node(Kind::sub, {codegen::make_input(0), codegen::make_input(1)})}),
+        2, exp_sub<T>);
     // A unary formula over in0 * in1 + in2.
     const auto of_affine = [&](const codegen::NodePtr& tree) {
       return codegen::rewrite(tree, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {

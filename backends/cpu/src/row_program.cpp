@@ -38,6 +38,13 @@ template <class T> struct RowPass {
   std::vector<std::uint32_t> accumulate;  // reductions accumulated over the chunks
   std::vector<std::uint32_t> keep;        // varying steps kept for later passes
   std::vector<std::uint32_t> reread;      // varying steps read from the scratch row
+  // Sums of a step that nothing else reads, (a op b) with op add, sub or mul: accumulated
+  // from a and b, the step never stored (rms norm's sum of x * x reads x once, as one loop).
+  struct FusedSum {
+    std::uint32_t reduction, a, b;
+    Kind op;
+  };
+  std::vector<FusedSum> fused_sums;
   bool chunks = false;                    // whether the pass walks the row
 };
 template <class T> struct RowPlan {
@@ -137,6 +144,32 @@ template <class T> RowPlan<T> make_row_plan(const Program& program, std::uint64_
     }
     pass.chunks = pass.chunks || !roots.empty();
   }
+  // Sums whose argument is an arithmetic step that only the sum reads take that step in.
+  std::vector<int> readers(code.size(), 0);
+  for (std::uint32_t s = 0; s < code.size(); ++s) {
+    if (!needed[s]) continue;
+    if (best[s].formula != nullptr) {
+      for (int k = 0; k < best[s].formula->inputs; ++k)
+        if (best[s].bind[static_cast<std::size_t>(k)] != s) ++readers[best[s].bind[static_cast<std::size_t>(k)]];
+    } else {
+      for (int k = 0; k < codegen::kind_arity(code[s].kind); ++k) ++readers[code[s].args[static_cast<std::size_t>(k)]];
+    }
+  }
+  for (const std::uint32_t s : slots) ++readers[s];
+  for (RowPass<T>& pass : plan.passes) {
+    std::erase_if(pass.accumulate, [&](std::uint32_t r) {
+      const std::uint32_t s = code[r].args[0];
+      const Kind op = code[s].kind;
+      const auto at = std::find_if(pass.varying.begin(), pass.varying.end(),
+                                   [&](const PlannedStep<T>& v) { return v.step == s; });
+      if (code[r].kind != Kind::row_sum || (op != Kind::add && op != Kind::sub && op != Kind::mul) || code[s].mask ||
+          readers[s] != 1 || plan.slot[s] >= 0 || at == pass.varying.end() || at->formula != nullptr)
+        return false;
+      pass.fused_sums.push_back({r, code[s].args[0], code[s].args[1], op});
+      pass.varying.erase(at);
+      return true;
+    });
+  }
   return plan;
 }
 
@@ -173,7 +206,13 @@ template <class T> struct RowAccumulator {
   void fold(Kind kind) {
     alignas(64) T l[width<T>()];
     lanes.store(l);
-    for (std::int64_t i = 0; i < width<T>(); ++i) value = combine(kind, value, static_cast<double>(l[i]));
+    // A tree over the lanes, not a chain: four dependent additions where a chain takes
+    // sixteen, paid once a row by every short-row norm.
+    double d[width<T>()];
+    for (std::int64_t i = 0; i < width<T>(); ++i) d[i] = static_cast<double>(l[i]);
+    for (std::int64_t half = width<T>() / 2; half >= 1; half /= 2)
+      for (std::int64_t i = 0; i < half; ++i) d[i] = combine(kind, d[i], d[i + half]);
+    value = combine(kind, value, d[0]);
     lanes = broadcast<T>(kind == Kind::row_sum ? T(0) : static_cast<T>(value));
     chunks = 0;
   }
@@ -191,22 +230,46 @@ template <class T> struct RowAccumulator {
   }
 };
 
-// Adds the n elements of a chunk (operand x) to acc: four independent chains of registers.
+// Adds the n elements of a chunk, register j being x(j), to the sum acc: four independent
+// chains of registers.
+template <class T, class X> KILN_INLINE void sum_chunk(X x, std::int64_t n, RowAccumulator<T>& acc) {
+  constexpr std::int64_t W = width<T>();
+  const std::int64_t full = n / W;
+  Value<T> a0 = broadcast<T>(T(0)), a1 = a0, a2 = a0, a3 = a0;
+  std::int64_t j = 0;
+  for (; j + 4 <= full; j += 4) {
+    a0 = a0 + x(static_cast<std::size_t>(j));
+    a1 = a1 + x(static_cast<std::size_t>(j + 1));
+    a2 = a2 + x(static_cast<std::size_t>(j + 2));
+    a3 = a3 + x(static_cast<std::size_t>(j + 3));
+  }
+  for (; j < full; ++j) a0 = a0 + x(static_cast<std::size_t>(j));
+  acc.lanes = acc.lanes + ((a0 + a1) + (a2 + a3));
+  if (n > full * W) {
+    alignas(64) T tail[W];
+    x(static_cast<std::size_t>(full)).store(tail);
+    for (std::int64_t l = 0; l < n - full * W; ++l) acc.value += static_cast<double>(tail[l]);
+  }
+  if (++acc.chunks == RowAccumulator<T>::kFold) acc.fold(Kind::row_sum);
+}
+
+// A sum of (a op b) over a chunk, the products never stored.
+template <class T>
+void sum_fused_chunk(Kind op, const Operand<T>& a, const Operand<T>& b, std::int64_t n, RowAccumulator<T>& acc) {
+  switch (op) {
+    case Kind::add: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) + read(b, j)); }, n, acc);
+    case Kind::sub: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) - read(b, j)); }, n, acc);
+    case Kind::mul: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) * read(b, j)); }, n, acc);
+    default: KILN_FAIL("row_program: {} is not a fused sum's step", codegen::kind_name(op));
+  }
+}
+
+// Adds the n elements of a chunk (operand x) to acc.
 template <class T> KILN_INLINE void accumulate_chunk(Kind kind, const Operand<T>& x, std::int64_t n, RowAccumulator<T>& acc) {
   constexpr std::int64_t W = width<T>();
   const std::int64_t full = n / W;
-  if (kind == Kind::row_sum) {
-    Value<T> a0 = broadcast<T>(T(0)), a1 = a0, a2 = a0, a3 = a0;
-    std::int64_t j = 0;
-    for (; j + 4 <= full; j += 4) {
-      a0 = a0 + read(x, static_cast<std::size_t>(j));
-      a1 = a1 + read(x, static_cast<std::size_t>(j + 1));
-      a2 = a2 + read(x, static_cast<std::size_t>(j + 2));
-      a3 = a3 + read(x, static_cast<std::size_t>(j + 3));
-    }
-    for (; j < full; ++j) a0 = a0 + read(x, static_cast<std::size_t>(j));
-    acc.lanes = acc.lanes + ((a0 + a1) + (a2 + a3));
-  } else {
+  if (kind == Kind::row_sum) return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return read(x, j); }, n, acc);
+  {
     const bool is_max = kind == Kind::row_max;
     auto pick = [is_max](const Value<T>& a, const Value<T>& b) { return is_max ? a.max(b) : a.min(b); };
     Value<T> b0 = acc.lanes, b1 = b0;
@@ -311,6 +374,7 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
       }
       if (!pass.chunks) continue;
       for (const std::uint32_t r : pass.accumulate) acc[r].reset(code[r].kind);
+      for (const typename RowPass<T>::FusedSum& f : pass.fused_sums) acc[f.reduction].reset(Kind::row_sum);
       const bool last = p + 1 == plan.passes.size();
       for (std::int64_t done = 0; done < n; done += kRowChunk) {
         const std::int64_t count = std::min(kRowChunk, n - done);
@@ -336,6 +400,8 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
         execute<T>(pass.varying, code, registers, L, row_inputs.data(), row_strides.data(), done, count);
         for (const std::uint32_t s : pass.keep) registers.direct[s] = nullptr;
         for (const std::uint32_t r : pass.accumulate) accumulate_chunk<T>(code[r].kind, operands[code[r].args[0]], count, acc[r]);
+        for (const typename RowPass<T>::FusedSum& f : pass.fused_sums)
+          sum_fused_chunk<T>(f.op, operands[f.a], operands[f.b], count, acc[f.reduction]);
         if (!last) continue;
         for (std::size_t k = 0; k < slots.size(); ++k) {
           if (program.outputs()[k].per_row) continue;
