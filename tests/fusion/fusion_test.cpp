@@ -508,6 +508,18 @@ TYPED_TEST(BackendRowPrograms, SumsOfSumsDifferencesAndProducts) {
       EXPECT_TRUE(test::all_close(Tensor<B, 2>(both[1]).into_data(), products.into_data(), 1e-6, 1e-7));
     }
   }
+  // Over a 3-D domain: a contiguous x and the every-other-row view of one (rows one stride
+  // apart), and the first half of the middle dim (rows 40 apart within a block, 240 across).
+  const Program squares(ScalarType::f32, {DType::f32}, 0,
+                        {{make_node(Kind::row_sum, {make_node(Kind::mul, {x, x})}), DType::f32, true}});
+  const auto x3 = random<B, 3>({2, 6, 40}, 81);
+  const auto every_other = x3.slice({ops::Slice(), ops::Slice(0, std::nullopt, 2), ops::Slice()});
+  const auto first_half = x3.slice({ops::Slice(), ops::Slice(0, 3), ops::Slice()});
+  for (const auto& t : {x3, every_other, first_half}) {
+    const Shape domain = t.shape();
+    const auto out = B::row_program(squares, std::vector{t.primitive()}, {}, domain);
+    EXPECT_TRUE(test::all_close(Tensor<B, 3>(out[0]).into_data(), (t * t).sum_dim(2).into_data(), 1e-5, 1e-5));
+  }
 }
 
 TYPED_TEST(BackendRowPrograms, InputsBroadcastAndViewedOverAThreeDimDomain) {

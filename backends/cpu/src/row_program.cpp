@@ -210,9 +210,15 @@ template <class T> struct RowAccumulator {
     // sixteen, paid once a row by every short-row norm.
     double d[width<T>()];
     for (std::int64_t i = 0; i < width<T>(); ++i) d[i] = static_cast<double>(l[i]);
-    for (std::int64_t half = width<T>() / 2; half >= 1; half /= 2)
-      for (std::int64_t i = 0; i < half; ++i) d[i] = combine(kind, d[i], d[i + half]);
-    value = combine(kind, value, d[0]);
+    if (kind == Kind::row_sum) {
+      for (std::int64_t half = width<T>() / 2; half >= 1; half /= 2)
+        for (std::int64_t i = 0; i < half; ++i) d[i] += d[i + half];
+      value += d[0];
+    } else {
+      for (std::int64_t half = width<T>() / 2; half >= 1; half /= 2)
+        for (std::int64_t i = 0; i < half; ++i) d[i] = combine(kind, d[i], d[i + half]);
+      value = combine(kind, value, d[0]);
+    }
     lanes = broadcast<T>(kind == Kind::row_sum ? T(0) : static_cast<T>(value));
     chunks = 0;
   }
@@ -259,7 +265,10 @@ void sum_fused_chunk(Kind op, const Operand<T>& a, const Operand<T>& b, std::int
   switch (op) {
     case Kind::add: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) + read(b, j)); }, n, acc);
     case Kind::sub: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) - read(b, j)); }, n, acc);
-    case Kind::mul: return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) * read(b, j)); }, n, acc);
+    case Kind::mul:
+      if (a.base == b.base && a.step == b.step)  // a square: one load a register
+        return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { const Value<T> v = read(a, j); return Value<T>(v * v); }, n, acc);
+      return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return Value<T>(read(a, j) * read(b, j)); }, n, acc);
     default: KILN_FAIL("row_program: {} is not a fused sum's step", codegen::kind_name(op));
   }
 }
@@ -337,10 +346,23 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
   std::vector<std::int64_t> row_strides(inputs);
   // A row of one element reads every input as uniform (at stride 0).
   for (std::size_t k = 0; k < inputs; ++k) row_strides[k] = n == 1 ? 0 : ctx.strides[k][rank - 1];
+  // Per input whose rows lie at one stride over the domain's leading dims (a contiguous
+  // tensor, a broadcast one, a 2-D view): that stride in bytes, which spares a division per
+  // dim and row; -1 for others.
+  std::vector<std::int64_t> row_step(inputs, -1);
+  for (std::size_t k = 0; k < inputs && rank >= 2; ++k) {
+    bool linear = true;
+    for (std::size_t d = 0; d + 2 < rank; ++d) linear = linear && ctx.strides[k][d] == ctx.strides[k][d + 1] * ctx.domain[d + 1];
+    if (linear) row_step[k] = ctx.strides[k][rank - 2] * static_cast<std::int64_t>(dtype_size(program.inputs()[k]));
+  }
   std::vector<RowAccumulator<T>> acc(code.size());
   for (std::int64_t row = begin; row < end; ++row) {
     // Each input's first element of this row.
     for (std::size_t k = 0; k < inputs; ++k) {
+      if (row_step[k] >= 0) {
+        row_inputs[k] = ctx.inputs[k] + row * row_step[k];
+        continue;
+      }
       std::int64_t offset = 0, rest = row;
       for (std::size_t d = rank - 1; d-- > 0;) {
         offset += (rest % ctx.domain[d]) * ctx.strides[k][d];
