@@ -227,7 +227,8 @@ std::string compile(const std::string& source, const std::string& arch) {
   KILN_CHECK(hiprtcCreateProgram(&program, source.c_str(), "kiln_kernel.hip", 0, nullptr, nullptr) == HIPRTC_SUCCESS,
              "rocm: hiprtcCreateProgram failed");
   const std::string arch_option = "--offload-arch=" + arch;
-  // No contraction of a * b + c into fma: results round as the CPU backend's do.
+  // No contraction of a * b + c into fma: results round as the catalogue's ops do one at a
+  // time (the CPU's per-op kernels; its fused programs contract a multiply and an add).
   const char* options[] = {arch_option.c_str(), "-std=c++17", "-ffp-contract=off"};
   const hiprtcResult compiled = hiprtcCompileProgram(program, 3, options);
   if (compiled != HIPRTC_SUCCESS) {
@@ -251,7 +252,8 @@ std::string compile(const std::string& source, const std::string& arch) {
   KILN_CHECK(nvrtcCreateProgram(&program, source.c_str(), "kiln_kernel.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS,
              "cuda: nvrtcCreateProgram failed");
   const std::string arch_option = "--gpu-architecture=" + arch;
-  // No contraction of a * b + c into fma: results round as the CPU backend's do.
+  // No contraction of a * b + c into fma: results round as the catalogue's ops do one at a
+  // time (the CPU's per-op kernels; its fused programs contract a multiply and an add).
   const char* options[] = {arch_option.c_str(), "--std=c++17", "--fmad=false", "-default-device"};
   const nvrtcResult compiled = nvrtcCompileProgram(program, 4, options);
   if (compiled != NVRTC_SUCCESS) {
