@@ -522,6 +522,22 @@ TYPED_TEST(BackendRowPrograms, SumsOfSumsDifferencesAndProducts) {
   }
 }
 
+TEST(CpuRowPlans, ProductsThatOnlyASumReadsAreNeverStored) {
+  using namespace codegen;
+  // RMS norm, x * rsqrt(sum(x * x) * p0 + eps) * w: the sum accumulates x * x from x (read
+  // once a register), the rsqrt is computed once per row, and x * r * w is one step.
+  const NodePtr x = make_input(0), w = make_input(1);
+  const NodePtr mean = make_node(Kind::mul, {make_node(Kind::row_sum, {make_node(Kind::mul, {x, x})}), make_param(0)});
+  const NodePtr r = make_node(Kind::div, {make_constant(1.0), make_node(Kind::sqrt, {make_node(Kind::add, {mean, make_constant(1e-6)})})});
+  const Program rms(ScalarType::f32, {DType::f32, DType::f32}, 1, {{make_node(Kind::mul, {make_node(Kind::mul, {x, r}), w}), DType::f32}});
+  EXPECT_EQ(Cpu::program_steps(rms), (std::vector<std::string>{"pass 0", "input", "row_sum(mul)", "pass 1",
+                                                                "per row: mul_add_rsqrt", "input", "input", "mul_mul"}));
+  // Softmax: the max reads x; exp(x - max) is one step, kept for the last pass and summed.
+  const Program softmax = softmax_rows(DType::f32);
+  EXPECT_EQ(Cpu::program_steps(softmax), (std::vector<std::string>{"pass 0", "input", "row_max", "pass 1", "input",
+                                                                    "sub_exp", "row_sum", "pass 2", "div"}));
+}
+
 TYPED_TEST(BackendRowPrograms, InputsBroadcastAndViewedOverAThreeDimDomain) {
   using B = TypeParam;
   using namespace codegen;

@@ -210,6 +210,7 @@ std::vector<Cpu::Primitive> Cpu::elementwise(const codegen::Program& program, st
 }
 
 std::vector<std::string> Cpu::program_steps(const codegen::Program& program) {
+  if (program.reduces_rows()) return cpu::program_eval::row_program_steps(program);
   std::vector<std::string> names;
   auto describe = [&]<class T>() {
     for (const cpu::PlannedStep<T>& step : cpu::plan_of<T>(program).steps)

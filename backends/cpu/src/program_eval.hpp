@@ -622,6 +622,9 @@ std::unique_ptr<Value<T>[]> uniform_registers(const Program& program, std::span<
   return uniforms;
 }
 
+// A row program's plan, as Cpu::program_steps describes it (row_program.cpp).
+std::vector<std::string> row_program_steps(const Program& program);
+
 // Compiled once, in program.cpp: the formula table (one per process) and the step loop.
 extern template const std::vector<Formula<float>>& formulas<float>();
 extern template void execute<float>(std::span<const PlannedStep<float>> steps, std::span<const Instruction> code, Registers<float>& registers,

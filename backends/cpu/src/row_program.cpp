@@ -3,10 +3,13 @@
 // on the threads, with the element evaluator's steps (program_eval.hpp).
 #include "program_eval.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 namespace kiln::cpu {
@@ -459,6 +462,34 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
 }
 
 }  // namespace
+
+namespace program_eval {
+
+std::vector<std::string> row_program_steps(const Program& program) {
+  std::vector<std::string> names;
+  auto describe = [&]<class T>() {
+    const std::span<const Instruction> code = program.code();
+    const auto name = [&](const PlannedStep<T>& step) {
+      return step.formula != nullptr ? step.formula->name : std::string(codegen::kind_name(code[step.step].kind));
+    };
+    const RowPlan<T>& plan = row_plan_of<T>(program, 0);
+    for (std::size_t p = 0; p < plan.passes.size(); ++p) {
+      const RowPass<T>& pass = plan.passes[p];
+      names.push_back(fmt::format("pass {}", p));
+      for (const PlannedStep<T>& step : pass.uniform) names.push_back("per row: " + name(step));
+      for (const PlannedStep<T>& step : pass.varying) names.push_back(name(step));
+      for (const std::uint32_t r : pass.accumulate) names.emplace_back(codegen::kind_name(code[r].kind));
+      for (const typename RowPass<T>::FusedSum& f : pass.fused_sums)
+        names.push_back(fmt::format("row_sum({})", codegen::kind_name(f.op)));
+    }
+  };
+  if (program.type() == codegen::ScalarType::f64) describe.template operator()<double>();
+  else if (program.type() == codegen::ScalarType::f32) describe.template operator()<float>();
+  else KILN_FAIL("program_steps: the CPU plans f32 and f64 programs, got {}", codegen::scalar_type_name(program.type()));
+  return names;
+}
+
+}  // namespace program_eval
 }  // namespace kiln::cpu
 
 namespace kiln {

@@ -49,7 +49,10 @@ struct Cpu {
   // The steps elementwise() executes for a program of f32 / f64, in order: a subtree that is
   // a catalogue formula runs as one compiled step, named by its op ("gelu", "sigmoid",
   // "tanh_backward", "div_backward_lhs"), the others by their node kind ("mul", "input").
-  // For tests and logs.
+  // A row program's steps come pass by pass, as planned for inputs that all vary along the
+  // row: "pass 0", the steps computed once per row ("per row: mul_add_rsqrt"), the steps
+  // over the row's chunks, then its reductions ("row_max", or "row_sum(mul)" for a sum that
+  // accumulates a product it never stores). For tests and logs.
   static std::vector<std::string> program_steps(const codegen::Program& program);
   // Row programs (RowPrograms; backends/cpu/src/row_program.cpp): f32 / f64 programs with
   // reductions along the domain's rows, run row by row on the threads, each row in passes
