@@ -291,32 +291,31 @@ void sum_fused_chunk(Kind op, const Operand<T>& a, const Operand<T>& b, std::int
   }
 }
 
-// Adds the n elements of a chunk (operand x) to acc.
+// Adds the n elements of a chunk (operand x) to acc: a sum through sum_chunk, a max or min
+// here, keeping whether a NaN went by.
 template <class T> KILN_INLINE void accumulate_chunk(Kind kind, const Operand<T>& x, std::int64_t n, RowAccumulator<T>& acc) {
+  if (kind == Kind::row_sum) return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return read(x, j); }, n, acc);
   constexpr std::int64_t W = width<T>();
   const std::int64_t full = n / W;
-  if (kind == Kind::row_sum) return sum_chunk<T>([&](std::size_t j) KILN_INLINE_LAMBDA { return read(x, j); }, n, acc);
-  {
-    const bool is_max = kind == Kind::row_max;
-    auto pick = [is_max](const Value<T>& a, const Value<T>& b) { return is_max ? a.max(b) : a.min(b); };
-    Value<T> b0 = acc.lanes, b1 = b0;
-    SimdMask<T> n0 = acc.nan, n1 = n0;
-    std::int64_t j = 0;
-    for (; j + 2 <= full; j += 2) {
-      const Value<T> v0 = read(x, static_cast<std::size_t>(j)), v1 = read(x, static_cast<std::size_t>(j + 1));
-      b0 = pick(b0, v0);
-      b1 = pick(b1, v1);
-      n0 = n0 || v0.isNaN();
-      n1 = n1 || v1.isNaN();
-    }
-    for (; j < full; ++j) {
-      const Value<T> v = read(x, static_cast<std::size_t>(j));
-      b0 = pick(b0, v);
-      n0 = n0 || v.isNaN();
-    }
-    acc.lanes = pick(b0, b1);
-    acc.nan = n0 || n1;
+  const bool is_max = kind == Kind::row_max;
+  auto pick = [is_max](const Value<T>& a, const Value<T>& b) { return is_max ? a.max(b) : a.min(b); };
+  Value<T> b0 = acc.lanes, b1 = b0;
+  SimdMask<T> n0 = acc.nan, n1 = n0;
+  std::int64_t j = 0;
+  for (; j + 2 <= full; j += 2) {
+    const Value<T> v0 = read(x, static_cast<std::size_t>(j)), v1 = read(x, static_cast<std::size_t>(j + 1));
+    b0 = pick(b0, v0);
+    b1 = pick(b1, v1);
+    n0 = n0 || v0.isNaN();
+    n1 = n1 || v1.isNaN();
   }
+  for (; j < full; ++j) {
+    const Value<T> v = read(x, static_cast<std::size_t>(j));
+    b0 = pick(b0, v);
+    n0 = n0 || v.isNaN();
+  }
+  acc.lanes = pick(b0, b1);
+  acc.nan = n0 || n1;
   if (n > full * W) {
     alignas(64) T tail[W];
     read(x, static_cast<std::size_t>(full)).store(tail);
