@@ -27,10 +27,15 @@ using codegen::Program;
 // them compiled, as they do the forward ones. The embedded build (KILN_CPU_ONEDNN=0), made for
 // inference, leaves them out: a backward program there runs step by step, and the binary
 // keeps a compiled copy of every gradient formula fewer.
+// The same build leaves out the chains of two arithmetic steps and exp(a - b) (binary_chain
+// below): a fused program there runs them as two steps, and the static classifier stays
+// under its 3 MB.
 #if defined(KILN_CPU_ONEDNN) && KILN_CPU_ONEDNN == 0
 inline constexpr bool kGradientFormulas = false;
+inline constexpr bool kChainFormulas = false;
 #else
 inline constexpr bool kGradientFormulas = true;
+inline constexpr bool kChainFormulas = true;
 #endif
 
 // Elements per step. A register of a chunk is kChunk * sizeof(T) bytes (1 KiB of floats),
@@ -320,24 +325,26 @@ template <class T> const std::vector<Formula<T>>& formulas() {
     // Chains of two of add, sub and mul (mul_add above is one of them). A division is left
     // out: a row program divides by a uniform divisor through its reciprocal, which a chain
     // would not.
-    const auto chains = [&]<Kind inner>() {
-      const auto both = [&]<Kind outer>() {
-        const codegen::NodePtr x = codegen::make_node(inner, {codegen::make_input(0), codegen::make_input(1)});
-        const std::string name = std::string(codegen::kind_name(inner)) + "_" + std::string(codegen::kind_name(outer));
-        if (!(inner == Kind::mul && outer == Kind::add))
-          add(name, codegen::make_node(outer, {x, codegen::make_input(2)}), 3, binary_chain<inner, outer, true, T>);
-        add(name + "_right", codegen::make_node(outer, {codegen::make_input(2), x}), 3, binary_chain<inner, outer, false, T>);
+    if constexpr (kChainFormulas) {
+      const auto chains = [&]<Kind inner>() {
+        const auto both = [&]<Kind outer>() {
+          const codegen::NodePtr x = codegen::make_node(inner, {codegen::make_input(0), codegen::make_input(1)});
+          const std::string name = std::string(codegen::kind_name(inner)) + "_" + std::string(codegen::kind_name(outer));
+          if (!(inner == Kind::mul && outer == Kind::add))
+            add(name, codegen::make_node(outer, {x, codegen::make_input(2)}), 3, binary_chain<inner, outer, true, T>);
+          add(name + "_right", codegen::make_node(outer, {codegen::make_input(2), x}), 3, binary_chain<inner, outer, false, T>);
+        };
+        both.template operator()<Kind::add>();
+        both.template operator()<Kind::sub>();
+        both.template operator()<Kind::mul>();
       };
-      both.template operator()<Kind::add>();
-      both.template operator()<Kind::sub>();
-      both.template operator()<Kind::mul>();
-    };
-    chains.template operator()<Kind::add>();
-    chains.template operator()<Kind::sub>();
-    chains.template operator()<Kind::mul>();
-    add("sub_exp",
-        codegen::make_node(Kind::exp, {codegen::make_node(Kind::sub, {codegen::make_input(0), codegen::make_input(1)})}),
-        2, exp_sub<T>);
+      chains.template operator()<Kind::add>();
+      chains.template operator()<Kind::sub>();
+      chains.template operator()<Kind::mul>();
+      add("sub_exp",
+          codegen::make_node(Kind::exp, {codegen::make_node(Kind::sub, {codegen::make_input(0), codegen::make_input(1)})}),
+          2, exp_sub<T>);
+    }
     // A unary formula over in0 * in1 + in2.
     const auto of_affine = [&](const codegen::NodePtr& tree) {
       return codegen::rewrite(tree, [&](const codegen::NodePtr& n, auto&&) -> codegen::NodePtr {
