@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,25 +55,46 @@ struct Language {
   std::string_view (*input)(int index);  // an operand's name; in<index> unless overridden
 };
 
-struct Expression {
-  std::string helpers;  // the functions `value` calls, each once, each after those it calls
-  std::string value;    // one expression over in0, in1...; of type t, or bool for a mask root
-};
-struct Expressions {
-  std::string helpers;              // the functions the values call, each once
-  std::vector<std::string> values;  // one expression per root
+// A value that an expression reads more than once, computed once before it: the kernel
+// declares `const <type> <name> = <value>;` (type: bool where `mask`, else the tree's type).
+struct Let {
+  std::string name;  // e0, e1...
+  bool mask = false;
+  std::string value;  // over in0, in1..., p0..., and the lets before it
 };
 
+struct Expression {
+  std::string helpers;    // the functions `value` calls, each once, each after those it calls
+  std::vector<Let> lets;  // declared, in order, before `value` is read
+  std::string value;      // one expression over in0, in1...; of type t, or bool for a mask root
+};
+struct Expressions {
+  std::string helpers;                 // the functions the values call, each once
+  std::vector<std::vector<Let>> lets;  // per root: declared, in order, before its value is read
+  std::vector<std::string> values;     // one expression per root
+};
+
+// Where a kernel reads the values of several roots: in one scope (an elementwise kernel's
+// outputs: a root may read the lets of the roots before it) or each in a scope of its own
+// (a row kernel's reductions and output: each root's lets are its own).
+enum class RootScope : std::uint8_t { shared, separate };
+
 // Renders `roots`, trees computing in type t, in `language`: one expression each, and the
-// helpers they call, each once. Throws kiln::Error, naming the language, the kind and the
-// type, for what the trees' type rules or the language forbid. Shared subtrees repeat in
-// the text (an expression has no let); compilers merge them.
-inline Expressions render(const Language& language, std::span<const NodePtr> roots, ScalarType t) {
+// helpers they call, each once. A subtree that a root's tree reads more than once is a Let,
+// rendered once and read by name: written out at each use instead, a formula whose steps
+// each read the step before twice (atan2's series, a gradient of a gradient) doubles in
+// length per step, and a shader compiler spends seconds on megabytes of text. Throws
+// kiln::Error, naming the language, the kind and the type, for what the trees' type rules
+// or the language forbid.
+inline Expressions render(const Language& language, std::span<const NodePtr> roots, ScalarType t,
+                          RootScope scope = RootScope::shared) {
   for (const NodePtr& root : roots) KILN_CHECK(root != nullptr, "render_{}: null tree", language.name);
   Expressions out;
   std::vector<std::string_view> used;                    // helpers already in out.helpers
-  std::unordered_map<const Node*, std::string> rendered;  // shared subtrees render once
-  std::vector<NodePtr> decompositions;                    // kept alive while `rendered` names them
+  std::unordered_map<const Node*, std::string> rendered;  // each subtree renders once
+  std::unordered_map<const Node*, int> reads;             // how often the trees read each node
+  std::unordered_map<const Node*, NodePtr> decompositions;  // each decomposed node's tree
+  int lets = 0;
 
   auto add_helper = [&](auto& self, Kind kind) -> std::string_view {
     const Helper h = language.helper(kind, t);
@@ -92,6 +114,31 @@ inline Expressions render(const Language& language, std::span<const NodePtr> roo
     if (n.kind != Kind::isnan && n.kind != Kind::isinf) return false;
     const Node& x = *n.args[0];
     return !is_float(t) || (x.kind == Kind::constant && std::isfinite(x.value));
+  };
+
+  auto decomposed = [&](const Node& n) {
+    return language.spellings[static_cast<std::size_t>(n.kind)][static_cast<std::size_t>(t)].decompose;
+  };
+  auto decomposition_of = [&](const Node& n) -> const Node& {
+    NodePtr& tree = decompositions[&n];
+    if (!tree) tree = decomposition(n, t);
+    return *tree;
+  };
+  // Counts the reads of each node that rendering reaches: the children of a node read
+  // once, however often the node itself is read.
+  auto count = [&](auto& self, const Node& n) -> void {
+    if (++reads[&n] > 1 || n.kind == Kind::input || n.kind == Kind::param || n.kind == Kind::constant) return;
+    if (n.kind == Kind::select && always_false(*n.args[0])) return self(self, *n.args[2]);
+    if (always_false(n)) return;
+    if (decomposed(n)) return self(self, decomposition_of(n));
+    for (const NodePtr& arg : n.args) self(self, *arg);
+  };
+  std::vector<Let>* root_lets = nullptr;  // the lets of the root being rendered
+  // A node read more than once becomes a let of the root that reads it first.
+  auto bind = [&](const Node& n, std::string s) {
+    if (reads[&n] < 2) return s;
+    root_lets->push_back({fmt::format("e{}", lets++), n.mask, std::move(s)});
+    return root_lets->back().name;
   };
 
   auto render_node = [&](auto& self, const Node& n) -> std::string {
@@ -115,8 +162,7 @@ inline Expressions render(const Language& language, std::span<const NodePtr> roo
     } else if (always_false(n)) {
       s = "false";
     } else if (language.spellings[static_cast<std::size_t>(n.kind)][static_cast<std::size_t>(t)].decompose) {
-      decompositions.push_back(decomposition(n, t));
-      s = self(self, *decompositions.back());
+      s = bind(n, self(self, decomposition_of(n)));
     } else {
       std::array<std::string, 3> a;
       for (std::size_t i = 0; i < n.args.size(); ++i) a[i] = self(self, *n.args[i]);
@@ -130,18 +176,28 @@ inline Expressions render(const Language& language, std::span<const NodePtr> roo
                    scalar_type_name(t));
         s = fmt::format(fmt::runtime(spelling.pattern), a[0], a[1], a[2]);
       }
+      s = bind(n, std::move(s));
     }
     rendered.emplace(&n, s);
     return s;
   };
-  for (const NodePtr& root : roots) out.values.push_back(render_node(render_node, *root));
+  out.lets.resize(roots.size());
+  for (std::size_t r = 0; r < roots.size(); ++r) {
+    if (scope == RootScope::separate || r == 0) {
+      rendered.clear();
+      reads.clear();
+      for (std::size_t k = r; k < (scope == RootScope::separate ? r + 1 : roots.size()); ++k) count(count, *roots[k]);
+    }
+    root_lets = &out.lets[r];
+    out.values.push_back(render_node(render_node, *roots[r]));
+  }
   return out;
 }
 
 // Renders one tree (as above).
 inline Expression render(const Language& language, const NodePtr& root, ScalarType t) {
   Expressions e = render(language, std::span(&root, 1), t);
-  return {std::move(e.helpers), std::move(e.values[0])};
+  return {std::move(e.helpers), std::move(e.lets[0]), std::move(e.values[0])};
 }
 
 // A row of a Language's spellings: the same spelling in every type (the kinds whose

@@ -61,6 +61,7 @@ struct KernelOutput {
   DType dtype = DType::f32;
   std::string value;           // the rendered expression over in0, in1... (and p0, p1...)
   bool value_is_bool = false;  // the expression is a bool, stored as 0 / 1 bytes
+  std::vector<Let> lets = {};  // declared before the value (after the earlier outputs' lets)
 };
 
 // What one kernel computes: out0[i] = value0(in0[i], in1[i]...), out1[i] = value1(...)...:
@@ -92,7 +93,7 @@ inline ElementwiseKernel program_kernel(const Language& language, const Program&
   ElementwiseKernel k;
   k.inputs.assign(program.inputs().begin(), program.inputs().end());
   for (std::size_t o = 0; o < outputs.size(); ++o)
-    k.outputs.push_back({outputs[o].dtype, std::move(e.values[o]), outputs[o].root->mask});
+    k.outputs.push_back({outputs[o].dtype, std::move(e.values[o]), outputs[o].root->mask, std::move(e.lets[o])});
   k.helpers = std::move(e.helpers);
   k.raw_bits = std::all_of(outputs.begin(), outputs.end(), [](const ProgramOutput& out) { return moves_only(out.root); });
   k.params = program.param_count();
@@ -165,6 +166,14 @@ inline std::string load_input(const KernelDialect& d, const ElementwiseKernel& k
   if (is_half(t) && k.raw_bits) return fmt::format("const uint in{} = {};", n, d.cast("uint", element));
   if (is_half(t)) return fmt::format("const float in{} = kiln_{}_to_f32({});", n, dtype_name(t), d.cast("uint", element));
   return fmt::format("const {} in{} = {};", d.value_type(t), n, element);
+}
+
+// The statements that declare `lets`, numbers of type `type` and masks bool, each on a line
+// of its own after `indent`.
+inline std::string let_statements(std::span<const Let> lets, std::string_view type, std::string_view indent) {
+  std::string s;
+  for (const Let& let : lets) s += fmt::format("{}const {} {} = {};\n", indent, let.mask ? "bool" : type, let.name, let.value);
+  return s;
 }
 
 // Output o's value as its buffer stores it: bools as 0 / 1, f16 / bf16 rounded from float.
@@ -240,8 +249,13 @@ inline std::string elementwise_kernel(const KernelDialect& d, const ElementwiseK
     s += "  " + load_input(d, k, n, fmt::format(fmt::runtime(d.input_at), n, index)) + "\n";
   }
   const std::string out_index = layout.out_strided ? "at_out" : "i";
-  for (std::size_t o = 0; o < k.outputs.size(); ++o)
+  // What the values compute in: the program's type, or the raw bits of a program that only
+  // moves f16 / bf16 values.
+  const std::string_view value_type = k.raw_bits ? "uint" : d.scalar_type(k.param_type);
+  for (std::size_t o = 0; o < k.outputs.size(); ++o) {
+    s += let_statements(k.outputs[o].lets, value_type, "  ");
     s += fmt::format("  {} = {};\n", fmt::format(fmt::runtime(d.output_at), o, out_index), stored_value(d, k, k.outputs[o]));
+  }
   return s + "}\n";
 }
 

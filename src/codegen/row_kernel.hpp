@@ -23,7 +23,12 @@ struct RowKernel {
   // f32 sums accumulate in f64 (each invocation adds thousands of a long row's elements):
   // where the language has doubles on every device (CUDA), not GLSL's optional ones.
   bool wide_sums = false;
-  std::vector<std::pair<Kind, std::string>> reductions;  // each kind and its rendered argument
+  struct Reduction {
+    Kind kind;
+    std::string argument;        // rendered
+    std::vector<Let> lets = {};  // declared before the argument, in the reduction's loop
+  };
+  std::vector<Reduction> reductions;
   bool per_row = false;  // the output has one element per row
 };
 
@@ -36,18 +41,18 @@ inline RowKernel program_row_kernel(const Language& language, const Program& pro
   std::vector<NodePtr> roots;
   for (const RowReduction& r : tree.reductions) roots.push_back(r.argument);
   roots.push_back(tree.value);
-  Expressions e = render(language, roots, program.type());
+  Expressions e = render(language, roots, program.type(), RootScope::separate);
   RowKernel kernel;
   kernel.kernel.inputs.assign(program.inputs().begin(), program.inputs().end());
   kernel.kernel.params = program.param_count();
   kernel.kernel.param_type = program.type();
-  kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask}};
+  kernel.kernel.outputs = {{out.dtype, std::move(e.values.back()), out.root->mask, std::move(e.lets.back())}};
   kernel.kernel.helpers = std::move(e.helpers);
   kernel.kernel.workgroup_size = workgroup_size;
   kernel.type = program.type();
   kernel.per_row = out.per_row;
   for (std::size_t j = 0; j < tree.reductions.size(); ++j)
-    kernel.reductions.emplace_back(tree.reductions[j].kind, std::move(e.values[j]));
+    kernel.reductions.push_back({tree.reductions[j].kind, std::move(e.values[j]), std::move(e.lets[j])});
   return kernel;
 }
 
@@ -109,12 +114,13 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
   };
   const auto first = static_cast<int>(k.inputs.size());
   for (std::size_t j = 0; j < r.reductions.size(); ++j) {
-    const auto& [kind, argument] = r.reductions[j];
+    const auto& [kind, argument, lets] = r.reductions[j];
     KILN_CHECK(is_row_reduction(kind), "row_kernel_{}: {} is not a row reduction", d.name, kind_name(kind));
     const auto name = fmt::format("in{}", first + static_cast<int>(j));
     s += fmt::format("  {0} {1};\n  {{\n    {5} acc = {2};\n    for ({3} c = lid; c < cols; c += {4}) {{\n", T, name,
                      identity(kind), I, size, A);
     s += loads("      ");
+    s += let_statements(lets, T, "      ");
     s += fmt::format("      const {} v = {};\n      acc = {};\n    }}\n", A, argument, combine(kind, "acc", "v"));
     s += fmt::format("    kiln_partial[lid] = acc;\n    {0}\n"
                      "    for ({1} reach = {2}; reach > 0; reach >>= 1) {{\n"
@@ -137,6 +143,7 @@ inline std::string row_kernel(const Language& language, const KernelDialect& d, 
     s += fmt::format("  for ({} c = lid; c < cols; c += {}) {{\n", I, size);
     s += loads("    ");
   }
+  s += let_statements(k.outputs[0].lets, T, "    ");
   s += fmt::format("    {} = {};\n  }}\n}}\n", out, stored_value(d, k, k.outputs[0]));
   return s;
 }

@@ -57,7 +57,7 @@ struct Kernels {
     codegen::ElementwiseKernel k;
     k.name = fmt::format("k{}_{}_{}", count++, what, kiln::dtype_name(dtype));
     k.inputs.assign(static_cast<std::size_t>(inputs), dtype);
-    k.outputs = {{out, e.value, out == DType::boolean}};
+    k.outputs = {{out, e.value, out == DType::boolean, e.lets}};
     k.helpers = codegen::cuda_new_helpers(e, helpers);
     k.params = params;
     k.param_type = type;

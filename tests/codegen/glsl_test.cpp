@@ -30,6 +30,13 @@ using kiln::codegen::NodePtr;
 using kiln::codegen::render_glsl;
 using kiln::codegen::ScalarType;
 
+// A rendering's whole text: its lets' values, then its value.
+std::string text(const kiln::codegen::Expression& e) {
+  std::string all;
+  for (const kiln::codegen::Let& let : e.lets) all += let.value + "\n";
+  return all + e.value;
+}
+
 constexpr ScalarType all_types[] = {ScalarType::f32, ScalarType::f64, ScalarType::i32,
                                     ScalarType::i64, ScalarType::u8,  ScalarType::boolean};
 
@@ -108,9 +115,12 @@ TEST(CodegenGlsl, RendersEveryOpAndGradientInEveryType) {
   int rendered = 0, f64_transcendental = 0;
   for (const Traced& t : every_trace()) {
     SCOPED_TRACE(t.name);
-    const kiln::codegen::GlslExpression g = render_glsl(t.tree, t.type);
+    const kiln::codegen::GlslExpression e = render_glsl(t.tree, t.type);
     ++rendered;
-    EXPECT_FALSE(g.value.empty());
+    EXPECT_FALSE(e.value.empty());
+    const struct {
+      std::string value, helpers;
+    } g{text(e), e.helpers};
     // Only the inputs the tree reads, and each helper defined once if the value or another
     // helper calls it (and not at all otherwise), before its first call.
     const int inputs = kiln::codegen::input_count(t.tree);
@@ -191,9 +201,10 @@ TEST(CodegenGlsl, ExactRenderings) {
   const auto log1p64 = render_glsl(trace_unary<ops::Log1p>(ScalarType::f64), ScalarType::f64);
   EXPECT_EQ(log1p64.helpers.rfind("double kiln_log_f64(double x) {", 0), 0u);
   EXPECT_EQ(count(log1p64.helpers, "\n"), 2u);
-  // GeluTanh's gradient uses tanh three times: its helper once.
+  // GeluTanh's gradient reads tanh three times: one call, a let; its helper once.
   const auto gelu = render_glsl(kiln::codegen::trace_unary_grad<ops::GeluTanh>(ScalarType::f32), ScalarType::f32);
-  EXPECT_EQ(count(gelu.value, "kiln_tanh_f32("), 3u);
+  EXPECT_EQ(count(text(gelu), "kiln_tanh_f32("), 1u);
+  EXPECT_EQ(count(gelu.value, "kiln_tanh_f32("), 0u);
   EXPECT_EQ(count(gelu.helpers, "kiln_tanh_f32("), 1u);
 }
 
@@ -355,9 +366,10 @@ std::string shader_for(ScalarType t, const std::vector<Traced>& traces) {
     std::istringstream lines(g.helpers);
     for (std::string line; std::getline(lines, line);)
       if (std::find(helper_lines.begin(), helper_lines.end(), line) == helper_lines.end()) helper_lines.push_back(line);
-    body += "  // " + traced.name + "\n";
-    if (traced.tree->mask) body += fmt::format("  masks[{}] = ({}) ? 1u : 0u;\n", slot++, g.value);
-    else body += fmt::format("  values[{}] = {};\n", slot++, g.value);
+    body += "  {  // " + traced.name + "\n";
+    body += kiln::codegen::let_statements(g.lets, kiln::codegen::glsl_type(t), "    ");
+    if (traced.tree->mask) body += fmt::format("    masks[{}] = ({}) ? 1u : 0u;\n  }}\n", slot++, g.value);
+    else body += fmt::format("    values[{}] = {};\n  }}\n", slot++, g.value);
   }
   std::string src =
       "#version 450\n"
@@ -406,8 +418,14 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   EXPECT_EQ(structural_key(tree.reductions[1].argument), "in0;in1;p0;mul(1,2);sub(0,3);mul(4,4);erf(5)");
   EXPECT_EQ(structural_key(tree.value), "in0;in1;p0;mul(1,2);sub(0,3);in2;mul(5,2);sqrt(6);div(4,7);erf(8)");
   const std::vector<NodePtr> roots{tree.reductions[0].argument, tree.reductions[1].argument, tree.value};
-  const Expressions e = render(glsl(), roots, ScalarType::f32);
+  const Expressions e = render(glsl(), roots, ScalarType::f32, RootScope::separate);
   ASSERT_EQ(e.values.size(), 3u);
+  // (x - mean) is read twice by the second reduction's argument, once by the value: a let of
+  // the reduction's loop, and written out in the value's, a scope of its own.
+  ASSERT_EQ(e.lets[1].size(), 1u);
+  EXPECT_EQ(e.lets[1][0].value, "(in0 - (in1 * p0))");
+  EXPECT_EQ(e.values[1], fmt::format("kiln_erf_f32(({0} * {0}))", e.lets[1][0].name));
+  EXPECT_TRUE(e.lets[0].empty() && e.lets[2].empty());
   const std::string erf_helper = render_glsl(make_node(Kind::erf, {make_input(0)}), ScalarType::f32).helpers;
   EXPECT_EQ(e.helpers, erf_helper) << "each helper once";
 
@@ -416,8 +434,11 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   kernel.kernel.params = 1;
   kernel.kernel.helpers = e.helpers;
   kernel.kernel.outputs = {{kiln::DType::f32, e.values[2]}};
-  kernel.reductions = {{Kind::row_sum, e.values[0]}, {Kind::row_max, e.values[1]}};
+  kernel.reductions = {{Kind::row_sum, e.values[0]}, {Kind::row_max, e.values[1], e.lets[1]}};
   const std::string source = row_kernel(glsl(), glsl_kernels(), kernel);
+  const std::string let = fmt::format("const float {} = (in0 - (in1 * p0));", e.lets[1][0].name);
+  EXPECT_NE(source.find(let), std::string::npos) << source;
+  EXPECT_LT(source.find("for (int c = lid; c < cols; c += 256)", source.find("float in1;")), source.find(let));
   EXPECT_NE(source.find("shared float kiln_partial[256];"), std::string::npos) << source;
   EXPECT_NE(source.find("float in1;"), std::string::npos) << source;
   EXPECT_NE(source.find("float in2;"), std::string::npos) << source;
@@ -442,6 +463,40 @@ TEST(CodegenGlsl, RowKernelsReduceInOrderAndCompile) {
   EXPECT_THROW(row_kernel(glsl(), glsl_kernels(), kernel), kiln::Error);
 }
 
+// A subtree read twice is a let, computed once: a chain whose every step reads the step
+// before twice renders in text that grows by a line a step, not twice over (2^40 copies of
+// in0 here, written out).
+TEST(CodegenGlsl, ASubtreeReadTwiceIsComputedOnce) {
+  using namespace kiln::codegen;
+  NodePtr v = make_input(0);
+  for (int k = 0; k < 40; ++k) v = make_node(Kind::mul, {make_node(Kind::add, {v, make_constant(1.0)}), v});
+  const Expression e = render_glsl(v, ScalarType::f32);
+  ASSERT_EQ(e.lets.size(), 39u);
+  EXPECT_EQ(e.lets[0].name, "e0");
+  EXPECT_EQ(e.lets[0].value, "((in0 + float(1.0)) * in0)");
+  EXPECT_EQ(e.lets[1].value, "((e0 + float(1.0)) * e0)");
+  EXPECT_EQ(e.value, "((e38 + float(1.0)) * e38)");
+  // A node read twice only through a node that is itself a let is read once.
+  const NodePtr x = make_node(Kind::exp, {make_input(0)});
+  const NodePtr twice = make_node(Kind::add, {make_node(Kind::sin, {x}), make_node(Kind::cos, {x})});
+  const Expression once = render_glsl(make_node(Kind::mul, {twice, twice}), ScalarType::f32);
+  ASSERT_EQ(once.lets.size(), 2u);
+  EXPECT_EQ(once.lets[0].value, "exp(in0)");
+  EXPECT_EQ(once.lets[1].value, "(sin(e0) + cos(e0))");
+  EXPECT_EQ(once.value, "(e1 * e1)");
+  EXPECT_FALSE(once.lets[0].mask);
+  // Masks are bool lets.
+  const NodePtr less = make_node(Kind::lt, {make_input(0), make_input(1)});
+  const Expression mask = render_glsl(make_node(Kind::select, {less, make_input(0), make_node(Kind::neg, {make_input(1)})}),
+                                      ScalarType::f32);
+  EXPECT_TRUE(mask.lets.empty()) << "read once";
+  const Expression masks = render_glsl(make_node(Kind::logical_and, {less, make_node(Kind::logical_not, {less})}),
+                                       ScalarType::f32);
+  ASSERT_EQ(masks.lets.size(), 1u);
+  EXPECT_TRUE(masks.lets[0].mask);
+  EXPECT_EQ(let_statements(masks.lets, "float", ""), "const bool e0 = (in0 < in1);\n");
+}
+
 // An elementwise kernel of several outputs: each its own buffer after the layout, the inputs
 // after them, every output written by the same invocation from inputs loaded once.
 TEST(CodegenGlsl, AKernelOfSeveralOutputsBindsEachAndWritesThemTogether) {
@@ -450,9 +505,14 @@ TEST(CodegenGlsl, AKernelOfSeveralOutputsBindsEachAndWritesThemTogether) {
   const Expressions r = render(glsl(), std::vector<NodePtr>{e, make_node(Kind::gt, {e, make_input(1)})}, ScalarType::f32);
   ElementwiseKernel k;
   k.inputs = {kiln::DType::f32, kiln::DType::f16};
-  k.outputs = {{kiln::DType::bf16, r.values[0]}, {kiln::DType::boolean, r.values[1], true}};
+  // exp(in0) is read by both: computed once, before the first output.
+  ASSERT_EQ(r.lets[0].size(), 1u);
+  EXPECT_TRUE(r.lets[1].empty());
+  EXPECT_EQ(r.values[0], r.lets[0][0].name);
+  k.outputs = {{kiln::DType::bf16, r.values[0], false, r.lets[0]}, {kiln::DType::boolean, r.values[1], true}};
   k.helpers = r.helpers;
   const std::string source = elementwise_kernel(glsl_kernels(), k, {});
+  EXPECT_NE(source.find(fmt::format("const float {} = exp(in0);", r.lets[0][0].name)), std::string::npos) << source;
   EXPECT_NE(source.find("layout(std430, binding = 1) writeonly buffer Out0 { uint16_t out0_data[]; };"), std::string::npos)
       << source;
   EXPECT_NE(source.find("layout(std430, binding = 2) writeonly buffer Out1 { uint8_t out1_data[]; };"), std::string::npos)
