@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <vector>
 
 using namespace kiln;
+using kiln::cpu::ConvAlgorithm;
 
 namespace {
 
@@ -176,6 +178,64 @@ TEST(CpuRuntime, LargeBuffersStartOnHugePageBoundaries) {
   const std::size_t live = cpu::memory_stats().live_bytes;
   const auto five = Tensor<Cpu, 1>::zeros({(std::int64_t{5} << 20) / 4}, {});
   EXPECT_EQ(cpu::memory_stats().live_bytes - live, std::size_t{6} << 20);
+}
+
+// Convolutions by either algorithm keep f32's accuracy on a training-sized 3x3 layer (batch
+// 16, 32 channels, 28x28: where oneDNN's heuristics pick Winograd's algorithm on AVX-512),
+// forward and both gradients, against the f64 reference loops; and the two algorithms are
+// different computations there.
+TEST(CpuConv, EitherAlgorithmKeepsF32AccuracyOnATrainingSizedLayer) {
+  using T4 = Tensor<Cpu, 4>;
+  const ops::Conv2dOptions options{{1, 1}, {1, 1}, {1, 1}, 1};
+  manual_seed(7);
+  const T4 x = T4::random({16, 32, 28, 28}, Distribution::normal(0, 1), {}, DType::f64);
+  const T4 w = T4::random({32, 32, 3, 3}, Distribution::normal(0, 0.06), {}, DType::f64);
+  const T4 dy = T4::random({16, 32, 28, 28}, Distribution::normal(0, 1), {}, DType::f64);
+  const Shape xs = x.shape(), ws = w.shape();
+  // y, dx and dw of (x, w, dy) in their dtype.
+  const auto run = [&](const T4& x, const T4& w, const T4& dy) {
+    return std::array<T4, 3>{T4(Cpu::conv2d(x.primitive(), w.primitive(), std::nullopt, options)),
+                             T4(Cpu::conv2d_backward_input(dy.primitive(), w.primitive(), xs, options)),
+                             T4(Cpu::conv2d_backward_weight(x.primitive(), dy.primitive(), ws, options))};
+  };
+  const auto reference = run(x, w, dy);
+  // The largest error relative to the largest value.
+  const auto error = [](const T4& actual, const T4& expected) {
+    const auto a = actual.into_data().to_vec<double>(), e = expected.into_data().to_vec<double>();
+    double worst = 0, largest = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, std::abs(a[i] - e[i]));
+      largest = std::max(largest, std::abs(e[i]));
+    }
+    return worst / largest;
+  };
+  const ConvAlgorithm before = cpu::conv_algorithm();
+  std::array<std::vector<float>, 2> forward;
+  for (const ConvAlgorithm algorithm : {ConvAlgorithm::automatic, ConvAlgorithm::direct}) {
+    cpu::set_conv_algorithm(algorithm);
+    EXPECT_EQ(cpu::conv_algorithm(), algorithm);
+    const auto f32 = run(x.cast(DType::f32), w.cast(DType::f32), dy.cast(DType::f32));
+    const char* name = algorithm == ConvAlgorithm::direct ? "direct" : "automatic";
+    for (std::size_t k = 0; k < 3; ++k) EXPECT_LT(error(f32[k], reference[k]), 2e-5) << name << ", output " << k;
+    forward[algorithm == ConvAlgorithm::direct] = f32[0].into_data().to_vec<float>();
+  }
+  cpu::set_conv_algorithm(before);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f"))
+    EXPECT_NE(forward[0], forward[1]) << "oneDNN chose the direct algorithm for automatic on an AVX-512 CPU";
+#endif
+}
+
+// ctest runs this one with KILN_CONV_ALGORITHM=direct (cpu.threads_from_environment).
+TEST(CpuRuntime, KilnConvAlgorithmSetsTheDefault) {
+  const char* text = std::getenv("KILN_CONV_ALGORITHM");
+  if (text == nullptr) GTEST_SKIP() << "KILN_CONV_ALGORITHM is not set (ctest's cpu.threads_from_environment sets it)";
+  EXPECT_EQ(std::string(text), "direct");
+  EXPECT_EQ(cpu::conv_algorithm(), ConvAlgorithm::direct);
+}
+
+TEST(CpuRuntime, ABadConvAlgorithmIsAnError) {
+  EXPECT_THROW(cpu::set_conv_algorithm(static_cast<ConvAlgorithm>(7)), Error);
 }
 
 }  // namespace

@@ -10,10 +10,14 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #if !KILN_CPU_ONEDNN
@@ -22,6 +26,20 @@
 
 namespace kiln::cpu {
 namespace {
+
+// KILN_CONV_ALGORITHM: "direct", or "auto" (the default; a warning for anything else).
+ConvAlgorithm conv_algorithm_from_environment() {
+  const char* text = std::getenv("KILN_CONV_ALGORITHM");
+  if (text == nullptr || *text == '\0' || std::string_view(text) == "auto") return ConvAlgorithm::automatic;
+  if (std::string_view(text) == "direct") return ConvAlgorithm::direct;
+  std::fprintf(stderr, "kiln: KILN_CONV_ALGORITHM='%s' is neither auto nor direct; using auto\n", text);
+  return ConvAlgorithm::automatic;
+}
+
+std::atomic<ConvAlgorithm>& conv_algorithm_setting() {
+  static std::atomic<ConvAlgorithm> setting{conv_algorithm_from_environment()};
+  return setting;
+}
 
 // Every extent of one convolution, validated.
 struct ConvGeometry {
@@ -189,7 +207,8 @@ Operand make_operand(int arg, const memory::desc& user, const memory::desc& inte
   return op;
 }
 
-std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind, std::span<const PostOp> post_ops) {
+std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind, std::span<const PostOp> post_ops,
+                                           ConvAlgorithm choice) {
   const auto f32 = memory::data_type::f32;
   const memory::desc x_user(dims_of(g.x_shape()), f32, Tag::nchw), y_user(dims_of(g.y_shape()), f32, Tag::nchw);
   const memory::desc w_user = weight_desc(g, g.groups == 1 ? Tag::oihw : Tag::goihw);
@@ -208,7 +227,9 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind,
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch memory comes from Kiln's caching allocator
   if (!post_ops.empty()) attr.set_post_ops(to_dnnl(post_ops, {}));  // a forward pass's epilogue (eltwise steps)
-  const auto algorithm = dnnl::algorithm::convolution_direct;
+  // Auto: oneDNN's Winograd kernels where its heuristics expect them to win (set_conv_algorithm).
+  const auto algorithm =
+      choice == ConvAlgorithm::direct ? dnnl::algorithm::convolution_direct : dnnl::algorithm::convolution_auto;
   const bool bias = kind == ConvKind::forward_bias;
   const auto forward_desc =
       bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_any, w_any, bias_user,
@@ -254,7 +275,7 @@ std::shared_ptr<const ConvPlan> build_plan(const ConvGeometry& g, ConvKind kind,
 }
 
 // Creating a primitive costs far more than running a small one, so plans are kept for
-// the life of the process, keyed by geometry, kind and epilogue.
+// the life of the process, keyed by geometry, kind, epilogue and algorithm.
 std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry& g, ConvKind kind,
                                          std::span<const PostOp> post_ops = {}) {
   using Key = std::vector<std::int64_t>;
@@ -263,6 +284,8 @@ std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry
           g.stride[0],  g.stride[1],   g.padding[0],  g.padding[1], g.dilation[0],
           g.dilation[1], static_cast<std::int64_t>(kind)};
   append_key(post_ops, {}, key);
+  const ConvAlgorithm algorithm = conv_algorithm();
+  key.push_back(static_cast<std::int64_t>(algorithm));
   key.push_back(prepare_team());  // oneDNN fixes a convolution's thread count when it creates it
   static std::mutex mutex;
   static auto& plans = *new std::map<Key, std::shared_ptr<const ConvPlan>>();
@@ -272,7 +295,7 @@ std::shared_ptr<const ConvPlan> plan_for(std::string_view op, const ConvGeometry
   }
   std::shared_ptr<const ConvPlan> plan;
   try {
-    plan = build_plan(g, kind, post_ops);
+    plan = build_plan(g, kind, post_ops, algorithm);
   } catch (const dnnl::error& e) {
     KILN_FAIL("{}: oneDNN could not create a convolution for input {} and weight {}: {}", op, g.x_shape(),
               g.w_shape(), e.what());
@@ -585,6 +608,14 @@ bool use_onednn(const ConvGeometry& g, DType dtype) {
 }
 
 }  // namespace
+
+void set_conv_algorithm(ConvAlgorithm algorithm) {
+  KILN_CHECK(algorithm == ConvAlgorithm::automatic || algorithm == ConvAlgorithm::direct,
+             "set_conv_algorithm: {} is no ConvAlgorithm", static_cast<int>(algorithm));
+  conv_algorithm_setting().store(algorithm);
+}
+ConvAlgorithm conv_algorithm() { return conv_algorithm_setting().load(); }
+
 }  // namespace kiln::cpu
 
 namespace kiln {

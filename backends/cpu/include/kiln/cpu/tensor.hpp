@@ -61,6 +61,18 @@ int active_threads();
 // thread's next op.
 void set_adaptive_threads(bool adaptive);
 
+// How f32 convolutions are computed. `automatic` (the default) lets oneDNN choose per layer:
+// Winograd's algorithm where its heuristics expect it to be faster (3x3, stride-1 layers
+// from a batch of about 16 on AVX-512: forward and input gradient up to twice as fast), at
+// a few times direct's rounding error (measured: a relative error of about 1.5e-6 of the
+// output's largest value instead of 4e-7), as cuDNN's heuristics choose for PyTorch on a
+// GPU. `direct` always sums each output's products, as PyTorch's CPU convolutions do.
+// KILN_CONV_ALGORITHM=direct starts the process with `direct`. Takes effect at the next
+// convolution; f64 and the embedded build (no oneDNN) are always direct.
+enum class ConvAlgorithm : std::uint8_t { automatic, direct };
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
+
 // The instruction set of the CPU kernels in use, the -march they were compiled for:
 // "x86-64-v2", "x86-64-v3" (AVX2, FMA) or "x86-64-v4" (AVX-512) in a portable build, where
 // the dynamic loader chose the highest level the CPU supports (glibc's tunable
