@@ -75,7 +75,7 @@ void run_program(const void* context, const std::byte* const* inputs, const std:
   const std::span<const std::uint32_t> slots = program.output_slots();
   constexpr std::int64_t W = width<T>();
   constexpr auto L = static_cast<std::size_t>((kChunk + W - 1) / W);  // registers per step
-  static thread_local Registers<T> registers;
+  Registers<T>& registers = thread_local_object<Registers<T>, struct RunProgram>();
   registers.reserve(code.size(), L);
   Value<T>* values = registers.values.get();
   Operand<T>* operands = registers.operands.data();

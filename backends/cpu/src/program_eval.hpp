@@ -102,17 +102,30 @@ template <class T> struct Registers {
   std::unique_ptr<Value<T>[]> broadcasts;
   std::vector<Operand<T>> operands;
   std::vector<Value<T>*> direct;  // per step: the output memory it writes this chunk, if any
-  std::size_t size = 0;
+  std::size_t size = 0, broadcast_size = 0;
   void reserve(std::size_t steps, std::size_t lanes) {
     operands.resize(steps);
     direct.assign(steps, nullptr);
+    if (broadcast_size < steps) {
+      broadcast_size = steps;
+      broadcasts = std::make_unique<Value<T>[]>(steps);
+    }
     if (size >= steps * lanes) return;
     size = steps * lanes;
     values = std::make_unique<Value<T>[]>(size);
     flags = std::make_unique<Flag<T>[]>(size);
-    broadcasts = std::make_unique<Value<T>[]>(steps);
   }
 };
+
+// The calling thread's own X, reached through a call that is not inlined: a thread_local of
+// a shared library is found by a call to __tls_get_addr, which GCC repeats after every call
+// and in loops (it rematerializes the address rather than keep it), where a reference
+// returned from a function is an ordinary pointer.
+// Each Owner (the function that uses it) has its own.
+template <class X, class Owner> [[gnu::noinline]] X& thread_local_object() {
+  static thread_local X object;
+  return object;
+}
 
 template <class T> Value<T> broadcast(T v) {
   if constexpr (simd<T>) return Simd<T>::broadcast(v);

@@ -348,8 +348,8 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
   const std::size_t rank = ctx.domain.rank();
   const std::int64_t n = ctx.domain[rank - 1];
   const std::int64_t padded = (n + kRowChunk - 1) / kRowChunk * kRowChunk;
-  static thread_local Registers<T> registers;
-  static thread_local std::vector<Value<T>> scratch;
+  Registers<T>& registers = thread_local_object<Registers<T>, struct RowProgram>();
+  std::vector<Value<T>>& scratch = thread_local_object<std::vector<Value<T>>, struct RowProgram>();
   registers.reserve(code.size(), L);
   if (scratch.size() < plan.slots * static_cast<std::size_t>(padded / W))
     scratch.resize(plan.slots * static_cast<std::size_t>(padded / W));
