@@ -32,7 +32,9 @@ template <class B>
 Tensor<B, 4> attention_composition(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
                                    const std::optional<Tensor<std::type_identity_t<B>, 4, Bool>>& mask, bool causal,
                                    double dropout, double scale) {
-  Tensor<B, 4> scores = q.matmul(k.transpose()) * scale;
+  // The scale is applied to q ([L, D] per head), not to the scores ([L, S]): a pass over
+  // L x D elements instead of L x S, as the fused kernels do.
+  Tensor<B, 4> scores = (q * scale).matmul(k.transpose());
   const double ninf = -std::numeric_limits<double>::infinity();
   if (causal) {
     const std::int64_t l = q.dim(2), s = k.dim(2);
