@@ -161,7 +161,7 @@ inline Expressions render(const Language& language, std::span<const NodePtr> roo
       s = self(self, *n.args[2]);  // the folded select never renders its dead branch (or the condition)
     } else if (always_false(n)) {
       s = "false";
-    } else if (language.spellings[static_cast<std::size_t>(n.kind)][static_cast<std::size_t>(t)].decompose) {
+    } else if (decomposed(n)) {
       s = bind(n, self(self, decomposition_of(n)));
     } else {
       std::array<std::string, 3> a;
