@@ -72,6 +72,9 @@ if(STEP STREQUAL "install")
   # check_exported(<Name> <target> <interface link libraries> <words that must not appear>...)
   function(check_exported name target interface)
     file(READ ${config_dir}/Kiln${name}Targets.cmake targets)
+    # The one definition an instances library gives its consumers on purpose: where it holds
+    # onnx::Model over its backend, kiln/onnx/model.hpp reads it to declare those extern.
+    string(REGEX REPLACE "INTERFACE_COMPILE_DEFINITIONS \"KILN_ONNX_INSTANCES_[A-Z]+\"\n" "" targets "${targets}")
     string(TOLOWER "${targets}" targets_lower)
     foreach(leak ${ARGN} interface_compile_options interface_compile_definitions interface_link_options)
       string(FIND "${targets_lower}" "${leak}" at)
