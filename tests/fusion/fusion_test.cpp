@@ -437,6 +437,21 @@ TYPED_TEST(BackendRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
   }
 }
 
+// Outputs larger than half the last-level cache (the CPU writes them with streaming stores):
+// rows that start on a register boundary ([3000, 2048]: 24 MB) and rows that mostly do not
+// ([5000, 1002]: 20 MB, a row every 16 aligned), each row's values against softmax.
+TYPED_TEST(BackendRowPrograms, OutputsPastTheCacheWithAlignedAndUnalignedRows) {
+  using B = TypeParam;
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3000, 2048}, {5000, 1002}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
+    const auto x = random<B, 2>({rows, cols}, 74) * 4.0;
+    const auto out = B::row_program(softmax_rows(DType::f32), std::vector{x.primitive()}, {}, Shape{rows, cols});
+    EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[0]).into_data(), x.softmax(1).into_data(), 1e-5, 1e-7));
+    EXPECT_TRUE(test::all_close(Tensor<B, 2>(out[1]).into_data(), (x - x.max_dim(1)).exp().sum_dim(1).into_data(),
+                                1e-5, 1e-6));
+  }
+}
+
 TYPED_TEST(BackendRowPrograms, NestedReductionsUniformInputsAndNaN) {
   using B = TypeParam;
   using namespace codegen;

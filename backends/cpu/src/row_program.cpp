@@ -336,6 +336,10 @@ template <class T> struct RowContext {
   std::vector<std::byte*> outputs;               // per output: its first element
   std::vector<std::int64_t> output_sizes;        // per output: its element size
   Shape domain;
+  // Whether the outputs are written with streaming stores (use_streaming_stores): where they
+  // are too large to stay in the last-level cache, a store that first reads its line back
+  // doubles the output's traffic and evicts the inputs that a later pass reads again.
+  bool stream = false;
 };
 
 template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, std::int64_t end) {
@@ -424,8 +428,9 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
         for (const std::uint32_t s : pass.keep)
           registers.direct[s] = row_scratch + static_cast<std::size_t>(plan.slot[s]) * static_cast<std::size_t>(padded / W);
         // ... and an output a step of this pass computes over a full chunk, straight into the
-        // output where it is aligned as a register is.
-        if (last && count == kRowChunk) {
+        // output where it is aligned as a register is (not when streaming: those stores are
+        // the copy below).
+        if (last && count == kRowChunk && !ctx.stream) {
           for (std::size_t k = 0; k < slots.size(); ++k) {
             const std::uint32_t s = slots[k];
             if (program.outputs()[k].per_row || code[s].mask || code[s].kind == Kind::input || plan.uniform[s] ||
@@ -446,7 +451,10 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
           if (program.outputs()[k].per_row) continue;
           const std::uint32_t s = slots[k];
           std::byte* base = ctx.outputs[k] + (row * n + done) * ctx.output_sizes[k];
-          store_output<T>(registers, code[s].mask, s, L, base, count, false);
+          // A row that does not start on a register boundary takes ordinary stores.
+          const bool stream = ctx.stream && !code[s].mask &&
+                              reinterpret_cast<std::uintptr_t>(base) % sizeof(typename Simd<T>::Packet) == 0;
+          store_output<T>(registers, code[s].mask, s, L, base, count, stream);
         }
       }
     }
@@ -458,6 +466,7 @@ template <class T> void run_rows(const RowContext<T>& ctx, std::int64_t begin, s
       else store<T>(read(operands[s], 0), reinterpret_cast<T*>(base), 1, false);
     }
   }
+  if (ctx.stream) stream_fence();
 }
 
 }  // namespace
@@ -521,10 +530,15 @@ std::vector<Cpu::Primitive> Cpu::row_program(const codegen::Program& program, st
       context.strides.push_back(view.strides);
       if (n == 1 || view.strides[rank - 1] == 0) uniform_inputs |= std::uint64_t{1} << k;
     }
+    std::int64_t written = 0, touched = 0;
     for (const Primitive& out : outputs) {
       context.outputs.push_back(out.bytes());
       context.output_sizes.push_back(static_cast<std::int64_t>(dtype_size(out.dtype)));
+      written += out.shape.numel() * context.output_sizes.back();
     }
+    touched = written;
+    for (const Primitive& operand : operands) touched += operand.shape.numel() * static_cast<std::int64_t>(dtype_size(operand.dtype));
+    context.stream = cpu::use_streaming_stores(written, touched);
     context.plan = &cpu::row_plan_of<T>(program, uniform_inputs);
     cpu::parallel_for(domain.numel() / n, std::max<std::int64_t>(1, 16384 / n),
                       [&](std::int64_t begin, std::int64_t end) { cpu::run_rows<T>(context, begin, end); });
