@@ -4,6 +4,7 @@
 // weights never exist; the backward pass recomputes each tile's weights from q, k and the
 // saved row log-sum-exp. The tensor API's composition (kiln/tensor/attention.hpp) is the
 // reference these kernels are tested against (tests/backend/attention_test.cpp).
+#include "elementwise_kernels.hpp"
 #include "gemm.hpp"
 #include "internal.hpp"
 
@@ -136,8 +137,8 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
             continue;
           }
           const T correction = std::exp(running_max[r] - new_max);
-          st.row(r) = (st.row(r).array() - new_max).exp().matrix();
-          running_sum[r] = running_sum[r] * correction + st.row(r).sum();
+          T* const row = &st(r, 0);
+          running_sum[r] = running_sum[r] * correction + exp_shifted_sum(row, new_max, row, cols);
           if (correction != T(1)) o.row(r) *= correction;
           running_max[r] = new_max;
         }

@@ -339,6 +339,30 @@ inline void stream_fence() {
 #endif
 }
 
+// y[i] = exp(x[i] - shift) for the n elements of a row, and their sum, in one pass (softmax's
+// numerator and denominator, Simd<T>::exp's accuracy); y may be x.
+template <class T> T exp_shifted_sum(const T* x, T shift, T* y, std::int64_t n) {
+  constexpr std::int64_t W = Simd<T>::width;
+  const Simd<T> s = Simd<T>::broadcast(shift);
+  Simd<T> a0 = Simd<T>::broadcast(T(0)), a1 = a0;
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const Simd<T> e0 = (Simd<T>::load(x + i) - s).exp(), e1 = (Simd<T>::load(x + i + W) - s).exp();
+    e0.store(y + i);
+    e1.store(y + i + W);
+    a0 = a0 + e0;
+    a1 = a1 + e1;
+  }
+  for (; i + W <= n; i += W) {
+    const Simd<T> e = (Simd<T>::load(x + i) - s).exp();
+    e.store(y + i);
+    a0 = a0 + e;
+  }
+  T sum = Eigen::internal::predux((a0 + a1).v);
+  for (; i < n; ++i) sum += y[i] = std::exp(x[i] - shift);
+  return sum;
+}
+
 // ---------------------------------------------------------------- inner loops
 // Each computes out[i] = Op::apply(in[i * stride]...) for i in [0, n); the output is
 // contiguous, inputs have any stride (0 = broadcast). Floating types run the formula on

@@ -2,6 +2,7 @@
 // and backward, one pass per row over contiguous memory. The tensor API's compositions of
 // primitives are the reference (include/kiln/tensor/elementwise.hpp, nn/norm.hpp); these
 // kernels read each element once or twice where the compositions make five to fifteen passes.
+#include "elementwise_kernels.hpp"
 #include "internal.hpp"
 
 #include "kiln/ops/reduce.hpp"
@@ -54,8 +55,7 @@ template <class T> void softmax_rows(const ops::DimSplit& s, const T* x, T* y, b
     Row<T> yr(out, s.n);
     // A row of -inf, or one holding +inf or NaN, comes out NaN as in PyTorch: x - max is NaN there.
     const T max = xr.maxCoeff();
-    yr = (xr - max).exp();
-    const T sum = yr.sum();
+    const T sum = exp_shifted_sum(in[0], max, out, s.n);
     if (log) yr = (xr - max) - std::log(sum);
     else yr *= T(1) / sum;
   });
