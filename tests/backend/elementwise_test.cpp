@@ -210,6 +210,7 @@ TEST(CpuElementwise, F32ExpReachesItsOverflowThresholdAndTheSubnormals) {
   const auto check = [&]<class B>(const char* backend) {
     SCOPED_TRACE(backend);
     const auto x = Tensor<B, 1>::from_data(TensorData::from(xs, Shape{static_cast<std::int64_t>(xs.size())}));
+    // + 0.0: on Fusion<Cpu>, exp runs as a step of a program, not as the per-op kernel.
     const std::vector<float> got = (x.exp() + 0.0).template to_vec<float>();
     ASSERT_EQ(got.size(), xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i) {

@@ -437,9 +437,10 @@ TYPED_TEST(BackendRowPrograms, SoftmaxWithItsSumPerRowOverRowsOfAnyLength) {
   }
 }
 
-// Outputs larger than half the last-level cache (the CPU writes them with streaming stores):
-// rows that start on a register boundary ([3000, 2048]: 24 MB) and rows that mostly do not
-// ([5000, 1002]: 20 MB, a row every 16 aligned), each row's values against softmax.
+// Outputs of 20 and 24 MB, which the CPU writes with streaming stores where they are larger
+// than half its last-level cache (the 32 MB of the CI's machines): rows that start on a
+// register boundary ([3000, 2048]) and rows that mostly do not ([5000, 1002], a row every 16
+// aligned), each row's values against softmax.
 TYPED_TEST(BackendRowPrograms, OutputsPastTheCacheWithAlignedAndUnalignedRows) {
   using B = TypeParam;
   for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3000, 2048}, {5000, 1002}}) {

@@ -530,14 +530,15 @@ std::vector<Cpu::Primitive> Cpu::row_program(const codegen::Program& program, st
       context.strides.push_back(view.strides);
       if (n == 1 || view.strides[rank - 1] == 0) uniform_inputs |= std::uint64_t{1} << k;
     }
-    std::int64_t written = 0, touched = 0;
+    std::int64_t written = 0;
     for (const Primitive& out : outputs) {
       context.outputs.push_back(out.bytes());
       context.output_sizes.push_back(static_cast<std::int64_t>(dtype_size(out.dtype)));
       written += out.shape.numel() * context.output_sizes.back();
     }
-    touched = written;
-    for (const Primitive& operand : operands) touched += operand.shape.numel() * static_cast<std::int64_t>(dtype_size(operand.dtype));
+    std::int64_t touched = written;
+    for (const Primitive& operand : operands)
+      touched += operand.shape.numel() * static_cast<std::int64_t>(dtype_size(operand.dtype));
     context.stream = cpu::use_streaming_stores(written, touched);
     context.plan = &cpu::row_plan_of<T>(program, uniform_inputs);
     cpu::parallel_for(domain.numel() / n, std::max<std::int64_t>(1, 16384 / n),
