@@ -199,31 +199,38 @@ TYPED_TEST(Elementwise, F64ExpAndLogReachTheSubnormalRange) {
   EXPECT_CLOSE(t.log(), f64(logs), 1e-13, 0.0);
 }
 
-// The CPU's f32 exp at the ends of its range: up to the overflow threshold (exp(88.72) is
-// 3.39e38, below the largest float; exp(88.73) overflows) and down through the subnormals
-// (exp(-100) is 3.8e-44, exp(-104) rounds to 0), on plain Cpu and in Fusion<Cpu>'s programs,
-// against the C library's double exp rounded to float: 1e-6 relative, or two subnormal steps.
-TEST(CpuElementwise, F32ExpReachesItsOverflowThresholdAndTheSubnormals) {
+// The CPU's f32 exp and expm1 at the ends of their range: up to the overflow threshold
+// (exp(88.72) is 3.39e38, below the largest float; exp(88.73) overflows) and down through the
+// subnormals (exp(-100) is 3.8e-44, exp(-104) rounds to 0; expm1 goes to -1 there), on plain
+// Cpu and in Fusion<Cpu>'s programs, against the C library's double functions rounded to
+// float: 1e-6 relative, or two subnormal steps. A NaN stays NaN.
+TEST(CpuElementwise, F32ExpAndExpm1ReachTheirOverflowThresholdAndTheSubnormals) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> xs{-inf, -150.0f, -104.0f, -103.9f, -100.0f, -95.0f, -88.5f, -87.3f, -20.0f, -1.0f,
-                              0.0f, 0.5f, 20.0f, 88.0f, 88.4f, 88.5f, 88.7f, 88.72f, 88.73f, 100.0f, inf};
-  const auto check = [&]<class B>(const char* backend) {
-    SCOPED_TRACE(backend);
+                              -1e-3f, 0.0f, 1e-3f, 0.5f, 20.0f, 88.0f, 88.4f, 88.5f, 88.7f, 88.72f, 88.73f,
+                              100.0f, inf, std::numeric_limits<float>::quiet_NaN()};
+  const auto check = [&]<class B>(const char* backend, bool expm1) {
+    SCOPED_TRACE(std::string(backend) + (expm1 ? " expm1" : " exp"));
     const auto x = Tensor<B, 1>::from_data(TensorData::from(xs, Shape{static_cast<std::int64_t>(xs.size())}));
-    // + 0.0: on Fusion<Cpu>, exp runs as a step of a program, not as the per-op kernel.
-    const std::vector<float> got = (x.exp() + 0.0).template to_vec<float>();
+    // + 0.0: on Fusion<Cpu>, the function runs as a step of a program, not as the per-op kernel.
+    const std::vector<float> got = ((expm1 ? x.expm1() : x.exp()) + 0.0).template to_vec<float>();
     ASSERT_EQ(got.size(), xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i) {
-      const auto want = static_cast<float>(std::exp(static_cast<double>(xs[i])));
-      if (std::isinf(want)) {
-        EXPECT_EQ(got[i], want) << "exp(" << xs[i] << ")";
+      const double xd = static_cast<double>(xs[i]);
+      const auto want = static_cast<float>(expm1 ? std::expm1(xd) : std::exp(xd));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << "at " << xs[i] << ": " << got[i];
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got[i], want) << "at " << xs[i];
       } else {
-        EXPECT_NEAR(got[i], want, 1e-6 * want + 3e-45) << "exp(" << xs[i] << ")";
+        EXPECT_NEAR(got[i], want, 1e-6 * std::abs(want) + 3e-45) << "at " << xs[i];
       }
     }
   };
-  check.operator()<Cpu>("cpu");
-  check.operator()<Fusion<Cpu>>("fusion_cpu");
+  for (bool expm1 : {false, true}) {
+    check.operator()<Cpu>("cpu", expm1);
+    check.operator()<Fusion<Cpu>>("fusion_cpu", expm1);
+  }
 }
 
 TYPED_TEST(Elementwise, HalfAndBFloat16ComputeThroughF32) {

@@ -95,8 +95,15 @@ template <class T> struct Simd {
   Simd log1p() const {
     return math<Traits::HasLog1p>([](auto p) { return Eigen::internal::plog1p(p); }, std::log1p);
   }
+  // Eigen's float expm1 goes through its exp, so with AVX-512 it overflowed from x = 88.38 too;
+  // past 88, where expm1(x) and exp(x) are the same float, the lanes take exp_f32.
   Simd expm1() const {
-    return math<Traits::HasExpm1>([](auto p) { return Eigen::internal::pexpm1(p); }, std::expm1);
+    const Simd r = math<Traits::HasExpm1>([](auto p) { return Eigen::internal::pexpm1(p); }, std::expm1);
+    if constexpr (std::is_same_v<T, float> && Traits::HasExpm1) {
+      using namespace Eigen::internal;
+      return of(pselect(pcmp_lt(pset1<Packet>(88.0f), v), exp_f32(v), r.v));
+    }
+    return r;
   }
   // The exact instruction: Eigen's fast sqrt (an rsqrt estimate refined by Newton steps,
   // for float everywhere and for double with AVX-512) is off by an ulp, flushes tiny
