@@ -225,7 +225,9 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
       gemm<T>(a.layout, b.layout, m, n, k, pa + a.batch_offsets[s], pb + b.batch_offsets[s], pc + i * m * n, n);
     }
   };
-  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * prepare_team()) parallel_for(count, 1, run);
+  const std::int64_t team = prepare_team();
+  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * team || (count >= team && count % team == 0))
+    parallel_for(count, 1, run);
   else run(0, count);
 }
 
