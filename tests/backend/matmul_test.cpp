@@ -118,12 +118,16 @@ TYPED_TEST(Matmul, F32AgreesWithF64OnLargerShapes) {
     bool transpose_b;
   };
   for (const Case& k : {Case{{1, 130, 70}, {1, 70, 90}, false}, Case{{6, 17, 33}, {6, 33, 9}, true},
-                        Case{{5, 40, 64}, {1, 64, 48}, false}, Case{{3, 64, 300}, {3, 300, 64}, true}}) {
+                        Case{{5, 40, 64}, {1, 64, 48}, false}, Case{{3, 64, 300}, {3, 300, 64}, true},
+                        // Large enough that the CPU copies a transposed B to row-major first, with
+                        // sizes that are no multiple of a register width; alone, and one per thread.
+                        Case{{1, 256, 515}, {1, 515, 260}, true}, Case{{2, 256, 520}, {2, 520, 270}, true}}) {
     const auto a = Tensor<B, 3>::random(k.a, Distribution::normal(0, 1), {}, DType::f64);
-    auto b = Tensor<B, 3>::random(k.b, Distribution::normal(0, 1), {}, DType::f64);
-    if (k.transpose_b) b = (b.transpose() * 1.0).transpose();  // same values, read through a transposed view
-    const auto expected = a.matmul(b).into_data();
-    const auto got = a.cast(DType::f32).matmul(b.cast(DType::f32));
+    const auto b = Tensor<B, 3>::random(k.b, Distribution::normal(0, 1), {}, DType::f64);
+    // The same values, read through a transposed view (a cast would lay them out afresh).
+    const auto as_read = [&](const Tensor<B, 3>& x) { return k.transpose_b ? (x.transpose() * 1.0).transpose() : x; };
+    const auto expected = a.matmul(as_read(b)).into_data();
+    const auto got = a.cast(DType::f32).matmul(as_read(b.cast(DType::f32)));
     EXPECT_CLOSE(got, expected.convert(DType::f32), 1e-4, 1e-4);
   }
 }
