@@ -120,8 +120,8 @@ const float* misaligned_copy(const float* pb, std::int64_t ldb, std::int64_t k, 
   return out;
 }
 
-// oneDNN's sgemm runs a transposed B with k of 512 and more and n up to a few hundred at
-// 60-80 % of the speed of the same product with B row-major, and a linear layer's forward
+// oneDNN's sgemm with its AVX-512 kernels runs a transposed B with k of 512 and more and n up
+// to a few hundred at 60-80 % of the speed of the same product with B row-major, and a linear layer's forward
 // (x Wᵀ, W [out, in]) is such a product. Measured on 2 threads with AVX-512, GFLOP/s with B
 // transposed before -> after a row-major copy of it (row-major B in brackets):
 //   256 x 1024 @ (384 x 1024)ᵀ 146 -> 183 (233), 256 x 1024 @ (768 x 1024)ᵀ 146 -> 198 (232),
@@ -129,11 +129,17 @@ const float* misaligned_copy(const float* pb, std::int64_t ldb, std::int64_t k, 
 // with n = 1024 oneDNN's own path was as fast or faster (4096 x 1024 @ (1024 x 1024)ᵀ
 // 220 -> 217), as for small m n, where the copy is most of the time (64 x 512 @ (256 x 512)ᵀ
 // 97 -> 58). So B is transposed into a row-major buffer first (k n moves, in square blocks
-// of one register width) where k >= 512, n <= 768 and m n >= 65536.
+// of one register width) where k >= 512, n <= 768 and m n >= 65536. With oneDNN held to its
+// AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, same machine) a transposed B ran as fast as a
+// row-major one or faster, so there it is read in place.
 bool transpose_b_first(const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k) {
-  return b.transposed && k >= 512 && n <= 768 && m * n >= 65536;
+  return b.transposed && k >= 512 && n <= 768 && m * n >= 65536 && !avx2_sgemm();
 }
 
+// Eigen's PacketBlock takes the vector type as a template argument, whose alignment attribute
+// GCC notes it drops there (-Wignored-attributes); Eigen's own transposes do the same.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
 const float* row_major_copy(const float* pb, std::int64_t ldb, std::int64_t k, std::int64_t n) {
   using Packet = Eigen::internal::packet_traits<float>::type;
   namespace ei = Eigen::internal;
@@ -159,6 +165,7 @@ const float* row_major_copy(const float* pb, std::int64_t ldb, std::int64_t k, s
   });
   return out;
 }
+#pragma GCC diagnostic pop
 
 void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
            const float* pb, float* pc, std::int64_t ldc) {
