@@ -90,10 +90,37 @@ template <class Op, class A, class T> A reduce_run(const T* __restrict p, std::i
   return lanes[0];
 }
 
+// An f32 leaf's sum in f64: elements kLanes apart are added in pairs in f32, one rounding
+// each (exact for two equal values), and the pairs widened
+// and summed in f64, in 2 x 16 lanes. The error is at most half an f32 ulp of the sum of
+// magnitudes, whatever n is. Widening every element instead (two conversions and two f64
+// adds per 16 floats) kept the full sum compute-bound on an AVX-512 core (16M floats in
+// 0.89-0.93 ms on 2 threads, 75 GB/s; PyTorch's f32 cascade 0.77 ms, the memory's speed).
+inline double sum_f32_leaf(const float* __restrict p, std::int64_t n) {
+  constexpr int kLanes = 16;
+  double lanes[kLanes] = {}, more[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      lanes[k] += static_cast<double>(p[i + k] + p[i + kLanes + k]);
+      more[k] += static_cast<double>(p[i + 2 * kLanes + k] + p[i + 3 * kLanes + k]);
+    }
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lanes[k] += static_cast<double>(p[i + k]);
+  for (; i < n; ++i) more[0] += static_cast<double>(p[i]);
+  for (int k = 0; k < kLanes; ++k) lanes[k] += more[k];
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+  return lanes[0];
+}
+
 // Sums a contiguous run pairwise over leaves of kLeaf elements: the rounding error grows
 // with log(n) instead of n.
 template <class A, class T> A cascade_sum(const T* p, std::int64_t n) {
-  if (n <= kLeaf) return reduce_run<SumStep<A>, A>(p, n);
+  if (n <= kLeaf) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<A, double>) return sum_f32_leaf(p, n);
+    else return reduce_run<SumStep<A>, A>(p, n);
+  }
   const std::int64_t half = (n / 2 + kLeaf - 1) / kLeaf * kLeaf;
   return cascade_sum<A>(p, half) + cascade_sum<A>(p + half, n - half);
 }
