@@ -120,20 +120,21 @@ const float* misaligned_copy(const float* pb, std::int64_t ldb, std::int64_t k, 
   return out;
 }
 
-// oneDNN's sgemm with its AVX-512 kernels runs a transposed B with k of 512 and more and n up
-// to a few hundred at 60-80 % of the speed of the same product with B row-major, and a linear layer's forward
-// (x Wᵀ, W [out, in]) is such a product. Measured on 2 threads with AVX-512, GFLOP/s with B
-// transposed before -> after a row-major copy of it (row-major B in brackets):
+// oneDNN's sgemm with its AVX-512 kernels runs a transposed B with k of 512 and more and n
+// up to a few hundred at 60-80 % of the speed of the same product with B row-major, and a
+// linear layer's forward (x Wᵀ, W [out, in]) is such a product. Measured on 2 threads,
+// GFLOP/s with B transposed before -> after a row-major copy of it (row-major B in brackets):
 //   256 x 1024 @ (384 x 1024)ᵀ 146 -> 183 (233), 256 x 1024 @ (768 x 1024)ᵀ 146 -> 198 (232),
 //   4096 x 1024 @ (256 x 1024)ᵀ 163 -> 208 (220), 1024 x 4096 @ (256 x 4096)ᵀ 174 -> 203 (221);
 // with n = 1024 oneDNN's own path was as fast or faster (4096 x 1024 @ (1024 x 1024)ᵀ
 // 220 -> 217), as for small m n, where the copy is most of the time (64 x 512 @ (256 x 512)ᵀ
 // 97 -> 58). So B is transposed into a row-major buffer first (k n moves, in square blocks
-// of one register width) where k >= 512, n <= 768 and m n >= 65536. With oneDNN held to its
-// AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, same machine) a transposed B ran as fast as a
-// row-major one or faster, so there it is read in place.
+// of one register width) where k >= 512, n <= 768 and m n >= 65536, and B is at most 16 MiB
+// (the buffer stays with the calling thread). With oneDNN held to its AVX2 kernels
+// (ONEDNN_MAX_CPU_ISA=AVX2, same machine) a transposed B ran as fast as a row-major one or
+// faster, so there it is read in place.
 bool transpose_b_first(const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k) {
-  return b.transposed && k >= 512 && n <= 768 && m * n >= 65536 && !avx2_sgemm();
+  return b.transposed && k >= 512 && n <= 768 && m * n >= 65536 && k * n <= (std::int64_t{1} << 22) && !avx2_sgemm();
 }
 
 // Eigen's PacketBlock takes the vector type as a template argument, whose alignment attribute
