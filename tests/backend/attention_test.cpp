@@ -117,6 +117,55 @@ TYPED_TEST(Attention, FusedMatchesTheCompositionForwardAndBackward) {
   }
 }
 
+// Heads cut out of [N, L, H * D] rows and permuted, as nn::MultiHeadAttention's projections
+// are (the CPU's kernels read them where they lie), keys and values shared by every head
+// (expanded: stride 0 over H), and a q whose rows are not contiguous (a transposed view,
+// which the kernels copy): values and gradients as the composition's, and the output over
+// such heads goes back to [N, L, H * Dv].
+TYPED_TEST(Attention, HeadsCutOutOfRowsSharedHeadsAndTransposedViews) {
+  using B = TypeParam;
+  manual_seed(15);
+  const std::int64_t n = 2, h = 3, l = 70, s = 140, d = 16, dv = 8;
+  auto q_rows = Tensor<B, 3>::random({n, l, h * d}, Distribution::normal(0, 1));
+  auto k_rows = Tensor<B, 3>::random({n, s, h * d}, Distribution::normal(0, 1));
+  auto v_shared = Tensor<B, 4>::random({n, 1, s, dv}, Distribution::normal(0, 1));
+  auto q_transposed = Tensor<B, 4>::random({n, h, d, l}, Distribution::normal(0, 1));
+  if constexpr (AutodiffBackend<B>) {
+    q_rows = q_rows.require_grad();
+    k_rows = k_rows.require_grad();
+    v_shared = v_shared.require_grad();
+    q_transposed = q_transposed.require_grad();
+  }
+  const auto heads = [&](const Tensor<B, 3>& rows, std::int64_t len) {
+    return rows.template reshape<4>({n, len, h, d}).permute({0, 2, 1, 3});
+  };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (const bool transposed_q : {false, true}) {
+    SCOPED_TRACE(transposed_q ? "q a transposed view" : "q heads cut out of rows");
+    // The views, built for each of the two backward passes (each frees the graph it runs through).
+    const auto query = [&] { return transposed_q ? q_transposed.transpose() : heads(q_rows, l); };
+    const auto key = [&] { return heads(k_rows, s); };
+    const auto value = [&] { return v_shared.expand({n, h, s, dv}); };
+    const auto fused = functional::scaled_dot_product_attention(query(), key(), value(), std::nullopt, {.causal = true});
+    const auto expected = reference<B>(query(), key(), value(), std::nullopt, true, scale);
+    EXPECT_CLOSE(fused.into_data(), expected.into_data(), 1e-4, 1e-5);
+    const auto merged = fused.permute({0, 2, 1, 3}).template reshape<3>({n, l, h * dv});
+    EXPECT_CLOSE(merged.into_data(), expected.permute({0, 2, 1, 3}).template reshape<3>({n, l, h * dv}).into_data(),
+                 1e-4, 1e-5);
+    if constexpr (AutodiffBackend<B>) {
+      // dout reaches the kernels through the same permute, from [N, L, H * Dv] weights.
+      const auto weights = Tensor<B, 3>::random({n, l, h * dv}, Distribution::normal(0, 1));
+      const auto g_fused = (merged * weights).sum().backward();
+      const auto g_expected =
+          (expected.permute({0, 2, 1, 3}).template reshape<3>({n, l, h * dv}) * weights).sum().backward();
+      EXPECT_CLOSE(*k_rows.grad(g_fused), k_rows.grad(g_expected)->into_data(), 1e-4, 1e-5);
+      EXPECT_CLOSE(*v_shared.grad(g_fused), v_shared.grad(g_expected)->into_data(), 1e-4, 1e-5);
+      if (transposed_q) EXPECT_CLOSE(*q_transposed.grad(g_fused), q_transposed.grad(g_expected)->into_data(), 1e-4, 1e-5);
+      else EXPECT_CLOSE(*q_rows.grad(g_fused), q_rows.grad(g_expected)->into_data(), 1e-4, 1e-5);
+    }
+  }
+}
+
 TYPED_TEST(Attention, AnExplicitScaleReplacesTheDefault) {
   using B = TypeParam;
   manual_seed(12);
@@ -160,6 +209,27 @@ TEST(CpuAttention, ThePrimitiveRejectsBadRanksAndMasks) {
   const auto [out, lse] = Cpu::attention(q, q, q, std::nullopt, true, 1.0);
   EXPECT_KILN_ERROR(Cpu::attention_backward(q, q, q, std::nullopt, out, lse, flat, true, 1.0),
                     "attention_backward: out [1, 2, 3, 4] (f32) and dout [2, 3, 4] (f32) must be [1, 2, 3, 4] (f32)");
+}
+
+// Over heads cut out of rows, the kernels write the output and the gradients as rows too:
+// [N, L, H, D] permuted, which goes back to [N, L, H * D] as a view.
+TEST(CpuAttention, OutputsOverHeadsInRowsAreLaidOutAsRows) {
+  manual_seed(16);
+  const auto heads = [](const Tensor<Cpu, 3>& rows) {
+    return rows.reshape<4>({2, rows.dim(1), 4, 8}).permute({0, 2, 1, 3}).primitive();
+  };
+  const auto q = heads(Tensor<Cpu, 3>::random({2, 5, 32}, Distribution::normal(0, 1)));
+  const auto kv = heads(Tensor<Cpu, 3>::random({2, 6, 32}, Distribution::normal(0, 1)));
+  const auto [out, lse] = Cpu::attention(q, kv, kv, std::nullopt, false, 0.5);
+  EXPECT_EQ(out.shape, Shape({2, 4, 5, 8}));
+  EXPECT_EQ(out.strides, Strides({160, 8, 32, 1}));
+  const auto [dq, dk, dv] = Cpu::attention_backward(q, kv, kv, std::nullopt, out, lse, out, false, 0.5);
+  EXPECT_EQ(dq.strides, Strides({160, 8, 32, 1}));
+  EXPECT_EQ(dk.strides, Strides({192, 8, 32, 1}));
+  EXPECT_EQ(dv.strides, Strides({192, 8, 32, 1}));
+  // Contiguous heads keep the contiguous layout.
+  const auto flat = Tensor<Cpu, 4>::random({2, 4, 5, 8}, Distribution::normal(0, 1)).primitive();
+  EXPECT_TRUE(Cpu::attention(flat, flat, flat, std::nullopt, false, 0.5).first.is_contiguous());
 }
 
 // In f64 the flash-attention kernels agree with the composition to rounding: the online

@@ -2,7 +2,8 @@
 // queries against tiles of keys with an online softmax (each query row keeps its running
 // max and sum, and rescales its accumulated output when the max grows), so the [L, S]
 // weights never exist; the backward pass recomputes each tile's weights from q, k and the
-// saved row log-sum-exp. The tensor API's composition (kiln/tensor/attention.hpp) is the
+// saved row log-sum-exp. Both read their operands where they lie when each row is
+// contiguous (Rows below). The tensor API's composition (kiln/tensor/attention.hpp) is the
 // reference these kernels are tested against (tests/backend/attention_test.cpp).
 #include "elementwise_kernels.hpp"
 #include "gemm.hpp"
@@ -34,14 +35,32 @@ constexpr std::int64_t kKeyTile = 128;  // backward
 template <class T> using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T> using ConstMap = Eigen::Map<const Matrix<T>>;
 template <class T> using Map = Eigen::Map<Matrix<T>>;
+// Rows `ld` elements apart.
+template <class T> using ConstRowsMap = Eigen::Map<const Matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T> using RowsMap = Eigen::Map<Matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// The problem: sizes of q [N, H, L, D], k [N, H, S, D], v [N, H, S, Dv], and the mask as
-// bytes with its strides over [N, H, L, S] (0 along the dims it broadcasts).
+// Where the rows of a [N, H, len, width] operand lie: row i of head bh (= n H + h) starts
+// n_stride n + h_stride h + ld i elements into its data, and each row is contiguous. The
+// kernels read and write the operands through these, so that heads cut out of [N, len, H,
+// width] rows (nn::MultiHeadAttention's projections, permuted) need no copy, and the
+// outputs can be laid out that way too.
+struct Rows {
+  std::int64_t n_stride = 0, h_stride = 0, ld = 0;
+};
+
+// The problem: sizes of q [N, H, L, D], k [N, H, S, D], v [N, H, S, Dv], where the rows of
+// each operand lie, and the mask as bytes with its strides over [N, H, L, S] (0 along the
+// dims it broadcasts).
 struct Problem {
   std::int64_t n = 0, h = 0, l = 0, s = 0, d = 0, dv = 0;
+  Rows q, k, v, out;     // the inputs and the output (read again by the backward pass)
+  Rows d_out, d_q, d_k, d_v;  // the backward pass's: dout, and the gradients of q, k and v
   const bool* mask = nullptr;
   std::array<std::int64_t, 4> mask_strides{};
   bool causal = false;
+
+  // The offset of head bh's first row in an operand laid out as `rows`.
+  std::int64_t head(const Rows& rows, std::int64_t bh) const { return bh / h * rows.n_stride + bh % h * rows.h_stride; }
 
   std::int64_t query_tiles() const { return (l + kQueryTile - 1) / kQueryTile; }
   std::int64_t key_tiles() const { return (s + kKeyTile - 1) / kKeyTile; }
@@ -51,9 +70,23 @@ struct Problem {
   std::int64_t query_begin(std::int64_t j0) const { return causal ? j0 / kQueryTile * kQueryTile : 0; }
 };
 
+// The rows of x [N, H, len, width], whose rows are contiguous (rows_in_place).
+Rows rows_of(const CpuTensor& x) {
+  return {x.strides[0], x.strides[1], x.shape[2] > 1 ? x.strides[2] : x.shape[3]};
+}
+
+// Whether x's rows can be read where they lie: each contiguous, none overlapping the next.
+bool rows_in_place(const CpuTensor& x) {
+  return (x.shape[3] <= 1 || x.strides[3] == 1) && (x.shape[2] <= 1 || x.strides[2] >= x.shape[3]) &&
+         x.strides[0] >= 0 && x.strides[1] >= 0;
+}
+
 Problem problem(const CpuTensor& q, const CpuTensor& k, const CpuTensor& v, const std::optional<CpuTensor>& mask,
                 bool causal) {
   Problem p{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
+  p.q = rows_of(q);
+  p.k = rows_of(k);
+  p.v = rows_of(v);
   p.causal = causal;
   if (mask) {
     p.mask = mask->data<bool>();
@@ -88,18 +121,21 @@ void mask_tile(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t 
   }
 }
 
-// C [m, n] (rows ldc apart) = A [m, k] @ B [k, n] through the backend's GEMM (oneDNN's sgemm
-// for f32 where it is built), on the calling thread: each takes a row-major layout or the
-// transpose of one (GemmLayout).
+// C [m, n] (rows ldc apart) = A [m, k] @ B [k, n], or C += A @ B where `accumulate`, through
+// the backend's GEMM (oneDNN's sgemm for f32 where it is built), on the calling thread: each
+// takes a row-major layout or the transpose of one (GemmLayout). Accumulating in the GEMM
+// spares the tile a product buffer and a pass adding it in: in the backward pass at 2048
+// keys those additions were a third of the time outside the products.
 template <class T>
 void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa, const T* pb,
-               T* pc, std::int64_t ldc) {
-  if (k == 0) {  // an empty sum: zeros, which a GEMM given k = 0 need not write
-    for (std::int64_t i = 0; i < m; ++i) std::fill(pc + i * ldc, pc + i * ldc + n, T(0));
+               T* pc, std::int64_t ldc, bool accumulate = false) {
+  if (k == 0) {  // an empty sum: zeros (or C as it is), which a GEMM given k = 0 need not write
+    if (!accumulate)
+      for (std::int64_t i = 0; i < m; ++i) std::fill(pc + i * ldc, pc + i * ldc + n, T(0));
     return;
   }
-  if constexpr (std::is_same_v<T, float>) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc);
-  else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc);
+  if constexpr (std::is_same_v<T, float>) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
 // Forward: one work item per (head, query tile).
@@ -107,8 +143,7 @@ template <class T>
 void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T scale, T* out, T* lse) {
   const std::int64_t tiles = p.query_tiles();
   parallel_for(p.n * p.h * tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-    Matrix<T> scaled_q(kQueryTile, p.d), scores(kQueryTile, kForwardKeyTile), acc(kQueryTile, p.dv),
-        product(kQueryTile, p.dv);
+    Matrix<T> scaled_q(kQueryTile, p.d), scores(kQueryTile, kForwardKeyTile), acc(kQueryTile, p.dv);
     std::vector<T> row_max(kQueryTile), row_sum(kQueryTile);
     T* const running_max = row_max.data();  // each row's running max and sum of exp(score - max)
     T* const running_sum = row_sum.data();
@@ -116,7 +151,7 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
       const std::int64_t bh = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, p.l - i0);
       // The scale is applied to q once, not to every score.
       auto qt = scaled_q.topRows(rows);
-      qt = ConstMap<T>(q + (bh * p.l + i0) * p.d, rows, p.d) * scale;
+      qt = ConstRowsMap<T>(q + p.head(p.q, bh) + i0 * p.q.ld, rows, p.d, Eigen::OuterStride<>(p.q.ld)) * scale;
       auto o = acc.topRows(rows);
       o.setZero();
       std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<T>::infinity());
@@ -124,10 +159,10 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
       const std::int64_t key_end = p.key_end(i0, rows);
       for (std::int64_t j0 = 0; j0 < key_end; j0 += kForwardKeyTile) {
         const std::int64_t cols = std::min(kForwardKeyTile, key_end - j0);
-        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
+        const T* const kt = k + p.head(p.k, bh) + j0 * p.k.ld;
+        const T* const vt = v + p.head(p.v, bh) + j0 * p.v.ld;
         auto st = scores.topLeftCorner(rows, cols);
-        tile_gemm<T>({false, p.d}, {true, p.d}, rows, cols, p.d, scaled_q.data(), kt.data(), scores.data(),
-                     kForwardKeyTile);
+        tile_gemm<T>({false, p.d}, {true, p.k.ld}, rows, cols, p.d, scaled_q.data(), kt, scores.data(), kForwardKeyTile);
         mask_tile(p, bh, i0, j0, st);
         // Online softmax: rescale what the row holds by exp(old max - new max).
         for (std::int64_t r = 0; r < rows; ++r) {
@@ -142,13 +177,12 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
           if (correction != T(1)) o.row(r) *= correction;
           running_max[r] = new_max;
         }
-        tile_gemm<T>({false, kForwardKeyTile}, {false, p.dv}, rows, p.dv, cols, scores.data(), vt.data(),
-                     product.data(), p.dv);
-        o += product.topRows(rows);
+        tile_gemm<T>({false, kForwardKeyTile}, {false, p.v.ld}, rows, p.dv, cols, scores.data(), vt, acc.data(), p.dv,
+                     /*accumulate=*/true);
       }
       // A row that saw no key has a sum of 0: its output is 0 / 0 = NaN and its lse -inf, as
       // the composition's softmax over -inf gives.
-      Map<T> ot(out + (bh * p.l + i0) * p.dv, rows, p.dv);
+      RowsMap<T> ot(out + p.head(p.out, bh) + i0 * p.out.ld, rows, p.dv, Eigen::OuterStride<>(p.out.ld));
       for (std::int64_t r = 0; r < rows; ++r) {
         ot.row(r) = o.row(r) / running_sum[r];
         lse[bh * p.l + i0 + r] = running_max[r] + std::log(running_sum[r]);
@@ -162,7 +196,7 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
 template <class T, class Scores>
 void recompute_weights(const Problem& p, std::int64_t bh, std::int64_t i0, std::int64_t j0, const T* qt, const T* kt,
                        const T* lse, T scale, Scores& st) {
-  tile_gemm<T>({false, p.d}, {true, p.d}, st.rows(), st.cols(), p.d, qt, kt, st.data(), st.outerStride());
+  tile_gemm<T>({false, p.q.ld}, {true, p.k.ld}, st.rows(), st.cols(), p.d, qt, kt, st.data(), st.outerStride());
   st *= scale;
   mask_tile(p, bh, i0, j0, st);
   for (std::int64_t r = 0; r < st.rows(); ++r) st.row(r) = (st.row(r).array() - lse[r]).exp().matrix();
@@ -182,8 +216,12 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
   std::vector<T> delta_rows(static_cast<std::size_t>(rows_total));
   T* const delta = delta_rows.data();
   parallel_for(rows_total, 256, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r)
-      delta[r] = (ConstMap<T>(dout + r * p.dv, 1, p.dv).array() * ConstMap<T>(out + r * p.dv, 1, p.dv).array()).sum();
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t bh = r / p.l, i = r % p.l;
+      delta[r] = (ConstMap<T>(dout + p.head(p.d_out, bh) + i * p.d_out.ld, 1, p.dv).array() *
+                  ConstMap<T>(out + p.head(p.out, bh) + i * p.out.ld, 1, p.dv).array())
+                     .sum();
+    }
   });
 
   const std::int64_t key_tiles = p.key_tiles(), items = heads * key_tiles, head_size = p.l * p.d;
@@ -191,8 +229,7 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
   auto block_items = [&](std::int64_t b) { return std::pair{items * b / blocks, items * (b + 1) / blocks}; };
   std::vector<std::vector<T>> dq_parts(static_cast<std::size_t>(blocks));
   parallel_for(blocks, 1, [&](std::int64_t block_begin, std::int64_t block_end) {
-    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dk_acc(kKeyTile, p.d), dv_acc(kKeyTile, p.dv),
-        dk_product(kKeyTile, p.d), dv_product(kKeyTile, p.dv), dq_product(kQueryTile, p.d);
+    Matrix<T> weights(kQueryTile, kKeyTile), grad(kQueryTile, kKeyTile), dk_acc(kKeyTile, p.d), dv_acc(kKeyTile, p.dv);
     for (std::int64_t b = block_begin; b < block_end; ++b) {
       const auto [begin, end] = block_items(b);
       const std::int64_t first_head = begin / key_tiles;
@@ -200,30 +237,32 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
       part.assign(static_cast<std::size_t>(((end - 1) / key_tiles - first_head + 1) * head_size), T(0));
       for (std::int64_t item = begin; item < end; ++item) {
         const std::int64_t bh = item / key_tiles, j0 = item % key_tiles * kKeyTile, cols = std::min(kKeyTile, p.s - j0);
-        const ConstMap<T> kt(k + (bh * p.s + j0) * p.d, cols, p.d), vt(v + (bh * p.s + j0) * p.dv, cols, p.dv);
+        const T* const kt = k + p.head(p.k, bh) + j0 * p.k.ld;
+        const T* const vt = v + p.head(p.v, bh) + j0 * p.v.ld;
         auto dkt = dk_acc.topRows(cols);
         auto dvt = dv_acc.topRows(cols);
         dkt.setZero();
         dvt.setZero();
         for (std::int64_t i0 = p.query_begin(j0); i0 < p.l; i0 += kQueryTile) {
           const std::int64_t rows = std::min(kQueryTile, p.l - i0), row0 = bh * p.l + i0;
-          const ConstMap<T> qt(q + row0 * p.d, rows, p.d), dot(dout + row0 * p.dv, rows, p.dv);
+          const T* const qt = q + p.head(p.q, bh) + i0 * p.q.ld;
+          const T* const dot = dout + p.head(p.d_out, bh) + i0 * p.d_out.ld;
           auto pt = weights.topLeftCorner(rows, cols);
           auto ds = grad.topLeftCorner(rows, cols);
-          recompute_weights(p, bh, i0, j0, qt.data(), kt.data(), lse + row0, scale, pt);
+          recompute_weights(p, bh, i0, j0, qt, kt, lse + row0, scale, pt);
           // dV += Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - δ); dK += dSᵀ Q; dQ += dS K (both scaled at the end)
-          tile_gemm<T>({true, kKeyTile}, {false, p.dv}, cols, p.dv, rows, pt.data(), dot.data(), dv_product.data(), p.dv);
-          dvt += dv_product.topRows(cols);
-          tile_gemm<T>({false, p.dv}, {true, p.dv}, rows, cols, p.dv, dot.data(), vt.data(), ds.data(), kKeyTile);
+          tile_gemm<T>({true, kKeyTile}, {false, p.d_out.ld}, cols, p.dv, rows, pt.data(), dot, dv_acc.data(), p.dv,
+                       /*accumulate=*/true);
+          tile_gemm<T>({false, p.d_out.ld}, {true, p.v.ld}, rows, cols, p.dv, dot, vt, ds.data(), kKeyTile);
           for (std::int64_t r = 0; r < rows; ++r)
             ds.row(r) = (pt.row(r).array() * (ds.row(r).array() - delta[row0 + r])).matrix();
-          tile_gemm<T>({true, kKeyTile}, {false, p.d}, cols, p.d, rows, ds.data(), qt.data(), dk_product.data(), p.d);
-          dkt += dk_product.topRows(cols);
-          tile_gemm<T>({false, kKeyTile}, {false, p.d}, rows, p.d, cols, ds.data(), kt.data(), dq_product.data(), p.d);
-          Map<T>(part.data() + (bh - first_head) * head_size + i0 * p.d, rows, p.d) += dq_product.topRows(rows);
+          tile_gemm<T>({true, kKeyTile}, {false, p.q.ld}, cols, p.d, rows, ds.data(), qt, dk_acc.data(), p.d,
+                       /*accumulate=*/true);
+          tile_gemm<T>({false, kKeyTile}, {false, p.k.ld}, rows, p.d, cols, ds.data(), kt,
+                       part.data() + (bh - first_head) * head_size + i0 * p.d, p.d, /*accumulate=*/true);
         }
-        Map<T>(dk + (bh * p.s + j0) * p.d, cols, p.d) = dkt * scale;
-        Map<T>(dv + (bh * p.s + j0) * p.dv, cols, p.dv) = dvt;
+        RowsMap<T>(dk + p.head(p.d_k, bh) + j0 * p.d_k.ld, cols, p.d, Eigen::OuterStride<>(p.d_k.ld)) = dkt * scale;
+        RowsMap<T>(dv + p.head(p.d_v, bh) + j0 * p.d_v.ld, cols, p.dv, Eigen::OuterStride<>(p.d_v.ld)) = dvt;
       }
     }
   });
@@ -231,7 +270,7 @@ void attention_backward(const Problem& p, const T* q, const T* k, const T* v, co
   // dQ of each head: the sum of the buffers of the blocks that cover it, scaled.
   parallel_for(heads, 1, [&](std::int64_t head_begin, std::int64_t head_end) {
     for (std::int64_t bh = head_begin; bh < head_end; ++bh) {
-      Map<T> dqh(dq + bh * head_size, p.l, p.d);
+      RowsMap<T> dqh(dq + p.head(p.d_q, bh), p.l, p.d, Eigen::OuterStride<>(p.d_q.ld));
       dqh.setZero();
       for (std::int64_t b = 0; b < blocks; ++b) {
         const auto [begin, end] = block_items(b);
@@ -252,14 +291,29 @@ Shape check_inputs(std::string_view op, const CpuTensor& q, const CpuTensor& k, 
                               mask ? std::optional(mask->dtype) : std::nullopt);
 }
 
-// The problem over contiguous copies of the inputs (the inputs themselves where they are).
-struct Contiguous {
+// An operand as the kernels read it: x itself where its rows lie in place, else a copy.
+CpuTensor readable(const CpuTensor& x) { return rows_in_place(x) ? x : contiguous(x); }
+
+// A fresh tensor of `shape` [N, H, len, width] laid out as `like` [N, H, len, ...] is: where
+// like's heads lie within its rows (heads cut out of [N, len, H * width] projections and
+// permuted, as nn::MultiHeadAttention's are), as [N, len, H, width] permuted, so that the
+// output over such heads and their gradients go back to [N, len, H * width] without a copy
+// (PyTorch's CPU attention lays its output out the same way); else contiguous.
+CpuTensor empty_like_heads(const CpuTensor& like, const Shape& shape) {
+  const bool heads_in_rows = like.shape[1] > 1 && like.shape[2] > 1 && like.strides[1] < like.strides[2];
+  if (!heads_in_rows) return empty(shape, like.dtype);
+  const CpuTensor rows = empty(Shape{shape[0], shape[2], shape[1], shape[3]}, like.dtype);
+  return view_of(rows, shape, Strides{rows.strides[0], rows.strides[2], rows.strides[1], rows.strides[3]}, 0);
+}
+
+// The problem over the inputs as the kernels read them.
+struct Inputs {
   CpuTensor q, k, v;
   std::optional<CpuTensor> mask;
   Problem problem;
-  Contiguous(const CpuTensor& q_, const CpuTensor& k_, const CpuTensor& v_, const std::optional<CpuTensor>& mask_,
-             bool causal)
-      : q(contiguous(q_)), k(contiguous(k_)), v(contiguous(v_)) {
+  Inputs(const CpuTensor& q_, const CpuTensor& k_, const CpuTensor& v_, const std::optional<CpuTensor>& mask_,
+         bool causal)
+      : q(readable(q_)), k(readable(k_)), v(readable(v_)) {
     if (mask_) mask = contiguous(*mask_);
     problem = cpu::problem(q, k, v, mask, causal);
   }
@@ -281,10 +335,11 @@ std::pair<Cpu::Primitive, Cpu::Primitive> Cpu::attention(const Primitive& q, con
     auto [out, lse] = attention(cast(q, DType::f32), cast(k, DType::f32), cast(v, DType::f32), mask, causal, scale);
     return {cast(out, q.dtype), std::move(lse)};
   }
-  CpuTensor out = cpu::empty(out_shape, q.dtype);
+  CpuTensor out = cpu::empty_like_heads(q, out_shape);
   CpuTensor lse = cpu::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, q.dtype);
   if (lse.numel() == 0) return {out, lse};
-  const cpu::Contiguous in(q, k, v, mask, causal);
+  cpu::Inputs in(q, k, v, mask, causal);
+  in.problem.out = cpu::rows_of(out);
   cpu::dispatch_float("attention", q.dtype, [&]<class T>() {
     cpu::attention_forward<T>(in.problem, in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), static_cast<T>(scale),
                               out.data<T>(), lse.data<T>());
@@ -309,9 +364,16 @@ std::array<Cpu::Primitive, 3> Cpu::attention_backward(const Primitive& q, const 
     for (auto& g : grads) g = cast(g, q.dtype);
     return grads;
   }
-  CpuTensor dq = cpu::empty(q.shape, q.dtype), dk = cpu::empty(k.shape, q.dtype), dv = cpu::empty(v.shape, q.dtype);
-  const cpu::Contiguous in(q, k, v, mask, causal);
-  const CpuTensor outc = cpu::contiguous(out), lsec = cpu::contiguous(cast(lse, q.dtype)), doutc = cpu::contiguous(dout);
+  CpuTensor dq = cpu::empty_like_heads(q, q.shape), dk = cpu::empty_like_heads(k, k.shape),
+            dv = cpu::empty_like_heads(v, v.shape);
+  cpu::Inputs in(q, k, v, mask, causal);
+  const CpuTensor outc = cpu::readable(out), lsec = cpu::contiguous(cast(lse, q.dtype)), doutc = cpu::readable(dout);
+  cpu::Problem& p = in.problem;
+  p.out = cpu::rows_of(outc);
+  p.d_out = cpu::rows_of(doutc);
+  p.d_q = cpu::rows_of(dq);
+  p.d_k = cpu::rows_of(dk);
+  p.d_v = cpu::rows_of(dv);
   cpu::dispatch_float("attention_backward", q.dtype, [&]<class T>() {
     cpu::attention_backward<T>(in.problem, in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), outc.data<T>(), lsec.data<T>(),
                                doutc.data<T>(), static_cast<T>(scale), dq.data<T>(), dk.data<T>(), dv.data<T>());

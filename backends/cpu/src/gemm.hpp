@@ -33,11 +33,12 @@ GemmOperand gemm_operand(const CpuTensor& x, const Shape& batch);
 // times one shared b (or a batch of one), (count·m × k) @ (k × n).
 bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t m);
 
-// C [m, n] (rows ldc apart) = A @ B, A and B in the layouts given: oneDNN's sgemm for f32
+// C [m, n] (rows ldc apart) = A @ B, or C += A @ B where `accumulate` (the GEMM adds C in as
+// it writes it: no pass of its own), A and B in the layouts given: oneDNN's sgemm for f32
 // (Eigen's in the embedded build), Eigen's for f64. On the calling thread's team.
 void gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
-              const float* pa, const float* pb, float* pc, std::int64_t ldc);
+              const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate = false);
 void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
-              const double* pa, const double* pb, double* pc, std::int64_t ldc);
+              const double* pa, const double* pb, double* pc, std::int64_t ldc, bool accumulate = false);
 
 }  // namespace kiln::cpu

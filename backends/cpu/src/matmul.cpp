@@ -72,19 +72,24 @@ bool folds_to_one_gemm(const GemmOperand& a, const GemmOperand& b, std::int64_t 
 
 namespace {
 
-// C = A @ B through Eigen's GEMM, A and B read in place: a transposed row-major operand is a
-// column-major matrix with the same leading dimension. Both map with a unit inner stride,
-// which Eigen's kernels (and its matrix-vector path, for one row) read without copying.
+// C = A @ B (C += A @ B where `accumulate`) through Eigen's GEMM, A and B read in place: a
+// transposed row-major operand is a column-major matrix with the same leading dimension.
+// Both map with a unit inner stride, which Eigen's kernels (and its matrix-vector path, for
+// one row) read without copying.
 template <class T>
 void eigen_gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa,
-                const T* pb, T* pc, std::int64_t ldc) {
+                const T* pb, T* pc, std::int64_t ldc, bool accumulate) {
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   using Outer = Eigen::OuterStride<>;
   Eigen::Map<RowMajor, Eigen::Unaligned, Outer> mc(pc, m, n, Outer(ldc));
+  const auto product = [&](const auto& ma, const auto& mb) {
+    if (accumulate) mc.noalias() += ma * mb;
+    else mc.noalias() = ma * mb;
+  };
   const auto with_b = [&](const auto& ma) {
-    if (b.transposed) mc.noalias() = ma * Eigen::Map<const ColMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld));
-    else mc.noalias() = ma * Eigen::Map<const RowMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld));
+    if (b.transposed) product(ma, Eigen::Map<const ColMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld)));
+    else product(ma, Eigen::Map<const RowMajor, Eigen::Unaligned, Outer>(pb, k, n, Outer(b.ld)));
   };
   if (a.transposed) with_b(Eigen::Map<const ColMajor, Eigen::Unaligned, Outer>(pa, m, k, Outer(a.ld)));
   else with_b(Eigen::Map<const RowMajor, Eigen::Unaligned, Outer>(pa, m, k, Outer(a.ld)));
@@ -169,7 +174,7 @@ const float* row_major_copy(const float* pb, std::int64_t ldb, std::int64_t k, s
 #pragma GCC diagnostic pop
 
 void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
-           const float* pb, float* pc, std::int64_t ldc) {
+           const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
   if (transpose_b_first(b, m, n, k)) {
     pb = row_major_copy(pb, b.ld, k, n);
     b = {false, n};
@@ -179,7 +184,7 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
   }
   prepare_team();  // oneDNN's sgemm runs on this thread's OpenMP team
   const dnnl_status_t status = dnnl_sgemm(a.transposed ? 'T' : 'N', b.transposed ? 'T' : 'N', m, n, k, 1.0f, pa, a.ld,
-                                          pb, b.ld, 0.0f, pc, ldc);
+                                          pb, b.ld, accumulate ? 1.0f : 0.0f, pc, ldc);
   KILN_CHECK(status == dnnl_success, "matmul: oneDNN sgemm failed (status {}) for m={}, n={}, k={}",
              static_cast<int>(status), m, n, k);
 }
@@ -188,7 +193,7 @@ void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, st
 // common product: Eigen's matrix-vector path costs several times the arithmetic at these
 // sizes. The row's elements are k apart by a.ld when a is transposed, else adjacent.
 void row_times_matrix(const GemmLayout& a, const GemmLayout& b, std::int64_t n, std::int64_t k, const float* pa,
-                      const float* pb, float* pc) {
+                      const float* pb, float* pc, bool accumulate) {
   using Packet = Eigen::internal::packet_traits<float>::type;
   namespace ei = Eigen::internal;
   constexpr std::int64_t lanes = ei::packet_traits<float>::size;
@@ -210,7 +215,8 @@ void row_times_matrix(const GemmLayout& a, const GemmLayout& b, std::int64_t n, 
       }
       float sums[sizeof...(c)] = {ei::predux(acc[c])...};
       for (; i < k; ++i) ((sums[c] += pa[i] * pb[(j + static_cast<std::int64_t>(c)) * b.ld + i]), ...);
-      ((pc[j + static_cast<std::int64_t>(c)] = sums[c]), ...);
+      if (accumulate) ((pc[j + static_cast<std::int64_t>(c)] += sums[c]), ...);
+      else ((pc[j + static_cast<std::int64_t>(c)] = sums[c]), ...);
     };
     std::int64_t j = 0;
     for (; j + 4 <= n; j += 4) dots(std::make_index_sequence<4>{}, j);
@@ -218,10 +224,10 @@ void row_times_matrix(const GemmLayout& a, const GemmLayout& b, std::int64_t n, 
     return;
   }
   // Rows of B are contiguous: C accumulates a[i] times row i, in vectors along n.
-  std::fill(pc, pc + n, 0.0f);
+  if (!accumulate) std::fill(pc, pc + n, 0.0f);
   std::int64_t j = 0;
   for (; j + lanes <= n; j += lanes) {
-    Packet acc = ei::pset1<Packet>(0.0f);
+    Packet acc = ei::ploadu<Packet>(pc + j);
     for (std::int64_t i = 0; i < k; ++i) acc = ei::pmadd(ei::pset1<Packet>(pa[i]), ei::ploadu<Packet>(pb + i * b.ld + j), acc);
     ei::pstoreu(pc + j, acc);
   }
@@ -230,22 +236,22 @@ void row_times_matrix(const GemmLayout& a, const GemmLayout& b, std::int64_t n, 
 }
 
 void sgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
-           const float* pb, float* pc, std::int64_t ldc) {
-  if (m == 1) return row_times_matrix(a, b, n, k, pa, pb, pc);
-  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc);
+           const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
+  if (m == 1) return row_times_matrix(a, b, n, k, pa, pb, pc, accumulate);
+  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 #endif
 
 void dgemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const double* pa,
-           const double* pb, double* pc, std::int64_t ldc) {
-  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc);
+           const double* pb, double* pc, std::int64_t ldc, bool accumulate) {
+  eigen_gemm(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
 template <class T>
 void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k, const T* pa,
-          const T* pb, T* pc, std::int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) sgemm(a, b, m, n, k, pa, pb, pc, ldc);
-  else dgemm(a, b, m, n, k, pa, pb, pc, ldc);
+          const T* pb, T* pc, std::int64_t ldc, bool accumulate = false) {
+  if constexpr (std::is_same_v<T, float>) sgemm(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  else dgemm(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
 // Batches whose products are smaller than this (m·n·k), or batches of at least
@@ -285,12 +291,12 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
 }  // namespace
 
 void gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
-              const float* pa, const float* pb, float* pc, std::int64_t ldc) {
-  gemm<float>(a, b, m, n, k, pa, pb, pc, ldc);
+              const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
+  gemm<float>(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
-              const double* pa, const double* pb, double* pc, std::int64_t ldc) {
-  gemm<double>(a, b, m, n, k, pa, pb, pc, ldc);
+              const double* pa, const double* pb, double* pc, std::int64_t ldc, bool accumulate) {
+  gemm<double>(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
 }  // namespace kiln::cpu
