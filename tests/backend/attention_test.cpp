@@ -36,14 +36,16 @@ struct Case {
   bool causal;
 };
 
-// Cases on both sides of the tile sizes (128 queries, 128 or 256 keys), L != S both ways, D != Dv.
+// Cases on both sides of the tile sizes (the forward pass's 256 queries x 512 keys, the
+// backward's 128 x 128), L != S both ways, D != Dv.
 const Case kCases[] = {
     {1, 1, 1, 1, 8, 8, MaskKind::none, false},      {2, 3, 7, 7, 16, 16, MaskKind::none, true},
     {1, 2, 65, 130, 32, 24, MaskKind::full, false}, {2, 2, 130, 65, 16, 8, MaskKind::per_query_key, true},
     {2, 1, 65, 65, 8, 16, MaskKind::per_batch_key, true}, {1, 2, 130, 130, 64, 64, MaskKind::none, false},
     {1, 1, 7, 130, 16, 16, MaskKind::full, true},
-    // Past the forward pass's 256-key tiles: the online softmax rescales across tiles.
-    {1, 2, 300, 300, 16, 16, MaskKind::full, true}, {2, 1, 33, 600, 8, 8, MaskKind::per_batch_key, false},
+    {1, 2, 300, 300, 16, 16, MaskKind::full, true},
+    // Past the forward pass's 512-key tiles: the online softmax carries rows across tiles.
+    {2, 1, 33, 600, 8, 8, MaskKind::per_batch_key, false}, {1, 1, 260, 1030, 16, 8, MaskKind::per_query_key, true},
 };
 
 // A boolean mask of the case's kind, true at about a third of the positions but never at key
@@ -166,14 +168,80 @@ TYPED_TEST(Attention, HeadsCutOutOfRowsSharedHeadsAndTransposedViews) {
   }
 }
 
+// Scores that grow from one key tile to the next by far more than the forward pass lets a
+// row's weights grow before it moves the row's shift (kShiftSlack, 8): keys past 512 and
+// past 1024 are scaled up, so every row's shift moves twice, recomputing its scores; a mask
+// hides the first tile from some rows, whose shift starts in the second, and some of the
+// last keys from others (masked again when their scores are recomputed). Values and
+// gradients as the composition's.
+TYPED_TEST(Attention, ScoresGrowingAcrossKeyTilesMoveTheRowsShift) {
+  using B = TypeParam;
+  manual_seed(16);
+  const std::int64_t l = 6, s = 1100, d = 8;
+  std::vector<float> key_scale(static_cast<std::size_t>(s), 1.0f);
+  std::vector<std::uint8_t> hidden(static_cast<std::size_t>(l * s), 0);
+  for (std::int64_t j = 0; j < s; ++j) {
+    key_scale[static_cast<std::size_t>(j)] = j >= 1024 ? 9.0f : j >= 512 && j < 700 ? 5.0f : 1.0f;
+    for (std::int64_t i = 0; i < l; ++i)  // queries 0 and 3 see no key of the first tile, odd ones not the last keys
+      hidden[static_cast<std::size_t>(i * s + j)] = (i % 3 == 0 && j < 512) || (i % 2 == 1 && j >= 1090);
+  }
+  const auto scale_keys = Tensor<B, 4>::from_data(TensorData::from(key_scale, Shape{1, 1, s, 1}));
+  const auto mask =
+      Tensor<B, 4, Bool>::from_data(TensorData::from(hidden, Shape{1, 1, l, s}).convert(DType::boolean));
+  // Queries along the first key's direction, so that the scaled keys score far above the rest.
+  auto q = Tensor<B, 4>::random({1, 2, l, d}, Distribution::normal(1, 0.3));
+  auto k = Tensor<B, 4>::random({1, 2, s, d}, Distribution::normal(1, 0.3)) * scale_keys;
+  auto v = Tensor<B, 4>::random({1, 2, s, d}, Distribution::normal(0, 1));
+  if constexpr (AutodiffBackend<B>) {
+    q = q.require_grad();
+    k = k.require_grad();
+    v = v.require_grad();
+  }
+  for (const bool masked : {false, true}) {
+    SCOPED_TRACE(masked);
+    const auto m = masked ? std::optional(mask) : std::nullopt;
+    const auto fused = functional::scaled_dot_product_attention(q, k, v, m);
+    const auto expected = reference<B>(q, k, v, m, false, 1.0 / std::sqrt(static_cast<double>(d)));
+    EXPECT_CLOSE(fused.into_data(), expected.into_data(), 1e-4, 1e-5);
+    if constexpr (AutodiffBackend<B>) {
+      const auto weights = Tensor<B, 4>::random({1, 2, l, d}, Distribution::normal(0, 1));
+      const auto g_fused = (fused * weights).sum().backward();
+      const auto g_expected = (expected * weights).sum().backward();
+      for (const auto* x : {&q, &k, &v}) EXPECT_CLOSE(*x->grad(g_fused), x->grad(g_expected)->into_data(), 1e-4, 1e-5);
+    }
+  }
+}
+
+// An explicit scale, also zero and negative ones, with a mask and causal: the masked and
+// future keys stay hidden (weight 0) whatever the scale's sign, forward and backward.
 TYPED_TEST(Attention, AnExplicitScaleReplacesTheDefault) {
   using B = TypeParam;
   manual_seed(12);
-  const auto q = Tensor<B, 4>::random({1, 2, 9, 8}, Distribution::normal(0, 1));
-  const auto k = Tensor<B, 4>::random({1, 2, 70, 8}, Distribution::normal(0, 1));
-  const auto v = Tensor<B, 4>::random({1, 2, 70, 5}, Distribution::normal(0, 1));
-  const auto fused = functional::scaled_dot_product_attention(q, k, v, std::nullopt, {.scale = 0.7});
-  EXPECT_CLOSE(fused.into_data(), reference<B>(q, k, v, std::nullopt, false, 0.7).into_data(), 1e-4, 1e-5);
+  const Case c{1, 2, 9, 140, 8, 5, MaskKind::full, true};
+  const auto mask = make_mask<B>(c, 7);
+  for (const double scale : {0.7, -0.6, 0.0}) {
+    SCOPED_TRACE(scale);
+    for (const bool masked : {false, true}) {
+      auto q = Tensor<B, 4>::random({c.n, c.h, c.l, c.d}, Distribution::normal(0, 1));
+      auto k = Tensor<B, 4>::random({c.n, c.h, c.s, c.d}, Distribution::normal(0, 1));
+      auto v = Tensor<B, 4>::random({c.n, c.h, c.s, c.dv}, Distribution::normal(0, 1));
+      if constexpr (AutodiffBackend<B>) {
+        q = q.require_grad();
+        k = k.require_grad();
+        v = v.require_grad();
+      }
+      const auto m = masked ? mask : std::nullopt;
+      const auto fused = functional::scaled_dot_product_attention(q, k, v, m, {.causal = masked, .scale = scale});
+      const auto expected = reference<B>(q, k, v, m, masked, scale);
+      EXPECT_CLOSE(fused.into_data(), expected.into_data(), 1e-4, 1e-5);
+      if constexpr (AutodiffBackend<B>) {
+        const auto weights = Tensor<B, 4>::random({c.n, c.h, c.l, c.dv}, Distribution::normal(0, 1));
+        const auto g_fused = (fused * weights).sum().backward();
+        const auto g_expected = (expected * weights).sum().backward();
+        for (const auto* x : {&q, &k, &v}) EXPECT_CLOSE(*x->grad(g_fused), x->grad(g_expected)->into_data(), 1e-4, 1e-5);
+      }
+    }
+  }
 }
 
 TYPED_TEST(Attention, BadShapesNameTheOpAndTheShapes) {
