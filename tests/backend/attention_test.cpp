@@ -37,7 +37,7 @@ struct Case {
 };
 
 // Cases on both sides of the tile sizes (the forward pass's 256 queries x 512 keys, the
-// backward's 128 x 128), L != S both ways, D != Dv.
+// backward's 256 x 128), L != S both ways, D != Dv.
 const Case kCases[] = {
     {1, 1, 1, 1, 8, 8, MaskKind::none, false},      {2, 3, 7, 7, 16, 16, MaskKind::none, true},
     {1, 2, 65, 130, 32, 24, MaskKind::full, false}, {2, 2, 130, 65, 16, 8, MaskKind::per_query_key, true},
