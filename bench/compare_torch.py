@@ -14,7 +14,9 @@ it) compare with PyTorch's <workload>: a composition that has both rows pairs li
 the @cpu row (each op a kernel of its own) with PyTorch's best eager time and the
 @fusion_cpu row (one generated kernel) with PyTorch's best, torch.compile included. The
 attention rows' @composition (matmul, softmax, matmul in place of the fused kernel) pairs
-with the same composition in PyTorch. The fusion summary after the table gives this run's
+with the same composition in PyTorch, the same way: Kiln's Cpu row with PyTorch's best eager
+time, its @composition@fusion_cpu row (Fusion<Cpu>) with PyTorch's best, torch.compile
+included. The fusion summary after the table gives this run's
 STREAM triad bandwidth (the stream_triad row), the fused expression's speed against plain
 Cpu, PyTorch eager and torch.compile (always measured for that row, its compile time apart,
 also under --no-compile), and its bandwidth as a share of STREAM. Before it, the FMA peak
@@ -160,7 +162,7 @@ def fusion_summary(kiln, best, fused_compile):
         lines.append(line)
     for name in sorted(kiln):
         if name.endswith("@fusion_cpu") and not name.startswith("fused_expr"):
-            base = name.split("@")[0]
+            base = name[: -len("@fusion_cpu")]  # <w>, or <w>@composition: the same work on Cpu
             other = kiln.get(base) or kiln.get(base + "@cpu")
             if other:
                 lines.append(f"{base}: Fusion<Cpu> {kiln[name]:.4g} ms, plain Cpu {other:.4g} ms ({other / kiln[name]:.2f}x)")
@@ -375,6 +377,14 @@ def main():
         twin = name if name in best else workload
         if name == workload + "@cpu" and workload + "@eager" in best:
             twin = workload + "@eager"
+        # The attention compositions likewise: <w>@composition (Kiln's Cpu, each op a kernel)
+        # with PyTorch's eager composition where Kiln also measured <w>@composition@fusion_cpu,
+        # which pairs with PyTorch's best of the composition, torch.compile included (which
+        # runs the forward composition as its fused attention kernel, as Fusion<Cpu> does).
+        if name.endswith("@composition") and name + "@fusion_cpu" in kiln and name + "@eager" in best:
+            twin = name + "@eager"
+        if name.endswith("@composition@fusion_cpu"):
+            twin = name[: -len("@fusion_cpu")]
         torch_ms, label = best.get(twin, (float("nan"), "-"))
         # ratio > 1 means Kiln is faster
         rows.append((name, kiln_ms, torch_ms, torch_ms / kiln_ms, label))

@@ -34,11 +34,18 @@ BENCHMARK(transformer_encoder_layer<kiln::Fusion<kiln::Cpu>>)
     ->UseRealTime();
 
 // Scaled-dot-product attention, q, k, v [1, 8, seq, 64] f32, no mask: the fused
-// kernel (flash-attention form) and, @composition, the matmul-softmax-matmul it replaces.
-// Twins in bench/torch_workloads.py: torch.nn.functional.scaled_dot_product_attention.
+// kernel (flash-attention form) and, @composition, the matmul-softmax-matmul it replaces,
+// on Cpu (each op a kernel of its own) and, @composition@fusion_cpu, on Fusion<Cpu> (which
+// runs the forward composition as the fused kernel; under Autodiff it runs as written).
+// Twins in bench/torch_workloads.py: torch.nn.functional.scaled_dot_product_attention and
+// the same composition.
+template <class B> const void* materialised(const typename B::Primitive& p) {
+  if constexpr (requires { B::value(p); }) return B::value(p).storage->ptr;  // Fusion computes it
+  else return p.storage->ptr;
+}
 // Forward alone:
-template <bool Fused> void sdpa_forward(benchmark::State& state, std::int64_t seq) {
-  using T = kiln::Tensor<kiln::Cpu, 4>;
+template <class B, bool Fused> void sdpa_forward(benchmark::State& state, std::int64_t seq) {
+  using T = kiln::Tensor<B, 4>;
   kiln::manual_seed(0);
   const T q = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1));
   const T k = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1));
@@ -46,12 +53,12 @@ template <bool Fused> void sdpa_forward(benchmark::State& state, std::int64_t se
   for (auto _ : state) {
     const T out = Fused ? kiln::functional::scaled_dot_product_attention(q, k, v)
                         : kiln::functional::detail::attention_composition(q, k, v, std::nullopt, false, 0.0, 0.125);
-    benchmark::DoNotOptimize(out.primitive().storage->ptr);
+    benchmark::DoNotOptimize(materialised<B>(out.primitive()));
   }
 }
-// Forward and backward (Autodiff<Cpu>): out.backward with dy of ones, gradients of q, k, v.
-template <bool Fused> void sdpa_forward_backward(benchmark::State& state, std::int64_t seq) {
-  using AD = kiln::Autodiff<kiln::Cpu>;
+// Forward and backward (Autodiff<B>): out.backward with dy of ones, gradients of q, k, v.
+template <class B, bool Fused> void sdpa_forward_backward(benchmark::State& state, std::int64_t seq) {
+  using AD = kiln::Autodiff<B>;
   using T = kiln::Tensor<AD, 4>;
   kiln::manual_seed(0);
   const T q = T::random({1, 8, seq, 64}, kiln::Distribution::normal(0, 1)).require_grad();
@@ -61,27 +68,28 @@ template <bool Fused> void sdpa_forward_backward(benchmark::State& state, std::i
     const T out = Fused ? kiln::functional::scaled_dot_product_attention(q, k, v)
                         : kiln::functional::detail::attention_composition(q, k, v, std::nullopt, false, 0.0, 0.125);
     const auto grads = out.sum().backward();
-    benchmark::DoNotOptimize(q.grad(grads)->primitive().storage->ptr);
+    benchmark::DoNotOptimize(materialised<B>(q.grad(grads)->primitive()));
   }
 }
 // Registered by full name, so that a composition row reads <workload>@composition (with the
 // sequence before the @) and compare_torch.py sets it beside the same PyTorch twin.
 const bool sdpa_registered = [] {
+  using kiln::Cpu;
+  using kiln::Fusion;
+  const auto add = [](const std::string& name, auto run, std::int64_t seq) {
+    benchmark::RegisterBenchmark(name.c_str(), run, seq)->Unit(benchmark::kMillisecond)->UseRealTime();
+  };
   for (const std::int64_t seq : {128, 512, 2048}) {
     const std::string name = "sdpa_fwd_n1_h8_d64/" + std::to_string(seq);
-    benchmark::RegisterBenchmark(name.c_str(), sdpa_forward<true>, seq)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((name + "@composition").c_str(), sdpa_forward<false>, seq)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    add(name, sdpa_forward<Cpu, true>, seq);
+    add(name + "@composition", sdpa_forward<Cpu, false>, seq);
+    add(name + "@composition@fusion_cpu", sdpa_forward<Fusion<Cpu>, false>, seq);
   }
   for (const std::int64_t seq : {512, 2048}) {
     const std::string name = "sdpa_fwd_bwd_n1_h8_d64/" + std::to_string(seq);
-    benchmark::RegisterBenchmark(name.c_str(), sdpa_forward_backward<true>, seq)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark((name + "@composition").c_str(), sdpa_forward_backward<false>, seq)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    add(name, sdpa_forward_backward<Cpu, true>, seq);
+    add(name + "@composition", sdpa_forward_backward<Cpu, false>, seq);
+    add(name + "@composition@fusion_cpu", sdpa_forward_backward<Fusion<Cpu>, false>, seq);
   }
   return true;
 }();

@@ -298,3 +298,64 @@ TYPED_TEST(FusionEpilogues, TheActivationAfterAConvolutionIsItsEpilogueAndTrains
   EXPECT_TRUE(test::all_close(wf.grad(gf)->into_data(), wd.grad(gd)->into_data(), 1e-4, 1e-5));
   EXPECT_TRUE(test::all_close(bf.grad(gf)->into_data(), bd.grad(gd)->into_data(), 1e-4, 1e-5));
 }
+
+// softmax(q kᵀ · scale) @ v written out on Fusion<B>, the scale on the scores, on q or none:
+// where B has fused attention and runs matmul programs, the product and the softmax stay
+// deferred and the matmul by v runs B::attention (counters().attentions); values as the same
+// composition on B. Not rewritten: a log-softmax, a softmax along another dim, and weights
+// Autodiff keeps for its backward pass; a handle to the weights read later computes them.
+TYPED_TEST(FusionEpilogues, SoftmaxOfAProductTimesVRunsAsFusedAttention) {
+  using B = TypeParam;
+  constexpr bool rewrites = FusedAttention<B> && MatmulPrograms<B>;
+  auto& c = Fusion<B>::counters();
+  const auto q = random<B, 4>({2, 3, 70, 16}, 40), k = random<B, 4>({2, 3, 90, 16}, 41);
+  const auto v = random<B, 4>({2, 3, 90, 8}, 42);
+  const auto weights = (q.matmul(k.transpose()) * 0.25).softmax(3);
+  const auto expected = weights.matmul(v).into_data();
+  const auto fq = on_fusion(q), fk = on_fusion(k), fv = on_fusion(v);
+  const auto check = [&](const char* what, auto&& compute, std::uint64_t rewritten) {
+    SCOPED_TRACE(what);
+    const std::uint64_t before = c.attentions.load();
+    const auto out = compute();
+    EXPECT_TRUE(test::all_close(out.into_data(), expected, 1e-4, 1e-5));
+    EXPECT_EQ(c.attentions.load(), before + (rewrites ? rewritten : 0));
+  };
+  check("scale on the scores", [&] { return (fq.matmul(fk.transpose()) * 0.25).softmax(3).matmul(fv); }, 1);
+  check("scale on q", [&] { return (fq * 0.25).matmul(fk.transpose()).softmax(-1).matmul(fv); }, 1);
+  check("a handle to the weights", [&] {
+    const auto w = (0.25 * fq.matmul(fk.transpose())).softmax(3);
+    auto out = w.matmul(fv);
+    EXPECT_TRUE(test::all_close(w.into_data(), weights.into_data(), 1e-4, 1e-6)) << "computed when read";
+    return out;
+  }, 1);
+  {
+    const std::uint64_t before = c.attentions.load();
+    const auto unscaled = fq.matmul(fk.transpose()).softmax(3).matmul(fv);
+    EXPECT_TRUE(test::all_close(unscaled.into_data(), q.matmul(k.transpose()).softmax(3).matmul(v).into_data(), 1e-4, 1e-5));
+    const auto logs = (fq.matmul(fk.transpose()) * 0.25).log_softmax(3).matmul(fv);
+    EXPECT_TRUE(test::all_close(logs.into_data(), (q.matmul(k.transpose()) * 0.25).log_softmax(3).matmul(v).into_data(),
+                                1e-4, 1e-5));
+    const auto other_dim = (fq.matmul(fq.transpose()) * 0.25).softmax(2).matmul(fq);
+    EXPECT_TRUE(test::all_close(other_dim.into_data(),
+                                (q.matmul(q.transpose()) * 0.25).softmax(2).matmul(q).into_data(), 1e-4, 1e-5));
+    EXPECT_EQ(c.attentions.load(), before + (rewrites ? 1 : 0)) << "only the unscaled softmax is attention";
+  }
+  // Under Autodiff the weights are kept for softmax's backward: the composition runs as written.
+  {
+    using AD = Autodiff<Fusion<B>>;
+    const auto aq = Tensor<AD, 4>::from_data(q.into_data()).require_grad();
+    const auto ak = Tensor<AD, 4>::from_data(k.into_data()).require_grad();
+    const auto av = Tensor<AD, 4>::from_data(v.into_data()).require_grad();
+    const std::uint64_t before = c.attentions.load();
+    const auto out = (aq.matmul(ak.transpose()) * 0.25).softmax(3).matmul(av);
+    EXPECT_TRUE(test::all_close(out.into_data(), expected, 1e-4, 1e-5));
+    const auto grads = out.sum().backward();
+    EXPECT_EQ(c.attentions.load(), before);
+    const auto dq = Tensor<Autodiff<B>, 4>::from_data(q.into_data()).require_grad();
+    const auto dk = Tensor<Autodiff<B>, 4>::from_data(k.into_data()).require_grad();
+    const auto dv = Tensor<Autodiff<B>, 4>::from_data(v.into_data()).require_grad();
+    const auto reference = (dq.matmul(dk.transpose()) * 0.25).softmax(3).matmul(dv).sum().backward();
+    EXPECT_TRUE(test::all_close(aq.grad(grads)->into_data(), dq.grad(reference)->into_data(), 1e-4, 1e-5));
+    EXPECT_TRUE(test::all_close(av.grad(grads)->into_data(), dv.grad(reference)->into_data(), 1e-4, 1e-5));
+  }
+}

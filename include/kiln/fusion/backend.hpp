@@ -80,9 +80,11 @@ namespace fusion::detail {
 // buffers the launches wrote.
 // `reused` counts the intermediates a launch read as materialised leaves instead of computing
 // them again; `epilogues` the launches that were a matmul with its program as the epilogue
-// (B::matmul_program: the product is not written, and is not counted in `written`).
+// (B::matmul_program: the product is not written, and is not counted in `written`);
+// `attentions` the compositions softmax(q kᵀ · scale) @ v run as B's fused attention.
 struct Counters {
-  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0}, reused{0}, epilogues{0};
+  std::atomic<std::uint64_t> recorded{0}, launched{0}, compiled{0}, cached{0}, written{0}, reused{0}, epilogues{0},
+      attentions{0};
 };
 
 // Whether KILN_FUSION_LOG is set to something other than 0 (read once).
@@ -203,6 +205,16 @@ template <FusionTarget B> struct Fusion {
     std::function<std::vector<InnerPrimitive>(const codegen::Program&, std::span<const InnerPrimitive>,
                                               std::span<const double>)>
         with_epilogue;
+    // A matmul's operands (Fusion::matmul), so that a softmax over its product can become
+    // attention weights.
+    std::optional<std::array<InnerPrimitive, 2>> product;
+    // Attention weights: softmax(a @ b · scale) along the last dim, a deferred softmax
+    // (Fusion::softmax) that a matmul by v runs as B's fused attention.
+    struct Weights {
+      InnerPrimitive q, k_transposed;
+      double scale = 1;
+    };
+    std::optional<Weights> weights;
   };
 
   // A tensor: materialised (`value`) or pending; shape, dtype and device are known either way.
@@ -418,9 +430,13 @@ template <FusionTarget B> struct Fusion {
   static Primitive matmul(const Primitive& a, const Primitive& b) {
     if constexpr (MatmulPrograms<B>) {
       if (a.node->dtype == DType::f32 && b.node->dtype == DType::f32) {
+        if constexpr (FusedAttention<B>) {
+          if (auto out = attention_of_weights(a, b)) return *out;
+        }
         const ops::MatmulShape shape = ops::matmul_shape(a.node->shape, a.node->dtype, b.node->shape, b.node->dtype);
         const InnerPrimitive va = value(a), vb = value(b);
         auto deferred = std::make_shared<Deferred>();
+        deferred->product = std::array{va, vb};
         deferred->compute = [a = va, b = vb] { return B::matmul(a, b); };
         deferred->with_epilogue = [a = va, b = vb](const codegen::Program& program,
                                                    std::span<const InnerPrimitive> inputs,
@@ -586,7 +602,14 @@ template <FusionTarget B> struct Fusion {
   // kernels are 1.8x to 3x (softmax) and about 4x (layer norm) faster than the same work as a row program
   // (docs/benchmarks.md), more than the pass over the input that materialising it costs.
   // A B without them gets the tensor API's compositions, whose reductions fuse.
+  // softmax(q kᵀ · scale) along the last dim, where q kᵀ is a deferred f32 product and the
+  // scale (if any) multiplies it or q, stays deferred where B has fused attention: a matmul
+  // of it by v then runs B::attention (see attention_weights), as torch.compile rewrites the
+  // same composition. Anything else that reads it computes the softmax.
   static Primitive softmax(const Primitive& x, std::int64_t dim, bool log) requires FusedSoftmax<B> {
+    if constexpr (FusedAttention<B> && MatmulPrograms<B>) {
+      if (auto weights = attention_weights(x, dim, log)) return *weights;
+    }
     return wrap(B::softmax(value(x), dim, log));
   }
   static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log)
@@ -642,6 +665,59 @@ template <FusionTarget B> struct Fusion {
     t->deferred = std::move(deferred);
     ++counters().recorded;
     return {std::move(t)};
+  }
+
+  // The attention weights softmax(x) over the last dim, deferred, where x [N, H, L, S] is a
+  // deferred product a @ b not computed yet, or such a product times a scalar (one pending
+  // multiply), and nothing keeps x for later (retained); nullopt otherwise.
+  static std::optional<Primitive> attention_weights(const Primitive& x, std::int64_t dim, bool log) {
+    const Tensor& t = *x.node;
+    if (log || t.shape.rank() != 4 || (dim != 3 && dim != -1) || t.dtype != DType::f32 || t.retained || t.done)
+      return std::nullopt;
+    const Tensor* scores = &t;
+    double scale = 1;
+    if (!t.deferred) {
+      if (t.view || !t.pending) return std::nullopt;
+      const fusion::detail::Pending<Tensor>& p = *t.pending;
+      const codegen::Node& root = *p.root;
+      if (p.reduces || p.leaves.size() != 1 || root.kind != codegen::Kind::mul || root.args.size() != 2)
+        return std::nullopt;
+      const codegen::Node& l = *root.args[0];
+      const codegen::Node& r = *root.args[1];
+      const codegen::Node* param = l.kind == codegen::Kind::param ? &l : r.kind == codegen::Kind::param ? &r : nullptr;
+      const codegen::Node* input = param == &l ? &r : &l;
+      if (param == nullptr || input->kind != codegen::Kind::input || input->index != 0) return std::nullopt;
+      scores = p.leaves[0].get();
+      if (scores->shape != t.shape || scores->retained || scores->done) return std::nullopt;
+      scale = p.params[static_cast<std::size_t>(param->index)];
+    }
+    if (!scores->deferred || !scores->deferred->product) return std::nullopt;
+    auto deferred = std::make_shared<Deferred>();
+    deferred->weights = typename Deferred::Weights{(*scores->deferred->product)[0], (*scores->deferred->product)[1], scale};
+    deferred->compute = [x] { return B::softmax(value(x), 3, false); };
+    deferred->with_epilogue = [](const codegen::Program&, std::span<const InnerPrimitive>, std::span<const double>) {
+      return std::vector<InnerPrimitive>{};  // not an epilogue's op: computed apart
+    };
+    return defer(t.shape, t.device, std::move(deferred));
+  }
+
+  // w @ v as B::attention, where w is attention weights (attention_weights) not computed yet
+  // and not retained, and q [N, H, L, D], kᵀ [N, H, D, S] and v [N, H, S, Dv] agree without
+  // broadcasting; nullopt otherwise.
+  static std::optional<Primitive> attention_of_weights(const Primitive& w, const Primitive& v)
+    requires FusedAttention<B> {
+    const Tensor& t = *w.node;
+    if (!t.deferred || !t.deferred->weights || t.done || t.retained) return std::nullopt;
+    const auto& weights = *t.deferred->weights;
+    const Shape q = B::shape(weights.q), kt = B::shape(weights.k_transposed), vs = v.node->shape;
+    if (q.rank() != 4 || kt.rank() != 4 || vs.rank() != 4 || v.node->dtype != DType::f32) return std::nullopt;
+    if (q[0] != kt[0] || q[0] != vs[0] || q[1] != kt[1] || q[1] != vs[1] || q[3] != kt[2] || kt[3] != vs[2])
+      return std::nullopt;
+    const std::vector<std::int64_t> swap{0, 1, 3, 2};
+    auto [out, lse] = B::attention(weights.q, B::permute(weights.k_transposed, swap), value(v), std::nullopt, false,
+                                   weights.scale);
+    ++counters().attentions;
+    return wrap(std::move(out));
   }
 
   // The leaf of t's launch that is a deferred op not computed yet (a matmul, a convolution)
