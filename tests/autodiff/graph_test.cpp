@@ -37,6 +37,35 @@ TYPED_TEST(AutodiffGraph, UsesOfOneTensorAccumulate) {
   EXPECT_EQ(values(*x.grad(grads)), (std::vector<double>{7.0, -5.0, 15.0}));
 }
 
+// A weight's gradient xᵀ dy is computed in whichever orientation has fewer rows (a wide
+// product, transposed back when in > out): both give dyᵀ x for a linear layer's weight, with
+// x of rank 2 and of rank 3 (its rows folded into one product).
+TYPED_TEST(AutodiffGraph, MatmulRhsGradientInBothOrientations) {
+  using AD = Autodiff<TypeParam>;
+  const std::int64_t rows = 5;
+  for (const auto [in, out] : {std::pair<std::int64_t, std::int64_t>{7, 3}, {3, 7}}) {
+    for (const std::int64_t batch : {1, 2}) {
+      const auto x = Tensor<AD, 3>::random({batch, rows, in}, Distribution::normal(0, 1), {}, DType::f64);
+      const auto w = Tensor<AD, 2>::random({out, in}, Distribution::normal(0, 1), {}, DType::f64).require_grad();
+      const auto dy = Tensor<AD, 3>::random({batch, rows, out}, Distribution::normal(0, 1), {}, DType::f64);
+      const auto y = batch == 1
+                         ? x.template reshape<2>({rows, in}).matmul(w.transpose()).template reshape<3>({1, rows, out})
+                         : x.matmul(w.transpose().template unsqueeze<3>());
+      const auto grads = (y * dy).sum().backward();
+      const auto got = values(*w.grad(grads)), xs = values(x), dys = values(dy);
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(out * in));
+      for (std::int64_t o = 0; o < out; ++o)
+        for (std::int64_t i = 0; i < in; ++i) {
+          double expected = 0;
+          for (std::int64_t r = 0; r < batch * rows; ++r)
+            expected += dys[static_cast<std::size_t>(r * out + o)] * xs[static_cast<std::size_t>(r * in + i)];
+          EXPECT_NEAR(got[static_cast<std::size_t>(o * in + i)], expected, 1e-12)
+              << in << " -> " << out << " at " << o << ", " << i;
+        }
+    }
+  }
+}
+
 TYPED_TEST(AutodiffGraph, BackwardOfANonScalarSeedsOnes) {
   using AD = Autodiff<TypeParam>;
   const auto x = Tensor<AD, 1>::from({1.0, 2.0}).require_grad();
