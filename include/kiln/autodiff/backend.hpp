@@ -257,13 +257,17 @@ template <Backend B> struct Autodiff {
       const InnerPrimitive dy2 = B::reshape(dy, Shape({rows, ys[ry - 1]}));
       return B::reshape(transposed_product(a2, dy2), bs);
     }
-    return sum_to(transposed_product(a, dy), bs);
+    if (ry == 2) return transposed_product(a, dy);
+    return sum_to(B::matmul(transpose_last(a), dy), bs);
   }
 
-  // aᵀ dy over the last two dims, computed as (dyᵀ a)ᵀ (a transposed view) when that product
-  // has fewer rows than columns. A weight's gradient is a long product (K = the batch's rows)
-  // into a small matrix, and oneDNN runs the wide orientation faster: on a 2-core Xeon VM,
-  // [1024, 4096] · [4096, 256] took 8.9 ms and [256, 4096] · [4096, 1024] 7.4 ms (2 threads).
+  // aᵀ dy for a matrix shared by the whole batch (a weight), computed as (dyᵀ a)ᵀ (a
+  // transposed view) when that product has fewer rows than columns. A weight's gradient is a
+  // long product (K = the batch's rows) into a small matrix, and oneDNN runs the wide
+  // orientation faster: on a 2-core Xeon VM, [1024, 4096] · [4096, 256] took 8.9 ms and
+  // [256, 4096] · [4096, 1024] 7.4 ms (2 threads). Batched products keep aᵀ dy: attention's
+  // value gradient wᵀ dy taken the other way made the 2048-key composition's forward +
+  // backward on Autodiff<Fusion<Cpu>> slower (131 -> 145 ms).
   static InnerPrimitive transposed_product(const InnerPrimitive& a, const InnerPrimitive& dy) {
     const Shape as = B::shape(a), ys = B::shape(dy);
     if (as[as.rank() - 1] > ys[ys.rank() - 1]) return transpose_last(B::matmul(transpose_last(dy), a));
