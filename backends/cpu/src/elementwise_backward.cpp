@@ -12,7 +12,8 @@ void unary_backward_kernel(const void*, const std::byte* const* in, const std::i
   const T* x = reinterpret_cast<const T*>(in[0]);
   const T* y = reinterpret_cast<const T*>(in[1]);
   const T* dy = reinterpret_cast<const T*>(in[2]);
-  simd_loop<T>(reinterpret_cast<T*>(out), n, stream && light_op<Op>, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
+  const bool streamed = stream && light_op<Op>;
+  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
     return Op::grad(load_run(x, s[0], i, count), load_run(y, s[1], i, count), load_run(dy, s[2], i, count));
   });
 }
@@ -24,7 +25,8 @@ void binary_backward_kernel(const void*, const std::byte* const* in, const std::
   const T* b = reinterpret_cast<const T*>(in[1]);
   const T* y = reinterpret_cast<const T*>(in[2]);
   const T* dy = reinterpret_cast<const T*>(in[3]);
-  simd_loop<T>(reinterpret_cast<T*>(out), n, stream && light_op<Op>, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
+  const bool streamed = stream && light_op<Op>;
+  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
     const auto va = load_run(a, s[0], i, count), vb = load_run(b, s[1], i, count);
     const auto vy = load_run(y, s[2], i, count), vdy = load_run(dy, s[3], i, count);
     if constexpr (side == ops::Operand::lhs) return Op::grad_lhs(va, vb, vy, vdy);

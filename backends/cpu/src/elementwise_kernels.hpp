@@ -317,8 +317,9 @@ KILN_SIMD_COMPARE(>=, pcmp_le(b.v, a.v))
 #undef KILN_SIMD_COMPARE
 
 // ---------------------------------------------------------------- stores
-// Outputs larger than half the usable last-level cache (elementwise.cpp), or of ops whose operands together are more
-// than twice its size, are written with non-temporal stores: they skip the read-for-ownership
+// Outputs larger than half the usable last-level cache (elementwise.cpp), or of ops whose
+// operands together are more than twice its size, are written with non-temporal stores by the
+// light ops (light_op below) and by Fusion<Cpu>'s programs: they skip the read-for-ownership
 // of each output line (a third less memory traffic for a binary op) and would be evicted
 // before the next op reads them anyway. A smaller output of an op that touches little more
 // than the cache stays there for its reader (rms_norm's passes over 16 MiB on a 32 MiB cache).
