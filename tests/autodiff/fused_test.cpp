@@ -65,4 +65,41 @@ TYPED_TEST(FusedComposites, LayerNormMatchesTheCompositionOverTwoDims) {
   EXPECT_CLOSE(*g_fused, g_reference->into_data(), 1e-10, 1e-10);
 }
 
+// Layer norm with its weight and bias is one op (kiln::provided::layer_norm_affine: one pass
+// each way on the CPU): its output and the gradients of x, the weight and the bias equal
+// those of the normalization times the weight plus the bias, in f64, f32 and f16 (through
+// f32), over one dim and over two.
+TYPED_TEST(FusedComposites, LayerNormWithWeightAndBiasMatchesTheComposition) {
+  using AD = Autodiff<TypeParam>;
+  manual_seed(6);
+  for (const DType dtype : {DType::f64, DType::f32, DType::f16}) {
+    const double tol = dtype == DType::f64 ? 1e-10 : dtype == DType::f32 ? 1e-4 : 3e-2;
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    // [131, 4, 6] over both last dims: 131 rows, more than two blocks of the CPU's partial sums.
+    nn::LayerNorm<AD, 2> norm({4, 6}, 1e-3);
+    norm.weight->replace(Tensor<AD, 2>::random({4, 6}, Distribution::normal(1, 0.5), {}, dtype));
+    norm.bias->replace(Tensor<AD, 2>::random({4, 6}, Distribution::normal(0, 0.5), {}, dtype));
+    const auto x = Tensor<AD, 3>::random({131, 4, 6}, Distribution::normal(2, 3), {}, dtype).require_grad();
+    const auto weights = Tensor<AD, 3>::random({131, 4, 6}, Distribution::normal(0, 1), {}, dtype);
+    const auto fused = norm.forward(x);
+    const auto& w = **norm.weight;
+    const auto& b = **norm.bias;
+    const auto reference = layer_norm_reference(x, 1e-3) * w.template unsqueeze<3>() + b.template unsqueeze<3>();
+    EXPECT_CLOSE(fused.inner(), reference.inner().into_data(), tol, tol);
+    const auto g_fused = (fused * weights).sum().backward();
+    const auto g_reference = (reference * weights).sum().backward();
+    // The reference's gradients are summed in another order: in f16 they round apart by some ulps.
+    const auto same_gradient = [&](const auto& t) {
+      ASSERT_TRUE(t.grad(g_fused) && t.grad(g_reference));
+      EXPECT_CLOSE(*t.grad(g_fused), t.grad(g_reference)->into_data(), 10 * tol, 10 * tol);
+    };
+    same_gradient(x);
+    same_gradient(w);
+    same_gradient(b);
+  }
+  EXPECT_KILN_ERROR(provided::layer_norm_affine<AD>(Tensor<AD, 2>::zeros({3, 5}).primitive(),
+                                                    Tensor<AD, 1>::ones({4}).primitive(), std::nullopt, 1, 1e-5),
+                    "layer_norm: weight [4] must be [5], the last 1 dims of x [3, 5]");
+}
+
 }  // namespace

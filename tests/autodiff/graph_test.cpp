@@ -66,6 +66,45 @@ TYPED_TEST(AutodiffGraph, MatmulRhsGradientInBothOrientations) {
   }
 }
 
+// A linear layer is one node (kiln::provided::linear): its output and the gradients of x,
+// the weight and the bias equal those of the matmul, add and relu it replaces, for x of rank
+// 2 and 3, in > out and in < out, with and without the bias and relu.
+TYPED_TEST(AutodiffGraph, LinearNodeMatchesTheComposition) {
+  using AD = Autodiff<TypeParam>;
+  const auto normal = Distribution::normal(0, 1);
+  // f32 runs the CPU's one GEMM with its epilogue, f64 the provided default.
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-12;
+    const auto close = [&](const TensorData& a, const TensorData& b) { return test::all_close(a, b, tolerance, tolerance); };
+    for (const auto [in, out] : {std::pair<std::int64_t, std::int64_t>{7, 3}, {3, 7}}) {
+      const auto x = Tensor<AD, 3>::random({2, 5, in}, normal, {}, dtype).require_grad();
+      const auto w = Tensor<AD, 2>::random({out, in}, normal, {}, dtype).require_grad();
+      const auto b = Tensor<AD, 1>::random({out}, normal, {}, dtype).require_grad();
+      const auto dy = Tensor<AD, 3>::random({2, 5, out}, normal, {}, dtype);
+      for (const bool with_bias : {false, true})
+        for (const bool relu : {false, true})
+          for (const bool flat : {false, true}) {
+            SCOPED_TRACE(fmt::format("{} {} -> {} bias {} relu {} rank {}", dtype, in, out, with_bias, relu, flat ? 2 : 3));
+            const auto activation = relu ? ops::LinearActivation::relu : ops::LinearActivation::none;
+            const auto bias = with_bias ? std::optional(b) : std::nullopt;
+            const auto fused = flat ? functional::linear(x.template reshape<2>({10, in}), w, bias, activation)
+                                          .template reshape<3>({2, 5, out})
+                                    : functional::linear(x, w, bias, activation);
+            auto composed = x.matmul(w.transpose().template unsqueeze<3>());
+            if (with_bias) composed = composed + b.template unsqueeze<3>();
+            if (relu) composed = composed.relu();
+            EXPECT_TRUE(close(fused.into_data(), composed.into_data()));
+            const auto got = (fused * dy).sum().backward();
+            const auto want = (composed * dy).sum().backward();
+            EXPECT_TRUE(close(x.grad(got)->into_data(), x.grad(want)->into_data()));
+            EXPECT_TRUE(close(w.grad(got)->into_data(), w.grad(want)->into_data()));
+            EXPECT_EQ(b.grad(got).has_value(), with_bias);
+            if (with_bias) EXPECT_TRUE(close(b.grad(got)->into_data(), b.grad(want)->into_data()));
+          }
+    }
+  }
+}
+
 TYPED_TEST(AutodiffGraph, BackwardOfANonScalarSeedsOnes) {
   using AD = Autodiff<TypeParam>;
   const auto x = Tensor<AD, 1>::from({1.0, 2.0}).require_grad();

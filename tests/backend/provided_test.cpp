@@ -157,6 +157,103 @@ TYPED_TEST(Provided, AdaptiveAvgPool2dAndItsBackwardMatchTheOverrides) {
   }
 }
 
+namespace {
+
+// activation(x @ weightᵀ + bias) on the host, in double: x [rows, in], weight [out, in].
+std::vector<double> host_linear(const std::vector<double>& x, const std::vector<double>& w,
+                                const std::vector<double>* bias, std::int64_t rows, std::int64_t in, std::int64_t out,
+                                bool relu) {
+  std::vector<double> y(static_cast<std::size_t>(rows * out));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) {
+      double sum = bias ? (*bias)[static_cast<std::size_t>(o)] : 0.0;
+      for (std::int64_t i = 0; i < in; ++i)
+        sum += x[static_cast<std::size_t>(r * in + i)] * w[static_cast<std::size_t>(o * in + i)];
+      y[static_cast<std::size_t>(r * out + o)] = relu && sum < 0 ? 0.0 : sum;
+    }
+  return y;
+}
+
+}  // namespace
+
+// The override (the CPU's one GEMM with its epilogue, Autodiff's one node) against the
+// default and a host reference: rank 1 to 3, a transposed x, with and without the bias and
+// relu, f32 and f64, and no input features (the bias alone).
+TYPED_TEST(Provided, LinearMatchesTheOverrideAndTheHostReference) {
+  using B = TypeParam;
+  const std::array<std::int64_t, 2> swap{1, 0};
+  struct Case {
+    Shape x;
+    std::int64_t out;
+    bool transposed;
+  };
+  for (const Case& c : {Case{Shape{7}, 5, false}, Case{Shape{6, 7}, 5, false}, Case{Shape{2, 3, 7}, 9, false},
+                        Case{Shape{6, 7}, 3, true}, Case{Shape{4, 0}, 3, false}}) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const std::int64_t in = c.x[c.x.rank() - 1];
+      std::int64_t rows = 1;
+      for (std::size_t d = 0; d + 1 < c.x.rank(); ++d) rows *= c.x[d];
+      std::vector<std::int64_t> out_dims = c.x.to_vector();
+      out_dims.back() = c.out;
+      const Shape expected(out_dims);
+      const auto x = c.transposed ? B::permute(sample<B>(Shape{in, rows}, 11, dtype), swap) : sample<B>(c.x, 11, dtype);
+      const auto w = sample<B>(Shape{c.out, in}, 12, dtype);
+      const auto bias = sample<B>(Shape{c.out}, 13, dtype);
+      const auto host = [](const typename B::Primitive& p) { return B::into_data(p).template to_vec<double>(); };
+      const std::vector<double> hx = host(x), hw = host(w), hb = host(bias);
+      const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-12;
+      for (const bool with_bias : {false, true})
+        for (const auto activation : {ops::LinearActivation::none, ops::LinearActivation::relu}) {
+          const bool relu = activation == ops::LinearActivation::relu;
+          SCOPED_TRACE(fmt::format("x {} out {} {} bias {} relu {}", c.x, c.out, dtype, with_bias, relu));
+          const std::optional<typename B::Primitive> b = with_bias ? std::optional(bias) : std::nullopt;
+          const auto fused = provided::linear<B>(x, w, b, activation);
+          ASSERT_EQ(B::shape(fused), expected);
+          EXPECT_TRUE(same<B>(fused, defaults::linear<B>(x, w, b, activation), tolerance));
+          const auto reference = host_linear(hx, hw, with_bias ? &hb : nullptr, rows, in, c.out, relu);
+          EXPECT_TRUE(test::all_close(B::into_data(fused), TensorData::from(reference, expected).convert(dtype),
+                                      10 * tolerance, 10 * tolerance));
+        }
+    }
+  }
+  const auto x = sample<B>(Shape{4, 6}, 14);
+  EXPECT_KILN_ERROR(provided::linear<B>(x, sample<B>(Shape{3, 5}, 15), std::nullopt, ops::LinearActivation::none),
+                    "linear: x [4, 6] must be [..., in] and weight [3, 5] [out, in] with the same in");
+  EXPECT_KILN_ERROR(provided::linear<B>(x, sample<B>(Shape{3, 6}, 15), sample<B>(Shape{4}, 16), ops::LinearActivation::none),
+                    "linear: bias [4] f32 must be [3] f32 for weight [3, 6]");
+}
+
+// Layer norm with its weight and bias (either absent), forward and backward: the override
+// (the CPU's one pass per row, Autodiff's one node) against the default; 70 rows over two
+// dims, so that the CPU's partial sums of the weight's and the bias's gradients span blocks.
+TYPED_TEST(Provided, LayerNormAffineAndItsBackwardMatchTheOverrides) {
+  using B = TypeParam;
+  using P = typename B::Primitive;
+  const auto x = sample<B>(Shape{70, 3, 8}, 21), dy = sample<B>(Shape{70, 3, 8}, 22);
+  const auto w = sample<B>(Shape{3, 8}, 23), b = sample<B>(Shape{3, 8}, 24);
+  const auto close = [](const std::optional<P>& got, const std::optional<P>& want) {
+    if (got.has_value() != want.has_value()) return ::testing::AssertionFailure() << "one gradient is missing";
+    return got ? same<B>(*got, *want, 1e-4) : ::testing::AssertionSuccess();
+  };
+  for (const bool with_weight : {false, true})
+    for (const bool with_bias : {false, true}) {
+      SCOPED_TRACE(fmt::format("weight {} bias {}", with_weight, with_bias));
+      const std::optional<P> weight = with_weight ? std::optional(w) : std::nullopt;
+      const std::optional<P> bias = with_bias ? std::optional(b) : std::nullopt;
+      EXPECT_TRUE(same<B>(provided::layer_norm_affine<B>(x, weight, bias, 2, 1e-5),
+                          defaults::layer_norm_affine<B>(x, weight, bias, 2, 1e-5), 1e-5));
+      const auto got = provided::layer_norm_affine_backward<B>(x, weight, dy, 2, 1e-5, with_bias);
+      const auto want = defaults::layer_norm_affine_backward<B>(x, weight, dy, 2, 1e-5, with_bias);
+      EXPECT_TRUE(same<B>(got.dx, want.dx, 1e-4));
+      EXPECT_TRUE(close(got.dweight, want.dweight));
+      EXPECT_TRUE(close(got.dbias, want.dbias));
+      EXPECT_EQ(got.dweight.has_value(), with_weight);
+      EXPECT_EQ(got.dbias.has_value(), with_bias);
+    }
+  EXPECT_KILN_ERROR(provided::layer_norm_affine<B>(x, std::nullopt, sample<B>(Shape{8}, 25), 2, 1e-5),
+                    "layer_norm: bias [8] must be [3, 8], the last 2 dims of x [70, 3, 8]");
+}
+
 // ---------------------------------------------------------------- a backend of required primitives only
 
 namespace {

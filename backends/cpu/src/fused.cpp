@@ -1,5 +1,5 @@
-// Fused composites: softmax / log-softmax and layer norm (without its affine part), forward
-// and backward, one pass per row over contiguous memory. The tensor API's compositions of
+// Fused composites: softmax / log-softmax and layer norm (with its affine part or without),
+// forward and backward, one pass per row over contiguous memory. The tensor API's compositions of
 // primitives are the reference (include/kiln/tensor/elementwise.hpp, nn/norm.hpp); these
 // kernels read each element once or twice where the compositions make five to fifteen passes.
 #include "elementwise_kernels.hpp"
@@ -108,6 +108,62 @@ void layer_norm_backward_rows(std::int64_t rows, std::int64_t n, const T* x, con
                });
 }
 
+// Layer norm with its affine part, y = x̂ · w + b (w, b null where absent), one pass per row.
+template <class T>
+void layer_norm_affine_rows(std::int64_t rows, std::int64_t n, const T* x, const T* w, const T* b, T* y, double eps) {
+  parallel_for(rows, std::max<std::int64_t>(1, 16384 / n), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const ConstRow<T> xr(x + r * n, n);
+      const auto [mean, rstd] = row_stats(xr, eps);
+      Row<T> yr(y + r * n, n);
+      yr = (xr - mean) * rstd;
+      if (w != nullptr) yr *= ConstRow<T>(w, n);
+      if (b != nullptr) yr += ConstRow<T>(b, n);
+    }
+  });
+}
+
+// Its backward: dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)) with g = dy · w, and dw = Σ dy · x̂,
+// db = Σ dy over the rows (dw, db null where not wanted). Each block of kBlock rows sums its
+// own part of dw and db, and the parts are added in block order after: the sums do not
+// depend on how the threads split the rows.
+template <class T>
+void layer_norm_affine_backward_rows(std::int64_t rows, std::int64_t n, const T* x, const T* w, const T* dy, T* dx,
+                                     T* dw, T* db, double eps) {
+  constexpr std::int64_t kBlock = 64;
+  const std::int64_t blocks = (rows + kBlock - 1) / kBlock;
+  std::vector<T> part_w(dw != nullptr ? static_cast<std::size_t>(blocks * n) : 0);
+  std::vector<T> part_b(db != nullptr ? static_cast<std::size_t>(blocks * n) : 0);
+  parallel_for(blocks, 1, [&](std::int64_t first, std::int64_t last) {
+    Eigen::Array<T, Eigen::Dynamic, 1> xhat(n), g(n);
+    for (std::int64_t block = first; block < last; ++block) {
+      Row<T> pw(dw != nullptr ? part_w.data() + block * n : nullptr, dw != nullptr ? n : 0);
+      Row<T> pb(db != nullptr ? part_b.data() + block * n : nullptr, db != nullptr ? n : 0);
+      pw.setZero();
+      pb.setZero();
+      for (std::int64_t r = block * kBlock; r < std::min(rows, (block + 1) * kBlock); ++r) {
+        const ConstRow<T> xr(x + r * n, n), dyr(dy + r * n, n);
+        const auto [mean, rstd] = row_stats(xr, eps);
+        xhat = (xr - mean) * rstd;
+        if (w != nullptr) g = dyr * ConstRow<T>(w, n);
+        else g = dyr;
+        const T inv_n = T(1) / static_cast<T>(n);
+        const T g_mean = g.sum() * inv_n, dot_mean = (g * xhat).sum() * inv_n;
+        Row<T>(dx + r * n, n) = rstd * (g - g_mean - xhat * dot_mean);
+        if (dw != nullptr) pw += dyr * xhat;
+        if (db != nullptr) pb += dyr;
+      }
+    }
+  });
+  const auto add_parts = [&](const std::vector<T>& parts, T* sum) {
+    Row<T> total(sum, n);
+    total.setZero();
+    for (std::int64_t block = 0; block < blocks; ++block) total += ConstRow<T>(parts.data() + block * n, n);
+  };
+  if (dw != nullptr) add_parts(part_w, dw);
+  if (db != nullptr) add_parts(part_b, db);
+}
+
 // f16/bf16 compute through f32, like the other float kernels.
 template <class F> CpuTensor through_f32(DType dtype, F&& compute) {
   CpuTensor out = compute(DType::f32);
@@ -193,6 +249,61 @@ Cpu::Primitive Cpu::layer_norm_backward(const Primitive& x, const Primitive& dy,
   const CpuTensor xc = cpu::contiguous(x), dyc = cpu::contiguous(dy);
   cpu::dispatch_float("layer_norm_backward", x.dtype, [&]<class T>() {
     cpu::layer_norm_backward_rows<T>(rows, n, xc.data<T>(), dyc.data<T>(), out.data<T>(), eps);
+  });
+  return out;
+}
+
+Cpu::Primitive Cpu::layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                      const std::optional<Primitive>& bias, std::int64_t dims, double eps) {
+  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims, weight ? std::optional(weight->shape) : std::nullopt,
+                                               bias ? std::optional(bias->shape) : std::nullopt);
+  for (const std::optional<Primitive>* p : {&weight, &bias})
+    KILN_CHECK(!*p || (*p)->dtype == x.dtype, "layer_norm: weight and bias must be {} as x {}, got {}", x.dtype, x.shape,
+               (*p)->dtype);
+  if (!cpu::is_native_float(x.dtype)) {
+    const auto f32 = [](const std::optional<Primitive>& p) { return p ? std::optional(cast(*p, DType::f32)) : p; };
+    return cast(layer_norm_affine(cast(x, DType::f32), f32(weight), f32(bias), dims, eps), x.dtype);
+  }
+  CpuTensor out = cpu::empty(x.shape, x.dtype);
+  if (x.numel() == 0) return out;
+  const CpuTensor in = cpu::contiguous(x);
+  const std::optional<CpuTensor> w = weight ? std::optional(cpu::contiguous(*weight)) : std::nullopt;
+  const std::optional<CpuTensor> b = bias ? std::optional(cpu::contiguous(*bias)) : std::nullopt;
+  cpu::dispatch_float("layer_norm", x.dtype, [&]<class T>() {
+    cpu::layer_norm_affine_rows<T>(r.rows, r.n, in.data<T>(), w ? w->data<T>() : nullptr, b ? b->data<T>() : nullptr,
+                                   out.data<T>(), eps);
+  });
+  return out;
+}
+
+LayerNormGradients<Cpu::Primitive> Cpu::layer_norm_affine_backward(const Primitive& x,
+                                                                    const std::optional<Primitive>& weight,
+                                                                    const Primitive& dy, std::int64_t dims, double eps,
+                                                                    bool bias) {
+  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims, weight ? std::optional(weight->shape) : std::nullopt,
+                                               std::nullopt);
+  KILN_CHECK(dy.shape == x.shape && dy.dtype == x.dtype && (!weight || weight->dtype == x.dtype),
+             "layer_norm_backward: x {} ({}), dy {} ({}) and the weight must match", x.shape, x.dtype, dy.shape, dy.dtype);
+  if (!cpu::is_native_float(x.dtype)) {
+    const std::optional<Primitive> w = weight ? std::optional(cast(*weight, DType::f32)) : std::nullopt;
+    LayerNormGradients<Primitive> g =
+        layer_norm_affine_backward(cast(x, DType::f32), w, cast(dy, DType::f32), dims, eps, bias);
+    g.dx = cast(g.dx, x.dtype);
+    if (g.dweight) g.dweight = cast(*g.dweight, x.dtype);
+    if (g.dbias) g.dbias = cast(*g.dbias, x.dtype);
+    return g;
+  }
+  const std::vector<std::int64_t> all = x.shape.to_vector();
+  const Shape normalized(std::vector(all.end() - dims, all.end()));
+  LayerNormGradients<Primitive> out{cpu::empty(x.shape, x.dtype), std::nullopt, std::nullopt};
+  if (weight) out.dweight = cpu::empty(normalized, x.dtype);
+  if (bias) out.dbias = cpu::empty(normalized, x.dtype);
+  const CpuTensor xc = cpu::contiguous(x), dyc = cpu::contiguous(dy);
+  const std::optional<CpuTensor> w = weight ? std::optional(cpu::contiguous(*weight)) : std::nullopt;
+  cpu::dispatch_float("layer_norm_backward", x.dtype, [&]<class T>() {
+    cpu::layer_norm_affine_backward_rows<T>(r.rows, r.n, xc.data<T>(), w ? w->data<T>() : nullptr, dyc.data<T>(),
+                                            out.dx.data<T>(), out.dweight ? out.dweight->data<T>() : nullptr,
+                                            out.dbias ? out.dbias->data<T>() : nullptr, eps);
   });
   return out;
 }

@@ -356,6 +356,38 @@ Dispatch::Primitive Dispatch::avg_pool2d_backward(const Primitive& x, const Prim
     return wrap<B>(provided::avg_pool2d_backward<B>(unwrap<B>(x), unwrap<B>(dy), options));
   });
 }
+Dispatch::Primitive Dispatch::linear(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                                     ops::LinearActivation activation) {
+  return on(target("linear", {&x, &weight, bias ? &*bias : nullptr}), [&]<class B>() {
+    std::optional<typename B::Primitive> b;
+    if (bias) b = unwrap<B>(*bias);
+    return wrap<B>(provided::linear<B>(unwrap<B>(x), unwrap<B>(weight), b, activation));
+  });
+}
+Dispatch::Primitive Dispatch::layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                                const std::optional<Primitive>& bias, std::int64_t dims, double eps) {
+  return on(target("layer_norm", {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}), [&]<class B>() {
+    std::optional<typename B::Primitive> w, b;
+    if (weight) w = unwrap<B>(*weight);
+    if (bias) b = unwrap<B>(*bias);
+    return wrap<B>(provided::layer_norm_affine<B>(unwrap<B>(x), w, b, dims, eps));
+  });
+}
+LayerNormGradients<Dispatch::Primitive> Dispatch::layer_norm_affine_backward(const Primitive& x,
+                                                                              const std::optional<Primitive>& weight,
+                                                                              const Primitive& dy, std::int64_t dims,
+                                                                              double eps, bool bias) {
+  return on(target("layer_norm_backward", {&x, weight ? &*weight : nullptr, &dy}), [&]<class B>() {
+    std::optional<typename B::Primitive> w;
+    if (weight) w = unwrap<B>(*weight);
+    LayerNormGradients<typename B::Primitive> g =
+        provided::layer_norm_affine_backward<B>(unwrap<B>(x), w, unwrap<B>(dy), dims, eps, bias);
+    LayerNormGradients<Primitive> out{wrap<B>(std::move(g.dx)), std::nullopt, std::nullopt};
+    if (g.dweight) out.dweight = wrap<B>(std::move(*g.dweight));
+    if (g.dbias) out.dbias = wrap<B>(std::move(*g.dbias));
+    return out;
+  });
+}
 Dispatch::Primitive Dispatch::adaptive_avg_pool2d(const Primitive& x, std::span<const std::int64_t> output_size) {
   KILN_DISPATCH_UNARY(adaptive_avg_pool2d, provided::adaptive_avg_pool2d<B>(ux, output_size));
 }

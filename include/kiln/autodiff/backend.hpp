@@ -127,8 +127,20 @@ template <Backend B> struct Autodiff {
                                                      const Primitive& lse, const Primitive& dout, bool causal,
                                                      double scale) requires FusedAttention<B>;
 
+  // One node for layer norm with its weight and bias (x, weight and bias its inputs), B's
+  // layer_norm_affine and its backward (one pass each on the CPU), the statistics recomputed
+  // from x.
+  static Primitive layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                     const std::optional<Primitive>& bias, std::int64_t dims, double eps);
+
   // ================================================================ linear algebra
   static Primitive matmul(const Primitive& a, const Primitive& b);
+  // One node for a linear layer (x, weight and bias its inputs), computed by B's linear (one
+  // GEMM with its epilogue where B has it). The backward takes the gradient before the
+  // activation from the output alone (relu's needs no more), then dx = dz W, dW = dzᵀ x over
+  // x's rows folded into one matrix, and the bias's as dz summed over the rows.
+  static Primitive linear(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          ops::LinearActivation activation);
 
   // ================================================================ layout
   static Primitive reshape(const Primitive& x, const Shape& shape);
@@ -578,6 +590,51 @@ auto Autodiff<B>::matmul(const Primitive& a, const Primitive& b) -> Primitive {
                   // Transposes are views: the GEMM reads them in place.
                   if (s.needs(0)) s.put(0, sum_to(B::matmul(dy, transpose_last(b)), B::shape(a)));
                   if (s.needs(1)) s.put(1, matmul_grad_rhs(a, b, dy));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+    const std::optional<Primitive>& bias, std::int64_t dims, double eps) -> Primitive {
+  std::optional<InnerPrimitive> w, b;
+  if (weight) w = keep(weight->value);
+  if (bias) b = bias->value;
+  InnerPrimitive y = provided::layer_norm_affine<B>(x.value, w, b, dims, eps);
+  return record("layer_norm", std::move(y), {x.node, weight ? weight->node : nullptr, bias ? bias->node : nullptr},
+                [x = keep(x.value), w = std::move(w), dims, eps](const InnerPrimitive& dy, Sink& s) {
+                  LayerNormGradients<InnerPrimitive> g =
+                      provided::layer_norm_affine_backward<B>(x, w, dy, dims, eps, s.needs(2));
+                  if (s.needs(0)) s.put(0, std::move(g.dx));
+                  if (s.needs(1)) s.put(1, std::move(*g.dweight));
+                  if (s.needs(2)) s.put(2, std::move(*g.dbias));
+                });
+}
+
+template <Backend B>
+auto Autodiff<B>::linear(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+    ops::LinearActivation activation) -> Primitive {
+  std::optional<InnerPrimitive> b;
+  if (bias) b = bias->value;
+  InnerPrimitive y = provided::linear<B>(x.value, weight.value, b, activation);
+  const bool relu = activation == ops::LinearActivation::relu;
+  std::optional<InnerPrimitive> saved_y;
+  if (relu) saved_y = keep(y);
+  return record("linear", std::move(y), {x.node, weight.node, bias ? bias->node : nullptr},
+                [x = keep(x.value), w = keep(weight.value), y = std::move(saved_y)](const InnerPrimitive& dy, Sink& s) {
+                  const Shape xs = B::shape(x), ws = B::shape(w);
+                  const std::int64_t out = ws[0], in = ws[1];
+                  std::int64_t rows = 1;
+                  for (std::size_t d = 0; d + 1 < xs.rank(); ++d) rows *= xs[d];
+                  const InnerPrimitive dz =
+                      B::reshape(y ? provided::unary_backward<B, ops::Relu>(*y, *y, dy) : dy, Shape({rows, out}));
+                  if (s.needs(0)) s.put(0, B::reshape(B::matmul(dz, w), xs));
+                  if (s.needs(1)) {
+                    // dzᵀ x, or (xᵀ dz)ᵀ where that has fewer rows (transposed_product's reason).
+                    const InnerPrimitive x2 = B::reshape(x, Shape({rows, in}));
+                    s.put(1, out <= in ? B::matmul(transpose_last(dz), x2)
+                                       : transpose_last(B::matmul(transpose_last(x2), dz)));
+                  }
+                  if (s.needs(2)) s.put(2, B::reshape(B::reduce(dz, ops::ReduceOp::sum, 0), Shape({out})));
                 });
 }
 

@@ -6,7 +6,8 @@
 // every op of Kiln runs. The provided primitives (kiln/backend/provided.hpp: the
 // catalogue's elementwise ops and gradient formulas as one-op programs, full, random,
 // reduce_all, index_select, index_add, flip, cat, max_pool2d_backward, interpolate,
-// avg_pool2d, adaptive_avg_pool2d and their backwards) have
+// avg_pool2d, adaptive_avg_pool2d and their backwards, a linear layer's linear, layer norm
+// with its weight and bias and its backward) have
 // default implementations built from the required ones; a backend defines a static member
 // of the same name and signature only to make one faster, and the conformance suite tests
 // the default against it (tests/backend/provided_test.cpp). The fused composites below

@@ -18,6 +18,7 @@
 #include "kiln/ops/elementwise.hpp"
 #include "kiln/ops/interpolate.hpp"
 #include "kiln/ops/layout.hpp"
+#include "kiln/ops/matmul.hpp"
 #include "kiln/ops/nn.hpp"
 #include "kiln/ops/reduce.hpp"
 
@@ -25,10 +26,18 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kiln {
+
+// The gradients of layer_norm_affine: x's, and the weight's and the bias's where asked for.
+template <class P> struct LayerNormGradients {
+  P dx;
+  std::optional<P> dweight, dbias;
+};
 
 namespace defaults {
 
@@ -175,6 +184,41 @@ typename B::Primitive adaptive_avg_pool2d(const typename B::Primitive& x, std::s
 template <class B>
 typename B::Primitive adaptive_avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy);
 
+// A linear layer, activation(x @ weightᵀ + bias) for x [..., in], weight [out, in] and
+// bias [out] (ops::linear_shape): x's rows folded into one matrix, a matmul by the
+// transposed weight (a view), the bias added as a row, the activation, and the rows unfolded.
+template <class B>
+typename B::Primitive linear(const typename B::Primitive& x, const typename B::Primitive& weight,
+                             const std::optional<typename B::Primitive>& bias, ops::LinearActivation activation) {
+  const Shape xs = B::shape(x), ws = B::shape(weight);
+  const Shape out = ops::linear_shape(xs, B::dtype(x), ws, B::dtype(weight),
+                                      bias ? std::optional(B::shape(*bias)) : std::nullopt,
+                                      bias ? std::optional(B::dtype(*bias)) : std::nullopt);
+  const std::int64_t in = ws[1], width = ws[0];
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < xs.rank(); ++d) rows *= xs[d];
+  const std::array<std::int64_t, 2> swap{1, 0};
+  typename B::Primitive y = B::matmul(B::reshape(x, Shape({rows, in})), B::permute(weight, swap));
+  if (bias) y = provided::binary<B, ops::Add>(y, B::reshape(*bias, Shape({1, width})));
+  if (activation == ops::LinearActivation::relu) y = provided::unary<B, ops::Relu>(y);
+  return B::reshape(y, out);
+}
+
+// Layer norm over the last `dims` dims (biased variance), times weight plus bias (each of
+// those dims' shape, either absent): torch.nn.functional.layer_norm. The normalization is
+// B's fused layer_norm where it has one (FusedLayerNorm), else mean, variance and rsqrt
+// over the rows; the weight and the bias broadcast over the rows.
+template <class B>
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps);
+// Its gradients from dy, the statistics recomputed from x: dx, and the weight's and the
+// bias's (the bias's where `bias` is set) as dy · x̂ and dy summed over the rows.
+template <class B>
+LayerNormGradients<typename B::Primitive> layer_norm_affine_backward(const typename B::Primitive& x,
+                                                                     const std::optional<typename B::Primitive>& weight,
+                                                                     const typename B::Primitive& dy, std::int64_t dims,
+                                                                     double eps, bool bias);
+
 }  // namespace defaults
 
 // Which provided primitives B overrides.
@@ -214,6 +258,22 @@ concept HasAvgPool2dBackward = requires(const typename B::Primitive& p, const op
 template <class B>
 concept HasAdaptiveAvgPool2d = requires(const typename B::Primitive& p, std::span<const std::int64_t> size) {
   B::adaptive_avg_pool2d(p, size);
+};
+template <class B>
+concept HasLinear = requires(const typename B::Primitive& p, const std::optional<typename B::Primitive>& bias,
+                             ops::LinearActivation activation) { B::linear(p, p, bias, activation); };
+template <class B>
+concept HasLayerNormAffine = requires(const typename B::Primitive& p, const std::optional<typename B::Primitive>& o,
+                                      std::int64_t dims, double eps) { B::layer_norm_affine(p, o, o, dims, eps); };
+template <class B>
+concept HasLayerNormAffineBackward = requires(const typename B::Primitive& p,
+                                              const std::optional<typename B::Primitive>& o, std::int64_t dims,
+                                              double eps) { B::layer_norm_affine_backward(p, o, p, dims, eps, true); };
+// B's fused layer norm without the affine part (kiln/backend/backend.hpp's FusedLayerNorm).
+template <class B>
+concept HasLayerNorm = requires(const typename B::Primitive& p, std::int64_t dims, double eps) {
+  B::layer_norm(p, dims, eps);
+  B::layer_norm_backward(p, p, dims, eps);
 };
 template <class B>
 concept HasAdaptiveAvgPool2dBackward = requires(const typename B::Primitive& p) { B::adaptive_avg_pool2d_backward(p, p); };
@@ -304,6 +364,29 @@ template <class B>
 typename B::Primitive adaptive_avg_pool2d_backward(const typename B::Primitive& x, const typename B::Primitive& dy) {
   if constexpr (detail::HasAdaptiveAvgPool2dBackward<B>) return B::adaptive_avg_pool2d_backward(x, dy);
   else return defaults::adaptive_avg_pool2d_backward<B>(x, dy);
+}
+// activation(x @ weightᵀ + bias): x [..., in], weight [out, in], bias [out]
+template <class B>
+typename B::Primitive linear(const typename B::Primitive& x, const typename B::Primitive& weight,
+                             const std::optional<typename B::Primitive>& bias, ops::LinearActivation activation) {
+  if constexpr (detail::HasLinear<B>) return B::linear(x, weight, bias, activation);
+  else return defaults::linear<B>(x, weight, bias, activation);
+}
+// layer norm over the last `dims` dims, times weight plus bias (either absent)
+template <class B>
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps) {
+  if constexpr (detail::HasLayerNormAffine<B>) return B::layer_norm_affine(x, weight, bias, dims, eps);
+  else return defaults::layer_norm_affine<B>(x, weight, bias, dims, eps);
+}
+// (x, weight, dy): {dx, dweight where weight is given, dbias where `bias`}
+template <class B>
+LayerNormGradients<typename B::Primitive> layer_norm_affine_backward(const typename B::Primitive& x,
+                                                                     const std::optional<typename B::Primitive>& weight,
+                                                                     const typename B::Primitive& dy, std::int64_t dims,
+                                                                     double eps, bool bias) {
+  if constexpr (detail::HasLayerNormAffineBackward<B>) return B::layer_norm_affine_backward(x, weight, dy, dims, eps, bias);
+  else return defaults::layer_norm_affine_backward<B>(x, weight, dy, dims, eps, bias);
 }
 
 }  // namespace provided
@@ -532,5 +615,78 @@ template <class B> typename B::Primitive defaults::cat(std::span<const typename 
   }
   return out;
 }
+
+namespace defaults {
+
+namespace detail {
+// x's rows [rows, n] normalized: (x - mean) · rsqrt(var + eps), and that rsqrt [rows, 1].
+template <class B>
+std::pair<typename B::Primitive, typename B::Primitive> normalized_rows(const typename B::Primitive& x,
+                                                                         ops::NormRows r, double eps) {
+  const typename B::Primitive x2 = B::reshape(x, Shape({r.rows, r.n}));
+  const typename B::Primitive centered = provided::binary<B, ops::Sub>(x2, B::reduce(x2, ops::ReduceOp::mean, 1));
+  const typename B::Primitive var =
+      B::reduce(provided::binary<B, ops::Mul>(centered, centered), ops::ReduceOp::mean, 1);
+  const typename B::Primitive rstd = provided::unary<B, ops::Rsqrt>(provided::binary_scalar<B, ops::Add>(var, eps));
+  return {provided::binary<B, ops::Mul>(centered, rstd), rstd};
+}
+}  // namespace detail
+
+template <class B>
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps) {
+  const Shape xs = B::shape(x);
+  const ops::NormRows r = ops::layer_norm_rows(xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt,
+                                               bias ? std::optional(B::shape(*bias)) : std::nullopt);
+  typename B::Primitive y = x;
+  if constexpr (provided::detail::HasLayerNorm<B>) y = B::layer_norm(x, dims, eps);
+  else y = B::reshape(detail::normalized_rows<B>(x, r, eps).first, xs);
+  const Shape row({1, r.n});
+  if (weight) y = provided::binary<B, ops::Mul>(B::reshape(y, Shape({r.rows, r.n})), B::reshape(*weight, row));
+  if (bias) y = provided::binary<B, ops::Add>(B::reshape(y, Shape({r.rows, r.n})), B::reshape(*bias, row));
+  return B::reshape(y, xs);
+}
+
+// dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)) with g = dy · weight, each mean over a row.
+template <class B>
+LayerNormGradients<typename B::Primitive> layer_norm_affine_backward(const typename B::Primitive& x,
+                                                                     const std::optional<typename B::Primitive>& weight,
+                                                                     const typename B::Primitive& dy, std::int64_t dims,
+                                                                     double eps, bool bias) {
+  using P = typename B::Primitive;
+  const Shape xs = B::shape(x);
+  const ops::NormRows r = ops::layer_norm_rows(xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt,
+                                               std::nullopt);
+  KILN_CHECK(B::shape(dy) == xs && B::dtype(dy) == B::dtype(x), "layer_norm_backward: dy {} {} must match x {} {}",
+             B::shape(dy), B::dtype(dy), xs, B::dtype(x));
+  const Shape rows({r.rows, r.n}), row({1, r.n});
+  const P dy2 = B::reshape(dy, rows);
+  const P g = weight ? provided::binary<B, ops::Mul>(dy2, B::reshape(*weight, row)) : dy2;
+  std::optional<P> xhat;
+  LayerNormGradients<P> out{x, std::nullopt, std::nullopt};
+  if constexpr (provided::detail::HasLayerNorm<B>) {
+    out.dx = B::layer_norm_backward(x, B::reshape(g, xs), dims, eps);
+    if (weight) xhat = B::reshape(B::layer_norm(x, dims, eps), rows);
+  } else {
+    const auto [normalized, rstd] = detail::normalized_rows<B>(x, r, eps);
+    xhat = normalized;
+    const P g_mean = B::reduce(g, ops::ReduceOp::mean, 1);
+    const P dot_mean = B::reduce(provided::binary<B, ops::Mul>(g, normalized), ops::ReduceOp::mean, 1);
+    const P inner = provided::binary<B, ops::Sub>(provided::binary<B, ops::Sub>(g, g_mean),
+                                                  provided::binary<B, ops::Mul>(normalized, dot_mean));
+    out.dx = B::reshape(provided::binary<B, ops::Mul>(inner, rstd), xs);
+  }
+  if (weight) {
+    const P dw = B::reduce(provided::binary<B, ops::Mul>(dy2, *xhat), ops::ReduceOp::sum, 0);
+    out.dweight = B::reshape(dw, B::shape(*weight));
+  }
+  if (bias) {
+    const std::vector<std::int64_t> all = xs.to_vector();
+    out.dbias = B::reshape(B::reduce(dy2, ops::ReduceOp::sum, 0), Shape(std::vector(all.end() - dims, all.end())));
+  }
+  return out;
+}
+
+}  // namespace defaults
 
 }  // namespace kiln

@@ -174,8 +174,12 @@ namespace detail {
 template <class B>
 Tensor<B, 3> feed_forward(const Linear<B>& linear1, const Dropout<B>& dropout, const Linear<B>& linear2, bool gelu,
                           const Tensor<B, 3>& x) {
-  const Tensor<B, 3> hidden = linear1.forward(x);
-  return linear2.forward(dropout.forward(gelu ? hidden.gelu() : hidden.relu()));
+  // relu joins linear1's kernel (its gradient reads only its output); gelu's reads its input.
+  const Tensor<B, 3> hidden =
+      gelu ? linear1.forward(x).gelu()
+           : functional::linear(x, *linear1.weight, linear1.bias ? std::optional(**linear1.bias) : std::nullopt,
+                                ops::LinearActivation::relu);
+  return linear2.forward(dropout.forward(hidden));
 }
 }  // namespace detail
 

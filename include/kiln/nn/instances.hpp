@@ -23,7 +23,8 @@
   EXTERN template ::kiln::Tensor<B, D> kiln::nn::Init::make<B, D>(const ::kiln::Tensor<B, D>::Dims&,              \
                                                                   const B::Device&) const;                        \
   EXTERN template ::kiln::Tensor<B, D> kiln::functional::linear<B, D>(                                            \
-      const ::kiln::Tensor<B, D>&, const ::kiln::Tensor<B, 2>&, const std::optional<::kiln::Tensor<B, 1>>&);
+      const ::kiln::Tensor<B, D>&, const ::kiln::Tensor<B, 2>&, const std::optional<::kiln::Tensor<B, 1>>&,       \
+      ::kiln::ops::LinearActivation);
 
 #define KILN_NN_INSTANCES_POOL2D(EXTERN, B, D)                                                                    \
   EXTERN template std::pair<::kiln::Tensor<B, D>, ::kiln::Tensor<B, D, ::kiln::Int>>                              \

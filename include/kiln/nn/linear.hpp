@@ -21,15 +21,19 @@ struct LinearOptions {
 
 namespace kiln::functional {
 
-// x [..., in] @ weight[out, in]^T (+ bias [out]) → [..., out], as torch.nn.functional.linear.
-// A free function template, so that it can be compiled once per backend (kiln/nn/instances.hpp).
+// x [..., in] @ weight[out, in]^T (+ bias [out]) → [..., out], as torch.nn.functional.linear,
+// followed by `activation` (relu: the feed-forward block's first layer). One backend op
+// (kiln::provided::linear): one GEMM with the bias and the activation inside it on the CPU,
+// one node under Autodiff. A free function template, so that it can be compiled once per
+// backend (kiln/nn/instances.hpp).
 template <Backend B, std::size_t D>
-Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight, const std::optional<Tensor<B, 1>>& bias) {
+Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight, const std::optional<Tensor<B, 1>>& bias,
+                    ops::LinearActivation activation = ops::LinearActivation::none) {
   KILN_CHECK(x.dim(-1) == weight.dim(1), "linear: input of shape {} has {} features in its last dim, expected {}",
              x.shape(), x.dim(-1), weight.dim(1));
-  Tensor<B, D> y = x.matmul(weight.transpose().template unsqueeze<D>());
-  if (bias) y = y + bias->template unsqueeze<D>();
-  return y;
+  std::optional<typename B::Primitive> b;
+  if (bias) b = bias->primitive();
+  return Tensor<B, D>(provided::linear<B>(x.primitive(), weight.primitive(), b, activation));
 }
 
 }  // namespace kiln::functional

@@ -144,9 +144,13 @@ template <class B, std::size_t K = 1> struct LayerNorm {
       for (std::size_t i = 0; i < K; ++i)
         KILN_CHECK(x.dim(static_cast<std::int64_t>(D - K + i)) == (*weight)->dim(static_cast<std::int64_t>(i)),
                    "nn::LayerNorm: input {} does not end with the normalized shape {}", x.shape(), (*weight)->shape());
-    Tensor<B, D> y = normalize(x);
-    if (weight) y = y * detail::trailing<B, D, K>(**weight) + detail::trailing<B, D, K>(**bias);
-    return y;
+    if (!weight && !bias) return normalize(x);
+    // One op with the weight and the bias (kiln::provided::layer_norm_affine): one pass each
+    // way on the CPU, one node under Autodiff.
+    std::optional<typename B::Primitive> w, b;
+    if (weight) w = (*weight)->primitive();
+    if (bias) b = (*bias)->primitive();
+    return Tensor<B, D>(provided::layer_norm_affine<B>(x.primitive(), w, b, static_cast<std::int64_t>(K), eps));
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kiln::ops {
@@ -44,6 +45,28 @@ inline MatmulShape matmul_shape(const Shape& a, DType a_dtype, const Shape& b, D
     s.batch[i] = da == 1 ? db : da;
   }
   return s;
+}
+
+// The activation that a linear layer's one kernel (kiln::provided::linear) may apply to its
+// output: one whose gradient reads only the output, so that the value before it is never
+// written.
+enum class LinearActivation : std::uint8_t { none, relu };
+
+// linear(x [..., in], weight [out, in], bias [out]) → [..., out], checked once for every
+// backend: x of rank 1 or more, all one float dtype.
+inline Shape linear_shape(const Shape& x, DType x_dtype, const Shape& weight, DType w_dtype,
+                          const std::optional<Shape>& bias, std::optional<DType> b_dtype) {
+  KILN_CHECK(is_float(x_dtype) && w_dtype == x_dtype, "linear: x {} {} and weight {} {} must share one float dtype",
+             x, x_dtype, weight, w_dtype);
+  KILN_CHECK(x.rank() >= 1 && weight.rank() == 2 && x[x.rank() - 1] == weight[1],
+             "linear: x {} must be [..., in] and weight {} [out, in] with the same in", x, weight);
+  if (bias) {
+    KILN_CHECK(*bias == Shape({weight[0]}) && b_dtype == x_dtype, "linear: bias {} {} must be [{}] {} for weight {}",
+               *bias, *b_dtype, weight[0], x_dtype, weight);
+  }
+  std::vector<std::int64_t> out = x.to_vector();
+  out.back() = weight[0];
+  return Shape(out);
 }
 
 }  // namespace kiln::ops

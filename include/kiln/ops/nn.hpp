@@ -299,4 +299,30 @@ inline PoolWindows adaptive_pool_windows(std::int64_t in, std::int64_t out) {
   return w;
 }
 
+// Layer norm over the last `dims` dims of x, with a weight and a bias of those dims' shape
+// (either may be absent), as torch.nn.functional.layer_norm: checked once for every backend.
+// Returns the rows normalized and their length.
+struct NormRows {
+  std::int64_t rows = 0, n = 0;
+};
+inline NormRows layer_norm_rows(const Shape& x, DType dtype, std::int64_t dims, const std::optional<Shape>& weight,
+                                const std::optional<Shape>& bias) {
+  KILN_CHECK(is_float(dtype), "layer_norm: expects a float tensor, got {} of shape {}", dtype, x);
+  KILN_CHECK(dims >= 1 && static_cast<std::size_t>(dims) <= x.rank(),
+             "layer_norm: cannot normalize over the last {} dims of a tensor of shape {}", dims, x);
+  std::vector<std::int64_t> normalized;
+  std::int64_t n = 1;
+  for (std::size_t d = x.rank() - static_cast<std::size_t>(dims); d < x.rank(); ++d) {
+    normalized.push_back(x[d]);
+    n *= x[d];
+  }
+  KILN_CHECK(n > 0, "layer_norm: the normalized dims of {} hold no elements", x);
+  const Shape expected(normalized);
+  KILN_CHECK(!weight || *weight == expected, "layer_norm: weight {} must be {}, the last {} dims of x {}", *weight,
+             expected, dims, x);
+  KILN_CHECK(!bias || *bias == expected, "layer_norm: bias {} must be {}, the last {} dims of x {}", *bias, expected,
+             dims, x);
+  return {x.numel() / n, n};
+}
+
 }  // namespace kiln::ops

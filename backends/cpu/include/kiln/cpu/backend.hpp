@@ -65,6 +65,11 @@ struct Cpu {
   // post-ops inside the GEMM; others return nothing.
   static std::vector<Primitive> matmul_program(const Primitive& a, const Primitive& b, const codegen::Program& program,
                                                std::span<const Primitive> inputs, std::span<const double> params);
+  // A linear layer, activation(x @ weightᵀ + bias) (the provided primitive's override;
+  // backends/cpu/src/linear.cpp): f32 as one GEMM with the bias and the activation inside it
+  // (matmul_program), other dtypes as the provided default.
+  static Primitive linear(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          ops::LinearActivation activation);
   // A convolution with an elementwise program as its epilogue (ConvPrograms; conv.cpp): f32
   // chains of eltwise steps from the output (relu, gelu, a scaling...) run as oneDNN
   // post-ops inside the convolution; others return nothing.
@@ -140,6 +145,13 @@ struct Cpu {
   static Primitive softmax_backward(const Primitive& y, const Primitive& dy, std::int64_t dim, bool log);
   static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps);
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps);
+  // layer norm with its weight and bias in the same pass (the provided primitives' overrides)
+  static Primitive layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                     const std::optional<Primitive>& bias, std::int64_t dims, double eps);
+  static LayerNormGradients<Primitive> layer_norm_affine_backward(const Primitive& x,
+                                                                  const std::optional<Primitive>& weight,
+                                                                  const Primitive& dy, std::int64_t dims, double eps,
+                                                                  bool bias);
   // scaled-dot-product attention in flash-attention form (backends/cpu/src/attention.cpp):
   // tiles of queries and keys with an online softmax, never the [L, S] weights; the backward
   // recomputes the tiles from q, k, v and the saved row log-sum-exp

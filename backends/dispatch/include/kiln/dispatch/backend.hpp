@@ -147,6 +147,17 @@ struct Dispatch {
   static Primitive layer_norm(const Primitive& x, std::int64_t dims, double eps);
   static Primitive layer_norm_backward(const Primitive& x, const Primitive& dy, std::int64_t dims, double eps);
 
+  // The backend's linear layer and layer norm with its weight and bias (the provided
+  // primitives: its override where it has one, the default otherwise).
+  static Primitive linear(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
+                          ops::LinearActivation activation);
+  static Primitive layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                     const std::optional<Primitive>& bias, std::int64_t dims, double eps);
+  static LayerNormGradients<Primitive> layer_norm_affine_backward(const Primitive& x,
+                                                                  const std::optional<Primitive>& weight,
+                                                                  const Primitive& dy, std::int64_t dims, double eps,
+                                                                  bool bias);
+
   // Autodiff keeps a value for its backward pass: a Fusion target then computes it once.
   static void retain(const Primitive& p);
 };
