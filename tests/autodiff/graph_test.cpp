@@ -75,7 +75,9 @@ TYPED_TEST(AutodiffGraph, LinearNodeMatchesTheComposition) {
   // f32 runs the CPU's one GEMM with its epilogue, f64 the provided default.
   for (const DType dtype : {DType::f32, DType::f64}) {
     const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-12;
-    const auto close = [&](const TensorData& a, const TensorData& b) { return test::all_close(a, b, tolerance, tolerance); };
+    const auto close = [&](const TensorData& a, const TensorData& b) {
+      return test::all_close(a, b, tolerance, tolerance);
+    };
     for (const auto [in, out] : {std::pair<std::int64_t, std::int64_t>{7, 3}, {3, 7}}) {
       const auto x = Tensor<AD, 3>::random({2, 5, in}, normal, {}, dtype).require_grad();
       const auto w = Tensor<AD, 2>::random({out, in}, normal, {}, dtype).require_grad();
@@ -84,7 +86,8 @@ TYPED_TEST(AutodiffGraph, LinearNodeMatchesTheComposition) {
       for (const bool with_bias : {false, true})
         for (const bool relu : {false, true})
           for (const bool flat : {false, true}) {
-            SCOPED_TRACE(fmt::format("{} {} -> {} bias {} relu {} rank {}", dtype, in, out, with_bias, relu, flat ? 2 : 3));
+            SCOPED_TRACE(
+                fmt::format("{} {} -> {} bias {} relu {} rank {}", dtype, in, out, with_bias, relu, flat ? 2 : 3));
             const auto activation = relu ? ops::LinearActivation::relu : ops::LinearActivation::none;
             const auto bias = with_bias ? std::optional(b) : std::nullopt;
             const auto fused = flat ? functional::linear(x.template reshape<2>({10, in}), w, bias, activation)

@@ -219,7 +219,8 @@ TYPED_TEST(Provided, LinearMatchesTheOverrideAndTheHostReference) {
   const auto x = sample<B>(Shape{4, 6}, 14);
   EXPECT_KILN_ERROR(provided::linear<B>(x, sample<B>(Shape{3, 5}, 15), std::nullopt, ops::LinearActivation::none),
                     "linear: x [4, 6] must be [..., in] and weight [3, 5] [out, in] with the same in");
-  EXPECT_KILN_ERROR(provided::linear<B>(x, sample<B>(Shape{3, 6}, 15), sample<B>(Shape{4}, 16), ops::LinearActivation::none),
+  EXPECT_KILN_ERROR(provided::linear<B>(x, sample<B>(Shape{3, 6}, 15), sample<B>(Shape{4}, 16),
+                                        ops::LinearActivation::none),
                     "linear: bias [4] f32 must be [3] f32 for weight [3, 6]");
 }
 
@@ -311,4 +312,29 @@ TEST(ProvidedOnAMinimalBackend, TheTensorApiRunsOnTheDefaults) {
   const auto pool_grads = pooled.sum().backward();
   EXPECT_EQ(plane.grad(pool_grads)->into_data().template to_vec<double>(),
             (std::vector<double>{0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25}));
+}
+
+// The defaults written from the required primitives alone (no fused layer norm to lean on)
+// against the CPU's overrides: the linear layer, and layer norm with its weight and bias
+// forward and backward, f32 and f64.
+TEST(ProvidedOnAMinimalBackend, LinearAndLayerNormDefaultsMatchTheCpuOverrides) {
+  static_assert(!provided::detail::HasLinear<MinimalCpu> && !provided::detail::HasLayerNormAffine<MinimalCpu> &&
+                !provided::detail::HasLayerNorm<MinimalCpu>);
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const double tolerance = dtype == DType::f32 ? 1e-4 : 1e-10;
+    const auto x = sample<Cpu>(Shape{5, 3, 8}, 31, dtype), dy = sample<Cpu>(Shape{5, 3, 8}, 32, dtype);
+    const auto w = sample<Cpu>(Shape{3, 8}, 33, dtype), b = sample<Cpu>(Shape{3, 8}, 34, dtype);
+    EXPECT_TRUE(same<Cpu>(defaults::layer_norm_affine<MinimalCpu>(x, w, b, 2, 1e-5),
+                          Cpu::layer_norm_affine(x, w, b, 2, 1e-5), tolerance));
+    const auto got = defaults::layer_norm_affine_backward<MinimalCpu>(x, w, dy, 2, 1e-5, true);
+    const auto want = Cpu::layer_norm_affine_backward(x, w, dy, 2, 1e-5, true);
+    EXPECT_TRUE(same<Cpu>(got.dx, want.dx, tolerance));
+    ASSERT_TRUE(got.dweight && got.dbias && want.dweight && want.dbias);
+    EXPECT_TRUE(same<Cpu>(*got.dweight, *want.dweight, tolerance));
+    EXPECT_TRUE(same<Cpu>(*got.dbias, *want.dbias, tolerance));
+    const auto lw = sample<Cpu>(Shape{6, 8}, 35, dtype), lb = sample<Cpu>(Shape{6}, 36, dtype);
+    EXPECT_TRUE(same<Cpu>(defaults::linear<MinimalCpu>(x, lw, lb, ops::LinearActivation::relu),
+                          Cpu::linear(x, lw, lb, ops::LinearActivation::relu), tolerance));
+  }
 }

@@ -255,11 +255,12 @@ Cpu::Primitive Cpu::layer_norm_backward(const Primitive& x, const Primitive& dy,
 
 Cpu::Primitive Cpu::layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
                                       const std::optional<Primitive>& bias, std::int64_t dims, double eps) {
-  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims, weight ? std::optional(weight->shape) : std::nullopt,
+  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims,
+                                               weight ? std::optional(weight->shape) : std::nullopt,
                                                bias ? std::optional(bias->shape) : std::nullopt);
   for (const std::optional<Primitive>* p : {&weight, &bias})
-    KILN_CHECK(!*p || (*p)->dtype == x.dtype, "layer_norm: weight and bias must be {} as x {}, got {}", x.dtype, x.shape,
-               (*p)->dtype);
+    KILN_CHECK(!*p || (*p)->dtype == x.dtype, "layer_norm: weight and bias must be {} as x {}, got {}", x.dtype,
+               x.shape, (*p)->dtype);
   if (!cpu::is_native_float(x.dtype)) {
     const auto f32 = [](const std::optional<Primitive>& p) { return p ? std::optional(cast(*p, DType::f32)) : p; };
     return cast(layer_norm_affine(cast(x, DType::f32), f32(weight), f32(bias), dims, eps), x.dtype);
@@ -280,10 +281,11 @@ LayerNormGradients<Cpu::Primitive> Cpu::layer_norm_affine_backward(const Primiti
                                                                     const std::optional<Primitive>& weight,
                                                                     const Primitive& dy, std::int64_t dims, double eps,
                                                                     bool bias) {
-  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims, weight ? std::optional(weight->shape) : std::nullopt,
-                                               std::nullopt);
+  const ops::NormRows r = ops::layer_norm_rows(x.shape, x.dtype, dims,
+                                               weight ? std::optional(weight->shape) : std::nullopt, std::nullopt);
   KILN_CHECK(dy.shape == x.shape && dy.dtype == x.dtype && (!weight || weight->dtype == x.dtype),
-             "layer_norm_backward: x {} ({}), dy {} ({}) and the weight must match", x.shape, x.dtype, dy.shape, dy.dtype);
+             "layer_norm_backward: x {} ({}), dy {} ({}) and the weight must match", x.shape, x.dtype, dy.shape,
+             dy.dtype);
   if (!cpu::is_native_float(x.dtype)) {
     const std::optional<Primitive> w = weight ? std::optional(cast(*weight, DType::f32)) : std::nullopt;
     LayerNormGradients<Primitive> g =

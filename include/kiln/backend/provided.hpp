@@ -209,8 +209,10 @@ typename B::Primitive linear(const typename B::Primitive& x, const typename B::P
 // B's fused layer_norm where it has one (FusedLayerNorm), else mean, variance and rsqrt
 // over the rows; the weight and the bias broadcast over the rows.
 template <class B>
-typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
-                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps);
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x,
+                                        const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims,
+                                        double eps);
 // Its gradients from dy, the statistics recomputed from x: dx, and the weight's and the
 // bias's (the bias's where `bias` is set) as dy · x̂ and dy summed over the rows.
 template <class B>
@@ -374,8 +376,10 @@ typename B::Primitive linear(const typename B::Primitive& x, const typename B::P
 }
 // layer norm over the last `dims` dims, times weight plus bias (either absent)
 template <class B>
-typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
-                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps) {
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x,
+                                        const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims,
+                                        double eps) {
   if constexpr (detail::HasLayerNormAffine<B>) return B::layer_norm_affine(x, weight, bias, dims, eps);
   else return defaults::layer_norm_affine<B>(x, weight, bias, dims, eps);
 }
@@ -385,8 +389,10 @@ LayerNormGradients<typename B::Primitive> layer_norm_affine_backward(const typen
                                                                      const std::optional<typename B::Primitive>& weight,
                                                                      const typename B::Primitive& dy, std::int64_t dims,
                                                                      double eps, bool bias) {
-  if constexpr (detail::HasLayerNormAffineBackward<B>) return B::layer_norm_affine_backward(x, weight, dy, dims, eps, bias);
-  else return defaults::layer_norm_affine_backward<B>(x, weight, dy, dims, eps, bias);
+  if constexpr (detail::HasLayerNormAffineBackward<B>)
+    return B::layer_norm_affine_backward(x, weight, dy, dims, eps, bias);
+  else
+    return defaults::layer_norm_affine_backward<B>(x, weight, dy, dims, eps, bias);
 }
 
 }  // namespace provided
@@ -633,11 +639,14 @@ std::pair<typename B::Primitive, typename B::Primitive> normalized_rows(const ty
 }  // namespace detail
 
 template <class B>
-typename B::Primitive layer_norm_affine(const typename B::Primitive& x, const std::optional<typename B::Primitive>& weight,
-                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims, double eps) {
+typename B::Primitive layer_norm_affine(const typename B::Primitive& x,
+                                        const std::optional<typename B::Primitive>& weight,
+                                        const std::optional<typename B::Primitive>& bias, std::int64_t dims,
+                                        double eps) {
   const Shape xs = B::shape(x);
-  const ops::NormRows r = ops::layer_norm_rows(xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt,
-                                               bias ? std::optional(B::shape(*bias)) : std::nullopt);
+  const ops::NormRows r =
+      ops::layer_norm_rows(xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt,
+                           bias ? std::optional(B::shape(*bias)) : std::nullopt);
   typename B::Primitive y = x;
   if constexpr (provided::detail::HasLayerNorm<B>) y = B::layer_norm(x, dims, eps);
   else y = B::reshape(detail::normalized_rows<B>(x, r, eps).first, xs);
@@ -655,8 +664,8 @@ LayerNormGradients<typename B::Primitive> layer_norm_affine_backward(const typen
                                                                      double eps, bool bias) {
   using P = typename B::Primitive;
   const Shape xs = B::shape(x);
-  const ops::NormRows r = ops::layer_norm_rows(xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt,
-                                               std::nullopt);
+  const ops::NormRows r = ops::layer_norm_rows(
+      xs, B::dtype(x), dims, weight ? std::optional(B::shape(*weight)) : std::nullopt, std::nullopt);
   KILN_CHECK(B::shape(dy) == xs && B::dtype(dy) == B::dtype(x), "layer_norm_backward: dy {} {} must match x {} {}",
              B::shape(dy), B::dtype(dy), xs, B::dtype(x));
   const Shape rows({r.rows, r.n}), row({1, r.n});
