@@ -36,7 +36,8 @@ BENCHMARK(transformer_encoder_layer<kiln::Fusion<kiln::Cpu>>)
 // Scaled-dot-product attention, q, k, v [1, 8, seq, 64] f32, no mask: the fused
 // kernel (flash-attention form) and, @composition, the matmul-softmax-matmul it replaces,
 // on Cpu (each op a kernel of its own) and, @composition@fusion_cpu, on Fusion<Cpu> (which
-// runs the forward composition as the fused kernel; under Autodiff it runs as written).
+// runs the forward composition as the fused kernel; under Autodiff, from 8M weights on, one
+// attention node with the fused backward).
 // Twins in bench/torch_workloads.py: torch.nn.functional.scaled_dot_product_attention and
 // the same composition.
 template <class B> const void* materialised(const typename B::Primitive& p) {

@@ -302,8 +302,8 @@ TYPED_TEST(FusionEpilogues, TheActivationAfterAConvolutionIsItsEpilogueAndTrains
 // softmax(q kᵀ · scale) @ v written out on Fusion<B>, the scale on the scores, on q or none:
 // where B has fused attention and runs matmul programs, the product and the softmax stay
 // deferred and the matmul by v runs B::attention (counters().attentions); values as the same
-// composition on B. Not rewritten: a log-softmax, a softmax along another dim, and weights
-// Autodiff keeps for its backward pass; a handle to the weights read later computes them.
+// composition on B. Not rewritten: a log-softmax, a softmax along another dim. A handle to
+// the weights read later computes them.
 TYPED_TEST(FusionEpilogues, SoftmaxOfAProductTimesVRunsAsFusedAttention) {
   using B = TypeParam;
   constexpr bool rewrites = FusedAttention<B> && MatmulPrograms<B>;
@@ -340,22 +340,62 @@ TYPED_TEST(FusionEpilogues, SoftmaxOfAProductTimesVRunsAsFusedAttention) {
                                 (q.matmul(q.transpose()) * 0.25).softmax(2).matmul(q).into_data(), 1e-4, 1e-5));
     EXPECT_EQ(c.attentions.load(), before + (rewrites ? 1 : 0)) << "only the unscaled softmax is attention";
   }
-  // Under Autodiff the weights are kept for softmax's backward: the composition runs as written.
-  {
-    using AD = Autodiff<Fusion<B>>;
-    const auto aq = Tensor<AD, 4>::from_data(q.into_data()).require_grad();
-    const auto ak = Tensor<AD, 4>::from_data(k.into_data()).require_grad();
-    const auto av = Tensor<AD, 4>::from_data(v.into_data()).require_grad();
-    const std::uint64_t before = c.attentions.load();
-    const auto out = (aq.matmul(ak.transpose()) * 0.25).softmax(3).matmul(av);
-    EXPECT_TRUE(test::all_close(out.into_data(), expected, 1e-4, 1e-5));
-    const auto grads = out.sum().backward();
-    EXPECT_EQ(c.attentions.load(), before);
-    const auto dq = Tensor<Autodiff<B>, 4>::from_data(q.into_data()).require_grad();
-    const auto dk = Tensor<Autodiff<B>, 4>::from_data(k.into_data()).require_grad();
-    const auto dv = Tensor<Autodiff<B>, 4>::from_data(v.into_data()).require_grad();
+}
+
+// Under Autodiff, where the weights reach 8M elements, the matmul by v records one attention
+// node over q kᵀ and v (Autodiff's attention_of_weights), whose backward is B's fused one:
+// the gradients of the composition on B, with the scale on the scores or on q. Where the loss
+// also reads the weights, their softmax node computes them and adds its share. Smaller
+// weights, and a log-softmax, run as written.
+TYPED_TEST(FusionEpilogues, AttentionCompositionUnderAutodiffRecordsOneAttentionNode) {
+  using B = TypeParam;
+  using AD = Autodiff<Fusion<B>>;
+  using Ref = Autodiff<B>;
+  auto& c = Fusion<B>::counters();
+  const auto check = [&](std::int64_t l, std::int64_t s, std::uint64_t rewritten) {
+    SCOPED_TRACE(std::to_string(l) + " queries, " + std::to_string(s) + " keys");
+    const auto q = random<B, 4>({1, 2, l, 8}, 43), k = random<B, 4>({1, 2, s, 8}, 44);
+    const auto v = random<B, 4>({1, 2, s, 4}, 45);
+    const auto dq = Tensor<Ref, 4>::from_data(q.into_data()).require_grad();
+    const auto dk = Tensor<Ref, 4>::from_data(k.into_data()).require_grad();
+    const auto dv = Tensor<Ref, 4>::from_data(v.into_data()).require_grad();
+    const auto weights_too = [](const auto& w, const auto& vv) {
+      const auto out = w.matmul(vv);  // before anything reads the weights
+      return out.sum() + w.square().sum();
+    };
     const auto reference = (dq.matmul(dk.transpose()) * 0.25).softmax(3).matmul(dv).sum().backward();
-    EXPECT_TRUE(test::all_close(aq.grad(grads)->into_data(), dq.grad(reference)->into_data(), 1e-4, 1e-5));
-    EXPECT_TRUE(test::all_close(av.grad(grads)->into_data(), dv.grad(reference)->into_data(), 1e-4, 1e-5));
-  }
+    const auto reference_weights_too = weights_too((dq.matmul(dk.transpose()) * 0.25).softmax(3), dv).backward();
+    const auto check_grads = [&](const char* what, auto&& loss_of, const auto& expected, std::uint64_t count) {
+      SCOPED_TRACE(what);
+      const std::int64_t nodes = autodiff::live_node_count().load();
+      {
+        const auto aq = Tensor<AD, 4>::from_data(q.into_data()).require_grad();
+        const auto ak = Tensor<AD, 4>::from_data(k.into_data()).require_grad();
+        const auto av = Tensor<AD, 4>::from_data(v.into_data()).require_grad();
+        const std::uint64_t before = c.attentions.load();
+        const auto grads = loss_of(aq, ak, av).backward();
+        EXPECT_EQ(c.attentions.load(), before + count);
+        EXPECT_TRUE(test::all_close(aq.grad(grads)->into_data(), dq.grad(expected)->into_data(), 1e-4, 1e-5));
+        EXPECT_TRUE(test::all_close(ak.grad(grads)->into_data(), dk.grad(expected)->into_data(), 1e-4, 1e-5));
+        EXPECT_TRUE(test::all_close(av.grad(grads)->into_data(), dv.grad(expected)->into_data(), 1e-4, 1e-5));
+      }
+      EXPECT_EQ(autodiff::live_node_count().load(), nodes) << "every node freed";
+    };
+    check_grads("scale on the scores", [](const auto& aq, const auto& ak, const auto& av) {
+      return (aq.matmul(ak.transpose()) * 0.25).softmax(3).matmul(av).sum();
+    }, reference, rewritten);
+    check_grads("scale on q", [](const auto& aq, const auto& ak, const auto& av) {
+      return (aq * 0.25).matmul(ak.transpose()).softmax(-1).matmul(av).sum();
+    }, reference, rewritten);
+    check_grads("the loss reads the weights too", [&](const auto& aq, const auto& ak, const auto& av) {
+      return weights_too((aq.matmul(ak.transpose()) * 0.25).softmax(3), av);
+    }, reference_weights_too, rewritten);
+    check_grads("a log-softmax is not attention", [](const auto& aq, const auto& ak, const auto& av) {
+      return (aq.matmul(ak.transpose()) * 0.25).log_softmax(3).exp().matmul(av).sum();
+    }, reference, 0);
+  };
+  check(70, 90, 0);
+  // 2 heads of 2048 x 2048 weights: 8M elements. Only where the rewrite runs: the same
+  // composition on B without it is the small case's.
+  if constexpr (FusedAttention<B> && MatmulPrograms<B>) check(2048, 2048, 1);
 }

@@ -217,6 +217,15 @@ template <Backend B> struct Autodiff {
     return {std::move(value), std::move(node)};
   }
 
+  // w @ v as one attention node, where B deferred w as attention weights and computes the
+  // product with its fused attention (B::attention_of: Fusion<B>, as torch.compile rewrites
+  // the composition) and w's node is the softmax of a product, or of a product times a
+  // scalar: the node's inputs are the product's operands (q and kᵀ) and v, and its backward
+  // is B's fused one, so that neither the [L, S] weights nor their gradient is ever made.
+  // w's own node stays for any other reader of w. Only for weights of 8M elements or more
+  // (their f32 bytes past a last-level cache); nullopt otherwise.
+  static std::optional<Primitive> attention_of_weights(const Primitive& w, const Primitive& v);
+
   static void reject_tracked(std::string_view op, std::initializer_list<const Primitive*> inputs) {
     if (!autodiff::grad_mode()) return;
     for (const Primitive* p : inputs)

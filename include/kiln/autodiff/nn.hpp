@@ -1,6 +1,7 @@
 // Autodiff<B>'s backward rules for the neural-network primitives (included by
 // kiln/autodiff/backend.hpp, which declares them): the fused composites (softmax, layer norm,
-// attention), matmul and linear, convolution, pooling and interpolation.
+// attention, with the composition of attention that a lazy B defers recorded as one
+// attention node), matmul and linear, convolution, pooling and interpolation.
 #pragma once
 
 #include "kiln/autodiff/backend.hpp"
@@ -78,7 +79,40 @@ auto Autodiff<B>::attention_backward(const Primitive& q, const Primitive& k, con
 }
 
 template <Backend B>
+auto Autodiff<B>::attention_of_weights(const Primitive& w, const Primitive& v) -> std::optional<Primitive> {
+  if constexpr (requires { B::attention_of(w.value, v.value); }) {
+    // Below 32 MiB of weights (8 heads of 1024 x 1024 f32) the composition's backward, whose
+    // [L, S] tensors stay in cache, was as fast or faster: a forward and backward pass over
+    // 8 heads of 64 took 1.3x as long rewritten at 512 x 512 on a 2-core Xeon, as long at
+    // 1024, and 0.8-0.9x at 2048 (docs/benchmarks.md).
+    constexpr std::int64_t kMinWeights = std::int64_t{8} << 20;
+    if (!w.node || w.node->op != "softmax" || w.node->shape.numel() < kMinWeights ||
+        !should_record(std::array{w.node, v.node}, w.value))
+      return std::nullopt;
+    const Node* product = w.node->inputs[0].get();
+    if (product && product->op == "mul" && product->inputs.size() == 1) product = product->inputs[0].get();
+    if (!product || product->op != "matmul") return std::nullopt;
+    auto attention = B::attention_of(w.value, v.value);
+    if (!attention) return std::nullopt;
+    const std::vector<std::int64_t> swap{0, 1, 3, 2};
+    InnerPrimitive saved_out = attention->out;
+    return record("attention", std::move(attention->out), {product->inputs[0], product->inputs[1], v.node},
+                  [q = keep(std::move(attention->q)), k = keep(std::move(attention->k)), v = keep(v.value),
+                   out = keep(std::move(saved_out)), lse = keep(std::move(attention->lse)), scale = attention->scale,
+                   swap](const InnerPrimitive& dy, Sink& s) {
+                    auto [dq, dk, dv] = B::attention_backward(q, k, v, std::nullopt, out, lse, dy, false, scale);
+                    if (s.needs(0)) s.put(0, std::move(dq));
+                    if (s.needs(1)) s.put(1, B::permute(dk, swap));  // the gradient of kᵀ
+                    if (s.needs(2)) s.put(2, std::move(dv));
+                  });
+  } else {
+    return std::nullopt;
+  }
+}
+
+template <Backend B>
 auto Autodiff<B>::matmul(const Primitive& a, const Primitive& b) -> Primitive {
+  if (auto attention = attention_of_weights(a, b)) return *std::move(attention);
   return record("matmul", B::matmul(a.value, b.value), {a.node, b.node},
                 [a = keep(a.value), b = keep(b.value)](const InnerPrimitive& dy, Sink& s) {
                   // Transposes are views: the GEMM reads them in place.

@@ -640,6 +640,34 @@ template <FusionTarget B> struct Fusion {
     return {wrap(std::move(dq)), wrap(std::move(dk)), wrap(std::move(dv))};
   }
 
+  // w @ v as B's fused attention, where w is attention weights this Fusion<B> deferred
+  // (softmax of a product, see attention_weights) and has not computed, and q [N, H, L, D],
+  // kᵀ [N, H, D, S] and v [N, H, S, Dv] agree without broadcasting; nullopt otherwise. With
+  // the output come what a backward pass needs: the log-sum-exp, and q, k and the scale the
+  // kernel ran with (q the product's left operand). Retained weights are rewritten too:
+  // Autodiff<Fusion<B>> records one attention node with this, and its softmax node computes
+  // the weights only if a backward pass reaches it through another reader.
+  struct DeferredAttention {
+    Primitive out, lse, q, k;
+    double scale = 1;
+  };
+  static std::optional<DeferredAttention> attention_of(const Primitive& w, const Primitive& v)
+    requires FusedAttention<B> {
+    const Tensor& t = *w.node;
+    if (!t.deferred || !t.deferred->weights || t.done) return std::nullopt;
+    const auto& weights = *t.deferred->weights;
+    const Shape q = B::shape(weights.q), kt = B::shape(weights.k_transposed), vs = v.node->shape;
+    if (q.rank() != 4 || kt.rank() != 4 || vs.rank() != 4 || v.node->dtype != DType::f32) return std::nullopt;
+    if (q[0] != kt[0] || q[0] != vs[0] || q[1] != kt[1] || q[1] != vs[1] || q[3] != kt[2] || kt[3] != vs[2])
+      return std::nullopt;
+    const std::vector<std::int64_t> swap{0, 1, 3, 2};
+    InnerPrimitive k = B::permute(weights.k_transposed, swap);
+    auto [out, lse] = B::attention(weights.q, k, value(v), std::nullopt, false, weights.scale);
+    ++counters().attentions;
+    return DeferredAttention{wrap(std::move(out)), wrap(std::move(lse)), wrap(weights.q), wrap(std::move(k)),
+                             weights.scale};
+  }
+
  private:
   struct LaunchPlan;
 
@@ -702,22 +730,13 @@ template <FusionTarget B> struct Fusion {
   }
 
   // w @ v as B::attention, where w is attention weights (attention_weights) not computed yet
-  // and not retained, and q [N, H, L, D], kᵀ [N, H, D, S] and v [N, H, S, Dv] agree without
-  // broadcasting; nullopt otherwise.
+  // and not retained; nullopt otherwise.
   static std::optional<Primitive> attention_of_weights(const Primitive& w, const Primitive& v)
     requires FusedAttention<B> {
-    const Tensor& t = *w.node;
-    if (!t.deferred || !t.deferred->weights || t.done || t.retained) return std::nullopt;
-    const auto& weights = *t.deferred->weights;
-    const Shape q = B::shape(weights.q), kt = B::shape(weights.k_transposed), vs = v.node->shape;
-    if (q.rank() != 4 || kt.rank() != 4 || vs.rank() != 4 || v.node->dtype != DType::f32) return std::nullopt;
-    if (q[0] != kt[0] || q[0] != vs[0] || q[1] != kt[1] || q[1] != vs[1] || q[3] != kt[2] || kt[3] != vs[2])
-      return std::nullopt;
-    const std::vector<std::int64_t> swap{0, 1, 3, 2};
-    auto [out, lse] = B::attention(weights.q, B::permute(weights.k_transposed, swap), value(v), std::nullopt, false,
-                                   weights.scale);
-    ++counters().attentions;
-    return wrap(std::move(out));
+    if (w.node->retained) return std::nullopt;
+    auto attention = attention_of(w, v);
+    if (!attention) return std::nullopt;
+    return std::move(attention->out);
   }
 
   // The leaf of t's launch that is a deferred op not computed yet (a matmul, a convolution)
