@@ -225,6 +225,18 @@ template <Backend B> struct Autodiff {
   // w's own node stays for any other reader of w. Only for weights of 8M elements or more
   // (their f32 bytes past a last-level cache); nullopt otherwise.
   static std::optional<Primitive> attention_of_weights(const Primitive& w, const Primitive& v);
+  // An attention node: `out` and `lse` computed by B's attention from q, k, v (and the mask),
+  // its inputs the nodes given, its backward B's fused one. Where k_transposed, the second
+  // input is kᵀ (a product's right operand) and takes dk transposed.
+  struct AttentionSaved {
+    InnerPrimitive q, k, v;
+    std::optional<InnerPrimitive> mask;
+    InnerPrimitive out, lse;
+    bool causal = false;
+    double scale = 1;
+  };
+  static Primitive record_attention(std::vector<std::shared_ptr<Node>> inputs, bool k_transposed, AttentionSaved saved)
+    requires FusedAttention<B>;
 
   static void reject_tracked(std::string_view op, std::initializer_list<const Primitive*> inputs) {
     if (!autodiff::grad_mode()) return;

@@ -55,16 +55,26 @@ auto Autodiff<B>::attention(const Primitive& q, const Primitive& k, const Primit
   std::optional<InnerPrimitive> m;
   if (mask) m = mask->value;
   auto [out, lse] = B::attention(q.value, k.value, v.value, m, causal, scale);
-  InnerPrimitive saved_out = out;
-  Primitive y = record("attention", std::move(out), {q.node, k.node, v.node},
-                       [q = keep(q.value), k = keep(k.value), v = keep(v.value), m, out = keep(std::move(saved_out)),
-                        lse = keep(lse), causal, scale](const InnerPrimitive& dy, Sink& s) {
-                         auto [dq, dk, dv] = B::attention_backward(q, k, v, m, out, lse, dy, causal, scale);
-                         if (s.needs(0)) s.put(0, std::move(dq));
-                         if (s.needs(1)) s.put(1, std::move(dk));
-                         if (s.needs(2)) s.put(2, std::move(dv));
-                       });
-  return {std::move(y), from_inner(std::move(lse))};
+  InnerPrimitive untracked_lse = lse;
+  Primitive y = record_attention(
+      {q.node, k.node, v.node}, false,
+      {q.value, k.value, v.value, std::move(m), std::move(out), std::move(lse), causal, scale});
+  return {std::move(y), from_inner(std::move(untracked_lse))};
+}
+
+template <Backend B>
+auto Autodiff<B>::record_attention(std::vector<std::shared_ptr<Node>> inputs, bool k_transposed,
+    AttentionSaved saved) -> Primitive requires FusedAttention<B> {
+  InnerPrimitive out = saved.out;
+  for (const InnerPrimitive* kept : {&saved.q, &saved.k, &saved.v, &saved.out, &saved.lse}) keep(*kept);
+  return record("attention", std::move(out), std::move(inputs),
+                [a = std::move(saved), k_transposed](const InnerPrimitive& dy, Sink& s) {
+                  auto [dq, dk, dv] = B::attention_backward(a.q, a.k, a.v, a.mask, a.out, a.lse, dy, a.causal, a.scale);
+                  if (s.needs(0)) s.put(0, std::move(dq));
+                  const std::vector<std::int64_t> swap{0, 1, 3, 2};
+                  if (s.needs(1)) s.put(1, k_transposed ? B::permute(dk, swap) : std::move(dk));
+                  if (s.needs(2)) s.put(2, std::move(dv));
+                });
 }
 
 template <Backend B>
@@ -94,17 +104,9 @@ auto Autodiff<B>::attention_of_weights(const Primitive& w, const Primitive& v) -
     if (!product || product->op != "matmul") return std::nullopt;
     auto attention = B::attention_of(w.value, v.value);
     if (!attention) return std::nullopt;
-    const std::vector<std::int64_t> swap{0, 1, 3, 2};
-    InnerPrimitive saved_out = attention->out;
-    return record("attention", std::move(attention->out), {product->inputs[0], product->inputs[1], v.node},
-                  [q = keep(std::move(attention->q)), k = keep(std::move(attention->k)), v = keep(v.value),
-                   out = keep(std::move(saved_out)), lse = keep(std::move(attention->lse)), scale = attention->scale,
-                   swap](const InnerPrimitive& dy, Sink& s) {
-                    auto [dq, dk, dv] = B::attention_backward(q, k, v, std::nullopt, out, lse, dy, false, scale);
-                    if (s.needs(0)) s.put(0, std::move(dq));
-                    if (s.needs(1)) s.put(1, B::permute(dk, swap));  // the gradient of kᵀ
-                    if (s.needs(2)) s.put(2, std::move(dv));
-                  });
+    return record_attention({product->inputs[0], product->inputs[1], v.node}, true,
+                            {std::move(attention->q), std::move(attention->k), v.value, std::nullopt,
+                             std::move(attention->out), std::move(attention->lse), false, attention->scale});
   } else {
     return std::nullopt;
   }
