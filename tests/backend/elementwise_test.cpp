@@ -273,7 +273,7 @@ TEST(CpuElementwise, F32ErfAndGeluAgainstTheCLibrary) {
       if (!std::isinf(xs[i]))
         EXPECT_NEAR(gelu[i], want_gelu, 1e-6 * std::abs(want_gelu) + 2.4e-7 * std::abs(xd)) << "gelu at " << xs[i];
     }
-    EXPECT_GT(worst, 0.5);  // the sweep reaches the fit's error, not only its exact points
+    EXPECT_GT(worst, 0.5);  // the sweep reaches the approximation's error, not only exact points
   };
   check.operator()<Cpu>("cpu");
   check.operator()<Fusion<Cpu>>("fusion_cpu");

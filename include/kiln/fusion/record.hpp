@@ -29,7 +29,9 @@ auto Fusion<B>::elementwise(const codegen::Program& program, std::span<const Pri
     if (added) base.leaves.push_back(t);
     return it->second;
   };
-  auto add_leaf = [&](const std::shared_ptr<Tensor>& t) { return codegen::make_input(leaf_index(t), t->dtype == DType::boolean); };
+  auto add_leaf = [&](const std::shared_ptr<Tensor>& t) {
+    return codegen::make_input(leaf_index(t), t->dtype == DType::boolean);
+  };
   // The index in this program of the parameter `id`, added with value v if new (a program
   // has a few parameters: a scan is cheaper than a table).
   auto param_index = [&](std::uint64_t id, double v) {
@@ -164,7 +166,8 @@ auto Fusion<B>::reduce_rows(const Primitive& x, ops::ReduceOp op, std::int64_t d
   const auto rank = static_cast<std::int64_t>(shape.rank());
   if (op != ops::ReduceOp::sum && op != ops::ReduceOp::mean && op != ops::ReduceOp::max && op != ops::ReduceOp::min)
     return std::nullopt;
-  if (rank == 0 || (dim != rank - 1 && dim != -1) || shape[shape.rank() - 1] < 2 || shape.numel() == 0) return std::nullopt;
+  if (rank == 0 || (dim != rank - 1 && dim != -1) || shape[shape.rank() - 1] < 2 || shape.numel() == 0)
+    return std::nullopt;
   const DType dtype = x.node->dtype;
   if (dtype != DType::f32 && dtype != DType::f64) return std::nullopt;
   fusion::detail::Pending<Tensor> p;
