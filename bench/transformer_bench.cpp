@@ -1,6 +1,6 @@
 // A transformer encoder layer (d_model 256, 4 heads, feed-forward 1024, no dropout) on a
-// batch of 32 sequences of 128, forward + backward on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>, @fusion_cpu), built from kiln::nn as
-// a user writes it. Its twin in bench/torch_workloads.py is torch.nn.TransformerEncoderLayer.
+// batch of 32 sequences of 128, forward + backward on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>,
+// @fusion_cpu), built from kiln::nn as a user writes it. Its twin in bench/torch_workloads.py is torch.nn.TransformerEncoderLayer.
 // Below it, scaled-dot-product attention alone.
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
@@ -12,6 +12,12 @@
 
 namespace {
 
+// The primitive's values in memory (Fusion<B> computes them here).
+template <class B> const void* materialised(const typename B::Primitive& p) {
+  if constexpr (requires { B::value(p); }) return B::value(p).storage->ptr;  // Fusion computes it
+  else return p.storage->ptr;
+}
+
 template <class B> void transformer_encoder_layer(benchmark::State& state) {
   using AD = kiln::Autodiff<B>;
   kiln::manual_seed(0);
@@ -19,9 +25,12 @@ template <class B> void transformer_encoder_layer(benchmark::State& state) {
   const auto x = kiln::Tensor<AD, 3>::random({32, 128, 256}, kiln::Distribution::normal(0, 1)).require_grad();
   for (auto _ : state) {
     const auto grads = layer.forward(x).sum().backward();
-    const auto dx = x.grad(grads)->primitive();
-    if constexpr (requires { B::value(dx); }) benchmark::DoNotOptimize(B::value(dx).storage->ptr);  // Fusion computes it
-    else benchmark::DoNotOptimize(dx.storage->ptr);
+    // Every gradient PyTorch's backward computes: x's and each parameter's (Fusion<B> computes
+    // only what is read).
+    benchmark::DoNotOptimize(materialised<B>(x.grad(grads)->primitive()));
+    kiln::nn::for_each_param(layer, [&](const std::string&, const auto& p) {
+      benchmark::DoNotOptimize(materialised<B>(p->grad(grads)->primitive()));
+    });
   }
 }
 BENCHMARK(transformer_encoder_layer<kiln::Cpu>)
@@ -40,10 +49,6 @@ BENCHMARK(transformer_encoder_layer<kiln::Fusion<kiln::Cpu>>)
 // attention node with the fused backward).
 // Twins in bench/torch_workloads.py: torch.nn.functional.scaled_dot_product_attention and
 // the same composition.
-template <class B> const void* materialised(const typename B::Primitive& p) {
-  if constexpr (requires { B::value(p); }) return B::value(p).storage->ptr;  // Fusion computes it
-  else return p.storage->ptr;
-}
 // Forward alone:
 template <class B, bool Fused> void sdpa_forward(benchmark::State& state, std::int64_t seq) {
   using T = kiln::Tensor<B, 4>;
@@ -69,7 +74,7 @@ template <class B, bool Fused> void sdpa_forward_backward(benchmark::State& stat
     const T out = Fused ? kiln::functional::scaled_dot_product_attention(q, k, v)
                         : kiln::functional::detail::attention_composition(q, k, v, std::nullopt, false, 0.0, 0.125);
     const auto grads = out.sum().backward();
-    benchmark::DoNotOptimize(materialised<B>(q.grad(grads)->primitive()));
+    for (const T* input : {&q, &k, &v}) benchmark::DoNotOptimize(materialised<B>(input->grad(grads)->primitive()));
   }
 }
 // Registered by full name, so that a composition row reads <workload>@composition (with the
