@@ -123,9 +123,11 @@ template <class B> struct MultiHeadAttention {
   // (0: query, 1: key, 2: value), as heads [N, H, len, E / H].
   Tensor<B, 4> project(const Tensor<B, 3>& x, std::int64_t part) const {
     const std::int64_t e = embed_dim();
-    const auto w = in_proj_weight->slice({ops::Slice(part * e, (part + 1) * e)});
-    Tensor<B, 3> y = x.matmul(w.transpose().template unsqueeze<3>());
-    if (in_proj_bias) y = y + (*in_proj_bias)->slice({ops::Slice(part * e, (part + 1) * e)}).template unsqueeze<3>();
+    const ops::Slice rows(part * e, (part + 1) * e);
+    std::optional<Tensor<B, 1>> bias;
+    if (in_proj_bias) bias = (*in_proj_bias)->slice({rows});
+    // One linear op: the bias joins the GEMM (and its gradient the linear's backward).
+    const Tensor<B, 3> y = functional::linear(x, in_proj_weight->slice({rows}), bias);
     return y.template reshape<4>({x.dim(0), x.dim(1), num_heads, e / num_heads}).permute({0, 2, 1, 3});
   }
 
