@@ -11,10 +11,12 @@
 #include <kiln/nn/attention.hpp>
 #include <kiln/tensor/attention.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 using namespace kiln;
@@ -44,6 +46,9 @@ const Case kCases[] = {
     {2, 1, 65, 65, 8, 16, MaskKind::per_batch_key, true}, {1, 2, 130, 130, 64, 64, MaskKind::none, false},
     {1, 1, 7, 130, 16, 16, MaskKind::full, true},
     {1, 2, 300, 300, 16, 16, MaskKind::full, true},
+    // Three heads of three 128-key tiles: two threads split the backward's nine (head, key
+    // tile) items 4 + 5, so each keeps one head's dQ to itself and shares the middle one.
+    {1, 3, 40, 300, 16, 16, MaskKind::none, false},
     // Past the forward pass's 512-key tiles: the online softmax carries rows across tiles.
     {2, 1, 33, 600, 8, 8, MaskKind::per_batch_key, false}, {1, 1, 260, 1030, 16, 8, MaskKind::per_query_key, true},
 };
@@ -314,6 +319,41 @@ TEST(CpuAttention, DoublePrecisionAgreesToRounding) {
   const auto g_fused = (fused * fused).sum().backward();
   const auto g_expected = (expected * expected).sum().backward();
   for (const auto* x : {&q, &k, &v}) EXPECT_CLOSE(*x->grad(g_fused), x->grad(g_expected)->into_data(), 1e-10, 1e-12);
+}
+
+// The backward pass shares (head, key tile) items out between threads in blocks: a head whose
+// items all fall in one block gets its dQ written in place, a head split between blocks gets
+// it summed from each block's buffer. Fixed teams of 1 to 4 threads over 3 heads of 3 key
+// tiles and 1 head of 9 cover both kinds (and a head split three ways); f64 against the
+// composition, which checks each gradient to rounding.
+TEST(CpuAttention, BackwardAgreesWhateverTheTeamSharesOut) {
+  using AD = Autodiff<Cpu>;
+  struct Team {  // restores the default team however the test ends
+    ~Team() {
+      cpu::set_num_threads(0);
+      cpu::set_adaptive_threads(true);
+    }
+  } restore;
+  cpu::set_adaptive_threads(false);
+  using Sizes = std::pair<std::int64_t, std::int64_t>;  // heads, keys
+  for (const auto& [heads, keys] : {Sizes{3, 300}, Sizes{1, 1100}}) {
+    manual_seed(15);
+    const auto input = [](const std::array<std::int64_t, 4>& shape) {
+      return Tensor<AD, 4>::random(shape, Distribution::normal(0, 1), {}, DType::f64).require_grad();
+    };
+    const auto q = input({1, heads, 70, 8}), k = input({1, heads, keys, 8}), v = input({1, heads, keys, 4});
+    const auto expected = reference<AD>(q, k, v, std::nullopt, false, 1 / std::sqrt(8.0));
+    const auto g_expected = (expected * expected).sum().backward();
+    for (const int threads : {1, 2, 3, 4}) {
+      SCOPED_TRACE(testing::Message() << heads << " heads, " << keys << " keys, " << threads << " threads");
+      cpu::set_num_threads(threads);
+      ASSERT_EQ(cpu::active_threads(), threads);
+      const auto fused = functional::scaled_dot_product_attention(q, k, v);
+      const auto g_fused = (fused * fused).sum().backward();
+      for (const auto* x : {&q, &k, &v})
+        EXPECT_CLOSE(*x->grad(g_fused), x->grad(g_expected)->into_data(), 1e-10, 1e-12);
+    }
+  }
 }
 
 // f16 runs through f32 and rounds once.
