@@ -1,6 +1,7 @@
 // A transformer encoder layer (d_model 256, 4 heads, feed-forward 1024, no dropout) on a
 // batch of 32 sequences of 128, forward + backward on Autodiff<Cpu> (and Autodiff<Fusion<Cpu>>,
-// @fusion_cpu), built from kiln::nn as a user writes it. Its twin in bench/torch_workloads.py is torch.nn.TransformerEncoderLayer.
+// @fusion_cpu), built from kiln::nn as a user writes it. Its twin in bench/torch_workloads.py
+// is torch.nn.TransformerEncoderLayer.
 // Below it, scaled-dot-product attention alone.
 #include <kiln/kiln.hpp>
 #include <kiln/nn.hpp>
