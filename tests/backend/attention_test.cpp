@@ -356,6 +356,22 @@ TEST(CpuAttention, BackwardAgreesWhateverTheTeamSharesOut) {
   }
 }
 
+// With no keys the backward has no work items: q's gradient is zeros (an empty sum), written
+// over whatever the pooled buffer held before (freed tensors of the same size full of 7s, more
+// than the pass allocates, so that dq's buffer is one of them).
+TEST(CpuAttention, BackwardWithNoKeysGivesZeroGradientForQ) {
+  using AD = Autodiff<Cpu>;
+  {
+    std::vector<Tensor<Cpu, 4>> sevens;
+    for (int i = 0; i < 64; ++i) sevens.push_back(Tensor<Cpu, 4>::full({1, 2, 3, 4}, 7.0));
+  }
+  const auto q = Tensor<AD, 4>::ones({1, 2, 3, 4}).require_grad();
+  const auto k = Tensor<AD, 4>::ones({1, 2, 0, 4}).require_grad();
+  const auto v = Tensor<AD, 4>::ones({1, 2, 0, 4}).require_grad();
+  const auto grads = functional::scaled_dot_product_attention(q, k, v).sum().backward();
+  EXPECT_CLOSE(*q.grad(grads), TensorData::from(std::vector<float>(24, 0.0f), Shape{1, 2, 3, 4}), 0.0, 0.0);
+}
+
 // f16 runs through f32 and rounds once.
 TEST(CpuAttention, HalfPrecisionRunsThroughF32) {
   manual_seed(14);
