@@ -259,9 +259,10 @@ template <FusionTarget B> struct Fusion {
   // ================================================================ materialising
   // The value of p, computed now if it is pending (one B::elementwise call).
   static InnerPrimitive value(const Primitive& p);
-  static std::optional<InnerPrimitive> inner_mask(const std::optional<Primitive>& mask) {
-    if (!mask) return std::nullopt;
-    return value(*mask);
+  // The value of an optional input (a mask, a weight), where it is given.
+  static std::optional<InnerPrimitive> value(const std::optional<Primitive>& p) {
+    if (!p) return std::nullopt;
+    return value(*p);
   }
   static Primitive wrap(InnerPrimitive v) {
     auto t = std::make_shared<Tensor>();
@@ -524,14 +525,14 @@ template <FusionTarget B> struct Fusion {
   static std::pair<Primitive, Primitive> attention(const Primitive& q, const Primitive& k, const Primitive& v,
                                                    const std::optional<Primitive>& mask, bool causal, double scale)
     requires FusedAttention<B> {
-    auto [out, lse] = B::attention(value(q), value(k), value(v), inner_mask(mask), causal, scale);
+    auto [out, lse] = B::attention(value(q), value(k), value(v), value(mask), causal, scale);
     return {wrap(std::move(out)), wrap(std::move(lse))};
   }
   static std::array<Primitive, 3> attention_backward(const Primitive& q, const Primitive& k, const Primitive& v,
                                                      const std::optional<Primitive>& mask, const Primitive& out,
                                                      const Primitive& lse, const Primitive& dout, bool causal,
                                                      double scale) requires FusedAttention<B> {
-    auto [dq, dk, dv] = B::attention_backward(value(q), value(k), value(v), inner_mask(mask), value(out), value(lse),
+    auto [dq, dk, dv] = B::attention_backward(value(q), value(k), value(v), value(mask), value(out), value(lse),
                                               value(dout), causal, scale);
     return {wrap(std::move(dq)), wrap(std::move(dk)), wrap(std::move(dv))};
   }
