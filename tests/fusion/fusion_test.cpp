@@ -726,3 +726,38 @@ TYPED_TEST(FusionRows, AutodiffOverFusionSoftmaxAndLayerNormGradients) {
   EXPECT_TRUE(test::all_close(l2.into_data(), l1.into_data(), 1e-5, 1e-6));
   EXPECT_TRUE(test::all_close(x2.grad(g2)->into_data(), x1.grad(g1)->into_data(), 1e-4, 1e-6));
 }
+
+TYPED_TEST(FusionRows, AffineLayerNormRunsAsTheBackendsOneOpWithEveryGradient) {
+  using B = TypeParam;
+  using AD = Autodiff<B>;
+  using AF = Autodiff<Fusion<B>>;
+  const auto x = random<B, 3>({6, 5, 40}, 92) * 2.0 + 0.5, t = random<B, 3>({6, 5, 40}, 93);
+  const auto w = random<B, 1>({40}, 94), b = random<B, 1>({40}, 95);
+  // Where B has the one-op kernel, Fusion<B> runs it and launches no program of its own;
+  // elsewhere the default's affine part runs as a program.
+  const std::uint64_t before = launched<B>();
+  const auto fy = Tensor<Fusion<B>, 3>(provided::layer_norm_affine<Fusion<B>>(
+      on_fusion(x).primitive(), on_fusion(w).primitive(), on_fusion(b).primitive(), 1, 1e-5));
+  const TensorData values = fy.into_data();
+  if constexpr (provided::detail::HasLayerNormAffine<B>) EXPECT_EQ(launched<B>(), before);
+  else EXPECT_GT(launched<B>(), before);
+  const auto centered = x - x.mean_dim(2);
+  const auto expected = centered * ((centered * centered).mean_dim(2) + 1e-5).rsqrt() *
+                            w.reshape(std::array<std::int64_t, 3>{1, 1, 40}) +
+                        b.reshape(std::array<std::int64_t, 3>{1, 1, 40});
+  EXPECT_TRUE(test::all_close(values, expected.into_data(), 1e-4, 1e-5));
+  // nn::LayerNorm under Autodiff<Fusion<B>>: x's, the weight's and the bias's gradients.
+  auto run = [&]<class A>() {
+    nn::LayerNorm<A, 1> norm({40});
+    norm.weight->replace(Tensor<A, 1>::from_data(w.into_data()));
+    norm.bias->replace(Tensor<A, 1>::from_data(b.into_data()));
+    const auto xa = Tensor<A, 3>::from_data(x.into_data()).require_grad();
+    const auto grads = (norm.forward(xa) * Tensor<A, 3>::from_data(t.into_data())).sum().backward();
+    return std::array{xa.grad(grads)->into_data(), (*norm.weight)->grad(grads)->into_data(),
+                      (*norm.bias)->grad(grads)->into_data()};
+  };
+  const auto reference = run.template operator()<AD>();
+  const auto fused = run.template operator()<AF>();
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(test::all_close(fused[i], reference[i], 1e-4, 1e-5)) << "gradient " << i << " (x, weight, bias)";
+}

@@ -520,6 +520,27 @@ template <FusionTarget B> struct Fusion {
     requires FusedLayerNorm<B> {
     return wrap(B::layer_norm_backward(value(x), value(dy), dims, eps));
   }
+  // The affine layer norm and its backward as B's one-pass kernels, on materialised inputs.
+  // Recorded as the provided default instead (the fused layer norm, then the weight and the
+  // bias as a program), the forward takes a pass more, and the backward recomputes the
+  // normalised rows and sums the weight's and the bias's gradients in passes of their own.
+  static Primitive layer_norm_affine(const Primitive& x, const std::optional<Primitive>& weight,
+                                     const std::optional<Primitive>& bias, std::int64_t dims, double eps)
+    requires provided::detail::HasLayerNormAffine<B> {
+    return wrap(B::layer_norm_affine(value(x), value(weight), value(bias), dims, eps));
+  }
+  static LayerNormGradients<Primitive> layer_norm_affine_backward(const Primitive& x,
+                                                                  const std::optional<Primitive>& weight,
+                                                                  const Primitive& dy, std::int64_t dims, double eps,
+                                                                  bool bias)
+    requires provided::detail::HasLayerNormAffineBackward<B> {
+    auto grads = B::layer_norm_affine_backward(value(x), value(weight), value(dy), dims, eps, bias);
+    const auto wrap_given = [](std::optional<InnerPrimitive>& g) -> std::optional<Primitive> {
+      if (!g) return std::nullopt;
+      return wrap(std::move(*g));
+    };
+    return {wrap(std::move(grads.dx)), wrap_given(grads.dweight), wrap_given(grads.dbias)};
+  }
   // Attention: the stream flushes (value) and B's fused kernel runs on the materialised
   // q, k, v; its [L, S] scores never exist to fuse into.
   static std::pair<Primitive, Primitive> attention(const Primitive& q, const Primitive& k, const Primitive& v,
