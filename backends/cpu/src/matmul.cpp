@@ -142,36 +142,43 @@ bool transpose_b_first(const GemmLayout& b, std::int64_t m, std::int64_t n, std:
   return b.transposed && k >= 512 && n <= 768 && m * n >= 65536 && k * n <= (std::int64_t{1} << 22) && !avx2_sgemm();
 }
 
+// dst (rows `ld_dst` apart) = srcᵀ: src is `rows` x `cols` (rows `ld_src` apart), dst `cols` x
+// `rows`. In square blocks of one register width, src's blocks of rows shared out among the
+// threads (all on the calling thread inside a parallel region).
 // Eigen's PacketBlock takes the vector type as a template argument, whose alignment attribute
 // GCC notes it drops there (-Wignored-attributes); Eigen's own transposes do the same.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
-const float* row_major_copy(const float* pb, std::int64_t ldb, std::int64_t k, std::int64_t n) {
+void transpose_into(const float* src, std::int64_t ld_src, std::int64_t rows, std::int64_t cols, float* dst,
+                    std::int64_t ld_dst) {
   using Packet = Eigen::internal::packet_traits<float>::type;
   namespace ei = Eigen::internal;
   constexpr std::int64_t W = ei::packet_traits<float>::size;
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<std::size_t>(k * n));
-  float* const out = scratch.data();
-  // Element (r, c) of B is pb[c * ldb + r]: a block of W columns is W rows of memory.
-  parallel_for((n + W - 1) / W, 16, [&](std::int64_t block_begin, std::int64_t block_end) {
-    for (std::int64_t c0 = block_begin * W; c0 < std::min(n, block_end * W); c0 += W) {
-      std::int64_t r0 = 0;
-      if (c0 + W <= n) {
-        for (; r0 + W <= k; r0 += W) {
+  parallel_for((rows + W - 1) / W, 16, [&](std::int64_t block_begin, std::int64_t block_end) {
+    for (std::int64_t r0 = block_begin * W; r0 < std::min(rows, block_end * W); r0 += W) {
+      std::int64_t c0 = 0;
+      if (r0 + W <= rows) {
+        for (; c0 + W <= cols; c0 += W) {
           ei::PacketBlock<Packet, static_cast<int>(W)> block;
-          for (std::int64_t i = 0; i < W; ++i) block.packet[i] = ei::ploadu<Packet>(pb + (c0 + i) * ldb + r0);
+          for (std::int64_t i = 0; i < W; ++i) block.packet[i] = ei::ploadu<Packet>(src + (r0 + i) * ld_src + c0);
           ei::ptranspose(block);
-          for (std::int64_t i = 0; i < W; ++i) ei::pstoreu(out + (r0 + i) * n + c0, block.packet[i]);
+          for (std::int64_t i = 0; i < W; ++i) ei::pstoreu(dst + (c0 + i) * ld_dst + r0, block.packet[i]);
         }
       }
-      for (std::int64_t c = c0; c < std::min(n, c0 + W); ++c)
-        for (std::int64_t r = c0 + W <= n ? r0 : 0; r < k; ++r) out[r * n + c] = pb[c * ldb + r];
+      for (std::int64_t r = r0; r < std::min(rows, r0 + W); ++r)
+        for (std::int64_t c = r0 + W <= rows ? c0 : 0; c < cols; ++c) dst[c * ld_dst + r] = src[r * ld_src + c];
     }
   });
-  return out;
 }
 #pragma GCC diagnostic pop
+
+// A row-major copy of the k x n matrix B whose element (r, c) is pb[c * ldb + r].
+const float* row_major_copy(const float* pb, std::int64_t ldb, std::int64_t k, std::int64_t n) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<std::size_t>(k * n));
+  transpose_into(pb, ldb, n, k, scratch.data(), n);
+  return scratch.data();
+}
 
 void sgemm(const GemmLayout& a, GemmLayout b, std::int64_t m, std::int64_t n, std::int64_t k, const float* pa,
            const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
