@@ -115,19 +115,27 @@ TYPED_TEST(Matmul, F32AgreesWithF64OnLargerShapes) {
   using B = TypeParam;
   struct Case {
     std::array<std::int64_t, 3> a, b;
-    bool transpose_b;
+    bool transpose_b, transpose_a = false;
   };
   for (const Case& k : {Case{{1, 130, 70}, {1, 70, 90}, false}, Case{{6, 17, 33}, {6, 33, 9}, true},
                         Case{{5, 40, 64}, {1, 64, 48}, false}, Case{{3, 64, 300}, {3, 300, 64}, true},
                         // Large enough that the CPU copies a transposed B to row-major first, with
                         // sizes that are no multiple of a register width; alone, and one per thread.
-                        Case{{1, 256, 515}, {1, 515, 260}, true}, Case{{2, 256, 520}, {2, 520, 270}, true}}) {
+                        Case{{1, 256, 515}, {1, 515, 260}, true}, Case{{2, 256, 520}, {2, 520, 270}, true},
+                        // Tall, narrow and long with A transposed, which the CPU computes as the
+                        // transpose of Bᵀ A and transposes into the result, with sizes that are no
+                        // multiple of a register width: alone with B as it lies, and one per
+                        // thread with B transposed.
+                        Case{{1, 2050, 1030}, {1, 1030, 70}, false, true},
+                        Case{{2, 2050, 1030}, {2, 1030, 70}, true, true}}) {
     const auto a = Tensor<B, 3>::random(k.a, Distribution::normal(0, 1), {}, DType::f64);
     const auto b = Tensor<B, 3>::random(k.b, Distribution::normal(0, 1), {}, DType::f64);
     // The same values, read through a transposed view (a cast would lay them out afresh).
-    const auto as_read = [&](const Tensor<B, 3>& x) { return k.transpose_b ? (x.transpose() * 1.0).transpose() : x; };
-    const auto expected = a.matmul(as_read(b)).into_data();
-    const auto got = a.cast(DType::f32).matmul(as_read(b.cast(DType::f32)));
+    const auto transposed = [](const Tensor<B, 3>& x) { return (x.transpose() * 1.0).transpose(); };
+    const auto read_a = [&](const Tensor<B, 3>& x) { return k.transpose_a ? transposed(x) : x; };
+    const auto read_b = [&](const Tensor<B, 3>& x) { return k.transpose_b ? transposed(x) : x; };
+    const auto expected = read_a(a).matmul(read_b(b)).into_data();
+    const auto got = read_a(a.cast(DType::f32)).matmul(read_b(b.cast(DType::f32)));
     EXPECT_CLOSE(got, expected.convert(DType::f32), 1e-4, 1e-4);
   }
 }
