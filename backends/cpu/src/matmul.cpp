@@ -179,8 +179,8 @@ void transpose_into(const float* src, std::int64_t ld_src, std::int64_t rows, st
 // as given -> through Cᵀ with the transposition, in ms: Aᵀ B 2048 x 64 (k 2048) 2.72 -> 2.16
 // (5.29 -> 4.47), 1024 x 256 (k 4096) 8.07 -> 7.18 (17.7 -> 14.5), 4096 x 256 (k 1024)
 // 9.12 -> 7.84; Aᵀ Bᵀ 4096 x 256 (k 1024) 8.46 -> 7.57. Short products lost: 4096 x 256 with
-// k 256 +-10 %, 4096 x 1024 with k 256 and 512 x 64 with k 512 slower. Attention's value and
-// key gradients on whole heads (Pᵀ dO, dSᵀ Q: n = the head's width) are such products.
+// k 256 +-10 %, 4096 x 1024 with k 256 and 512 x 64 with k 512 slower. Attention's value
+// gradient on whole heads (Pᵀ dO, n = the head's width) is such a product.
 bool through_transposed_result(const GemmLayout& a, std::int64_t m, std::int64_t n, std::int64_t k) {
   return a.transposed && m >= 2 * n && k >= 1024 && m * n * k >= (std::int64_t{1} << 27) &&
          m * n <= (std::int64_t{1} << 22) && !avx2_sgemm();
