@@ -487,6 +487,22 @@ TYPED_TEST(Elementwise, LargeInputsMatchTheScalarFormulas) {
   const auto contiguous_sum = (big + big).template to_vec<float>();
   const auto big_values = big.template to_vec<float>();
   for (std::size_t i = 0; i < big_values.size(); i += 997) ASSERT_EQ(contiguous_sum[i], big_values[i] * 2) << i;
+  // Ops with long formulas past the cache (their contiguous inputs fetched ahead on the CPU),
+  // on the whole tensor, on the strided view and beside a broadcast operand.
+  const auto row = Tensor<B, 2>::random({1, 1001}, Distribution::uniform(-1, 1));
+  const auto whole_gelu = big.gelu().template to_vec<float>();
+  const auto view_gelu = view.gelu().template to_vec<float>();
+  const auto angle = view.atan2(row).template to_vec<float>();
+  const auto angle_twice = big.atan2(big + 0.5).template to_vec<float>();
+  const auto rows = row.template to_vec<float>();
+  for (std::size_t i = 0; i < big_values.size(); i += 331) {
+    ASSERT_NEAR(whole_gelu[i], ops::GeluErf::apply<double>(big_values[i]), 1e-5) << i;
+    ASSERT_NEAR(angle_twice[i], std::atan2(double(big_values[i]), big_values[i] + 0.5), 1e-5) << i;
+  }
+  for (std::size_t i = 0; i < expected.size(); i += 331) {
+    ASSERT_NEAR(view_gelu[i], ops::GeluErf::apply<double>(expected[i]), 1e-5) << i;
+    ASSERT_NEAR(angle[i], std::atan2(double(expected[i]), rows[i % 1001]), 1e-5) << i;
+  }
 }
 
 // ---------------------------------------------------------------- integers

@@ -13,7 +13,9 @@ void unary_backward_kernel(const void*, const std::byte* const* in, const std::i
   const T* y = reinterpret_cast<const T*>(in[1]);
   const T* dy = reinterpret_cast<const T*>(in[2]);
   const bool streamed = stream && light_op<Op>;
-  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
+  const auto ahead = ahead_of<Op>(stream, {x, y, dy}, {s[0], s[1], s[2]});
+  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, ahead,
+               [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
     return Op::grad(load_run(x, s[0], i, count), load_run(y, s[1], i, count), load_run(dy, s[2], i, count));
   });
 }
@@ -26,7 +28,9 @@ void binary_backward_kernel(const void*, const std::byte* const* in, const std::
   const T* y = reinterpret_cast<const T*>(in[2]);
   const T* dy = reinterpret_cast<const T*>(in[3]);
   const bool streamed = stream && light_op<Op>;
-  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
+  const auto ahead = ahead_of<Op>(stream, {a, b, y, dy}, {s[0], s[1], s[2], s[3]});
+  simd_loop<T>(reinterpret_cast<T*>(out), n, streamed, ahead,
+               [=](std::int64_t i, std::int64_t count) KILN_INLINE_LAMBDA {
     const auto va = load_run(a, s[0], i, count), vb = load_run(b, s[1], i, count);
     const auto vy = load_run(y, s[2], i, count), vdy = load_run(dy, s[3], i, count);
     if constexpr (side == ops::Operand::lhs) return Op::grad_lhs(va, vb, vy, vdy);
