@@ -195,7 +195,7 @@ void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::
       for (std::int64_t i = 0; i < m; ++i) std::fill(pc + i * ldc, pc + i * ldc + n, T(0));
     return;
   }
-  if constexpr (std::is_same_v<T, float>) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  if constexpr (std::is_same_v<T, float>) repeated_gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
   else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 

@@ -8,7 +8,12 @@
 
 #include <Eigen/Core>
 #if KILN_CPU_ONEDNN
+#include "onednn.hpp"
+
 #include <oneapi/dnnl/dnnl.h>
+
+#include <array>
+#include <map>
 #endif
 
 #include <cstring>
@@ -327,6 +332,69 @@ void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int
               const double* pa, const double* pb, double* pc, std::int64_t ldc, bool accumulate) {
   gemm<double>(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
+
+#if KILN_CPU_ONEDNN
+namespace {
+
+// A oneDNN matmul for one product's sizes and layouts with its operands' memory objects,
+// which each call points at its data.
+struct RepeatedProduct {
+  std::optional<dnnl::matmul> product;  // nullopt: oneDNN has no kernel for it (sgemm runs it)
+  dnnl::memory a, b, c;
+};
+
+dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, const GemmLayout& layout) {
+  using dnnl::memory;
+  return memory::desc({rows, cols}, memory::data_type::f32,
+                      layout.transposed ? memory::dims{1, layout.ld} : memory::dims{layout.ld, 1});
+}
+
+}  // namespace
+
+void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
+  if (a.transposed || m == 0 || n == 0 || k == 0) return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  // The key holds the team this thread runs (one thread inside a parallel region): oneDNN fixes
+  // a matmul's thread count when it creates it.
+  const std::array<std::int64_t, 9> key{m, n, k, b.transposed, a.ld, b.ld, ldc, accumulate, prepare_team()};
+  thread_local std::map<std::array<std::int64_t, 9>, RepeatedProduct> products;
+  auto it = products.find(key);
+  if (it == products.end()) {
+    if (products.size() >= 256) products.clear();  // sizes that keep changing: at most 256 kept
+    using dnnl::memory;
+    const memory::desc a_desc = matrix_desc(m, k, a), b_desc = matrix_desc(k, n, b);
+    const memory::desc c_desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
+    dnnl::engine& engine = onednn_engine();
+    RepeatedProduct made{std::nullopt, memory(a_desc, engine, nullptr), memory(b_desc, engine, nullptr),
+                         memory(c_desc, engine, nullptr)};
+    try {
+      const dnnl::matmul::desc desc(a_desc, b_desc, c_desc);
+      made.product = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine));
+    } catch (const dnnl::error&) {
+    }
+    it = products.emplace(key, std::move(made)).first;
+  }
+  RepeatedProduct& r = it->second;
+  if (!r.product) return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  r.a.set_data_handle(const_cast<float*>(pa));
+  r.b.set_data_handle(const_cast<float*>(pb));
+  r.c.set_data_handle(pc);
+  dnnl::stream& stream = onednn_stream();
+  r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
+  stream.wait();
+}
+#else
+void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
+  gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+}
+#endif
 
 }  // namespace kiln::cpu
 
