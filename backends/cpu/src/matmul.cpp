@@ -317,9 +317,24 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
     }
   };
   const std::int64_t team = prepare_team();
-  if (m * n * k <= kSmallProduct || count >= kBatchPerThread * team || (count >= team && count % team == 0))
-    parallel_for(count, 1, run);
-  else run(0, count);
+  if (m * n * k > kSmallProduct && count < kBatchPerThread * team && !(count >= team && count % team == 0))
+    return run(0, count);
+  // One product per thread. On one thread, oneDNN's sgemm runs a narrow result (n <= 64) with
+  // A as it lies at 140-160 GFLOP/s where a oneDNN matmul primitive, kept for the shape
+  // (repeated_gemm_f32), runs it at 160-180: attention's weights times v, 2048 x 64 (k 2048),
+  // went from 142-146 to 171-176.
+  if constexpr (std::is_same_v<T, float>) {
+    if (!a.layout.transposed && n <= 64) {
+      return parallel_for(count, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const auto s = static_cast<std::size_t>(i);
+          repeated_gemm_f32(a.layout, b.layout, m, n, k, pa + a.batch_offsets[s], pb + b.batch_offsets[s],
+                            pc + i * m * n, n);
+        }
+      });
+    }
+  }
+  parallel_for(count, 1, run);
 }
 
 }  // namespace
