@@ -319,10 +319,10 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
   const std::int64_t team = prepare_team();
   if (m * n * k > kSmallProduct && count < kBatchPerThread * team && !(count >= team && count % team == 0))
     return run(0, count);
-  // One product per thread. On one thread, oneDNN's sgemm runs a narrow result (n <= 64) with
-  // A as it lies at 140-160 GFLOP/s where a oneDNN matmul primitive, kept for the shape
-  // (repeated_gemm_f32), runs it at 160-180: attention's weights times v, 2048 x 64 (k 2048),
-  // went from 142-146 to 171-176.
+  // One product per thread. On one thread, oneDNN's AVX-512 sgemm runs a narrow result (n <= 64)
+  // with A as it lies at 140-160 GFLOP/s where a oneDNN matmul primitive, kept for the shape
+  // (repeated_gemm_f32, which keeps sgemm where it is as fast), runs it at 160-180: attention's
+  // weights times v, 2048 x 64 (k 2048), went from 142-146 to 171-176.
   if constexpr (std::is_same_v<T, float>) {
     if (!a.layout.transposed && n <= 64) {
       return parallel_for(count, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -368,7 +368,8 @@ dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, const GemmL
 
 void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                        const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
-  if (a.transposed || m == 0 || n == 0 || k == 0) return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
+  if (a.transposed || avx2_sgemm() || m == 0 || n == 0 || k == 0)
+    return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
   // The key holds the team this thread runs (one thread inside a parallel region): oneDNN fixes
   // a matmul's thread count when it creates it.
   const std::array<std::int64_t, 9> key{m, n, k, b.transposed, a.ld, b.ld, ldc, accumulate, prepare_team()};
