@@ -377,7 +377,7 @@ template <class T> T exp_shifted_sum(const T* x, T shift, T* y, std::int64_t n) 
 // Simd registers, the tail on a partially filled register; integer and Bool types run the
 // scalar formula (the compiler vectorizes the simple ones over contiguous operands).
 
-// The contiguous inputs of a loop whose data is larger than the usable cache (the caller's
+// The contiguous inputs of a forward loop whose data is larger than the usable cache (the caller's
 // `stream`) and whose op is not light (light_op below): for each register of output, the line
 // kAheadBytes ahead of each is fetched. Such an op computes long enough per register that the
 // hardware prefetchers, which stop at each 4 KiB page, leave the memory idle at each page's
@@ -385,7 +385,7 @@ template <class T> T exp_shifted_sum(const T* x, T shift, T* y, std::int64_t n) 
 // (a loop of its own, 2 MiB pages) took 4.3-4.4 ms without, 3.1-3.4 fetching 1 KiB ahead and
 // 2.8-3.0 fetching 2-8 KiB ahead; Tensor::gelu (`gelu_16M`) went from 4.2-4.4 to 2.6 ms. A
 // light op keeps up with the memory without it. Fusion<Cpu>'s programs fetch ahead likewise
-// (program.cpp).
+// (program.cpp). The gradient loops do not (elementwise_backward.cpp).
 inline constexpr std::int64_t kAheadBytes = 4096;
 template <class T, std::size_t K> struct Ahead {
   std::array<const T*, K> inputs{};  // null where an input is not contiguous
