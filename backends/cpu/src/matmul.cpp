@@ -393,6 +393,7 @@ void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m,
       const dnnl::matmul::desc desc(a_desc, b_desc, c_desc);
       made.product = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine));
     } catch (const dnnl::error&) {
+      // No kernel for these sizes or layouts: kept as such, and sgemm runs the product.
     }
     it = products.emplace(key, std::move(made)).first;
   }
