@@ -453,9 +453,10 @@ TYPED_TEST(Reduce, SumOfAMillionF32ValuesStaysAccurate) {
   EXPECT_NEAR(x.template reshape<2>({n / 64, 64}).sum_dim(0).sum().item(), reference, std::abs(reference) * 1e-6);
 }
 
-// The CPU's f32 sums add pairs of elements in f32 and the pairs in f64: a million copies of
-// one value sum to that value times a million rounded once, as summing every element in f64
-// does (f32 lanes of 16 elements each gave 2850324.5 for a million e's, not 2850325).
+// The CPU's f32 sums add a few elements in f32 (a pair, or with AVX-512 a tree of eight) and
+// those sums in f64: a million copies of one value sum to that value times a million rounded
+// once, as summing every element in f64 does (f32 lanes of 16 elements each gave 2850324.5 for
+// a million e's, not 2850325).
 TEST(CpuReduce, F32SumsOfEqualValuesRoundOnce) {
   constexpr std::int64_t n = 1 << 20;
   for (const float value : {0.1f, std::exp(1.0f), -3.3f}) {

@@ -7,6 +7,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace kiln::cpu {
 namespace {
 
@@ -114,9 +118,56 @@ inline double sum_f32_leaf(const float* __restrict p, std::int64_t n) {
   return lanes[0];
 }
 
+#if defined(__AVX512F__)
+// An f32 run's sum in f64 with AVX-512: each of 16 lanes adds eight elements 16 apart in f32 as
+// a tree of pairs (three roundings, each at most half an f32 ulp of the magnitudes below it;
+// exact for equal values) and widens that sum of a 128-element block into its f64 lane. The
+// error is at most 1.5 f32 ulps of the sum of magnitudes plus the f64 lanes' own (n / 128
+// roundings, far below an f32 ulp), whatever n is, so the run needs no cascade above it. On a
+// 2-core Zen 4 VM, sum_f32_leaf's cascade ran at 128 GB/s with 16M floats in the cache, where
+// the loads alone run at 198 and this at 194. With AVX2 the same tree, as the compiler
+// vectorized it, ran 1.6-1.9x slower than sum_f32_leaf past the cache: those levels keep the leaf.
+inline double sum_f32_run(const float* __restrict p, std::int64_t n) {
+  constexpr int kLanes = 16;
+  alignas(64) double lanes[kLanes];
+  // The block's lines are loaded in ascending order, pinned by compiler barriers: in the order
+  // the compiler chose (the block's last line first) the hardware prefetchers fell behind, and
+  // the sums took twice as long past the cache (2.0-2.3 ms against 1.0-1.1 for 16M floats on
+  // 2 threads).
+  __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+  std::int64_t i = 0;
+  for (; i + 8 * kLanes <= n; i += 8 * kLanes) {
+    const float* q = p + i;
+    const __m512 a0 = _mm512_loadu_ps(q), a1 = _mm512_loadu_ps(q + kLanes);
+    asm volatile("" ::: "memory");
+    const __m512 a2 = _mm512_loadu_ps(q + 2 * kLanes), a3 = _mm512_loadu_ps(q + 3 * kLanes);
+    asm volatile("" ::: "memory");
+    const __m512 a4 = _mm512_loadu_ps(q + 4 * kLanes), a5 = _mm512_loadu_ps(q + 5 * kLanes);
+    asm volatile("" ::: "memory");
+    const __m512 a6 = _mm512_loadu_ps(q + 6 * kLanes), a7 = _mm512_loadu_ps(q + 7 * kLanes);
+    const __m512 block = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                       _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(block)));
+    high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm512_extractf32x8_ps(block, 1)));
+  }
+  _mm512_store_pd(lanes, low);
+  _mm512_store_pd(lanes + kLanes / 2, high);
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) lanes[k] += static_cast<double>(p[i + k]);
+  double rest = 0.0;
+  for (; i < n; ++i) rest += static_cast<double>(p[i]);
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+  return lanes[0] + rest;
+}
+#endif
+
 // Sums a contiguous run pairwise over leaves of kLeaf elements: the rounding error grows
-// with log(n) instead of n.
+// with log(n) instead of n. With AVX-512 an f32 run summed in f64 needs no cascade.
 template <class A, class T> A cascade_sum(const T* p, std::int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, double>) return sum_f32_run(p, n);
+#endif
   if (n <= kLeaf) {
     if constexpr (std::is_same_v<T, float> && std::is_same_v<A, double>) return sum_f32_leaf(p, n);
     else return reduce_run<SumStep<A>, A>(p, n);
