@@ -125,8 +125,9 @@ inline double sum_f32_leaf(const float* __restrict p, std::int64_t n) {
 // error is at most 1.5 f32 ulps of the sum of magnitudes plus the f64 lanes' own (n / 128
 // roundings each, under a quarter of an f32 ulp up to n = 2^34), so the run needs no cascade
 // above it. On a 2-core Zen 4 VM, sum_f32_leaf's cascade ran at 128 GB/s with 16 MiB of floats
-// in the cache, where the loads alone run at 198 and this at 194. With AVX2 the same tree, as the compiler
-// vectorized it, ran 1.6-1.9x slower than sum_f32_leaf past the cache: those levels keep the leaf.
+// in the cache, where the loads alone run at 198 and this at 194. With AVX2 the same tree, as
+// the compiler vectorized it, ran 1.6-1.9x slower than sum_f32_leaf past the cache: those
+// levels keep the leaf.
 inline double sum_f32_run(const float* __restrict p, std::int64_t n) {
   constexpr int kLanes = 16;
   alignas(64) double lanes[kLanes];
