@@ -63,6 +63,25 @@ BENCHMARK(matmul<Cpu>)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// A batch of small products, [batch, m, k] @ [batch, k, n]: attention over short sequences and
+// other per-sample products, where each GEMM call's own cost counts.
+void batched_matmul(benchmark::State& state) {
+  const std::int64_t batch = state.range(0), m = state.range(1), k = state.range(2), n = state.range(3);
+  const auto a = T<3>::random({batch, m, k}, kiln::Distribution::normal(0, 1));
+  const auto b = T<3>::random({batch, k, n}, kiln::Distribution::normal(0, 1));
+  keep(a.matmul(b));
+  for (auto _ : state) keep(a.matmul(b));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * batch * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(batched_matmul)
+    ->Name("batched_matmul_f32")
+    ->ArgNames({"b", "m", "k", "n"})
+    ->Args({256, 17, 33, 9})
+    ->Args({64, 64, 64, 32})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 constexpr std::int64_t kElements = 1 << 24;
 
 template <class B> void add(benchmark::State& state) {

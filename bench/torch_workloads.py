@@ -38,6 +38,9 @@ def workloads(compile_mode):
         a, b = torch.randn(n, n), torch.randn(n, n)
         mm = maybe_compile(lambda a=a, b=b: torch.matmul(a, b))
         w[f"matmul_f32/{n}"] = mm
+    for batch, m, k, n in ((256, 17, 33, 9), (64, 64, 64, 32)):
+        a, b = torch.randn(batch, m, k), torch.randn(batch, k, n)
+        w[f"batched_matmul_f32/b:{batch}/m:{m}/k:{k}/n:{n}"] = maybe_compile(lambda a=a, b=b: torch.matmul(a, b))
     e = 1 << 24
     a, b = torch.randn(e), torch.randn(e)
     w["add_16M"] = maybe_compile(lambda: a + b)
