@@ -44,7 +44,8 @@ void gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int
 // and 256 x 64 x 512 (weights times v, accumulated) over a head of 2048 queries and keys,
 // sgemm ran at 183-185 and 160-167 GFLOP/s, the primitive at 189-190 and 183-185. With A
 // transposed (64 x 128 x 256) sgemm was faster, 172 against 165, and with oneDNN held to its
-// AVX2 kernels the two ran within 3 % of each other, so those stay with sgemm.
+// AVX2 kernels the two ran within 3 % of each other, so those stay with sgemm, as do products of
+// fewer than 2^16 multiply-adds, where the primitive's own cost per call outweighs its kernel.
 void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                        const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate = false);
 void gemm_f64(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -368,7 +368,11 @@ dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, const GemmL
 
 void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                        const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
-  if (a.transposed || avx2_sgemm() || m == 0 || n == 0 || k == 0)
+  // Below 2^16 multiply-adds sgemm is as fast or faster (one thread on a Xeon VM: 17 x 9 x 33 at
+  // 27 GFLOP/s against the primitive's 24, 32 x 32 x 32 at 99 against 90; 64 x 16 x 64 at 115
+  // against 121). An empty product is below it too.
+  constexpr std::int64_t kPrimitiveFloor = std::int64_t{1} << 16;
+  if (a.transposed || avx2_sgemm() || m * n * k < kPrimitiveFloor)
     return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
   // The key holds the team this thread runs (one thread inside a parallel region): oneDNN fixes
   // a matmul's thread count when it creates it.
