@@ -147,6 +147,31 @@ TYPED_TEST(Matmul, F32AgreesWithF64OnLargerShapes) {
   }
 }
 
+// Batches of small products whose matrices lie unevenly (a broadcast or sliced batch dim) or
+// evenly with gaps between them (a batch dim taken with a step): the CPU runs evenly spaced
+// batches as one batched product and the rest one product at a time; the f32 path must agree
+// with the f64 path on the same numbers either way.
+TYPED_TEST(Matmul, F32AgreesWithF64OnSpacedAndBroadcastBatches) {
+  using B = TypeParam;
+  const auto a64 = Tensor<B, 4>::random({2, 4, 17, 33}, Distribution::normal(0, 1), {}, DType::f64);
+  const auto b64 = Tensor<B, 4>::random({1, 4, 33, 9}, Distribution::normal(0, 1), {}, DType::f64);
+  const auto a32 = a64.cast(DType::f32), b32 = b64.cast(DType::f32);
+  using ops::Slice;
+  const auto check = [](const auto& a, const auto& b, const auto& a_wide, const auto& b_wide) {
+    SCOPED_TRACE(a.shape().str() + " @ " + b.shape().str());
+    EXPECT_CLOSE(a.matmul(b), a_wide.matmul(b_wide).into_data().convert(DType::f32), 1e-4, 1e-4);
+  };
+  const std::vector<Slice> all{Slice(), Slice(), Slice(), Slice()};
+  const std::vector<Slice> first_three{Slice(), Slice(0, 3), Slice(), Slice()};
+  const std::vector<Slice> every_other{Slice(), Slice(std::nullopt, std::nullopt, 2), Slice(), Slice()};
+  for (const auto& cut : {all, first_three, every_other})
+    check(a32.slice(cut), b32.slice(cut), a64.slice(cut), b64.slice(cut));
+  // Every other matrix of one batch dim: evenly spaced, two matrices apart.
+  const std::vector<Slice> step{Slice(std::nullopt, std::nullopt, 2), Slice(), Slice()};
+  const auto a3 = a64.template reshape<3>({8, 17, 33}), b3 = a3.transpose();
+  check(a3.cast(DType::f32).slice(step), b3.cast(DType::f32).slice(step), a3.slice(step), b3.slice(step));
+}
+
 TYPED_TEST(Matmul, HalfPrecisionComputesThroughF32) {
   using B = TypeParam;
   const auto& c = golden("matmul", "mm");

@@ -296,6 +296,17 @@ void gemm(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t
 constexpr std::int64_t kSmallProduct = std::int64_t{1} << 18;
 constexpr std::int64_t kBatchPerThread = 8;
 
+}  // namespace
+
+// Runs a batch of count equal f32 products, a's and b's matrices evenly spaced, into out's
+// contiguous matrices as one oneDNN matmul over the batch, kept per calling thread and shape.
+// False (nothing written) where no such matmul runs it: uneven or shared matrices, oneDNN held
+// to its AVX2 kernels, or no oneDNN.
+bool batched_primitive_f32(const GemmOperand& a, const GemmOperand& b, std::int64_t count, std::int64_t m,
+                           std::int64_t n, std::int64_t k, const float* pa, const float* pb, float* pc);
+
+namespace {
+
 template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b, const CpuTensor& out) {
   const std::size_t r = out.shape.rank();
   const std::int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.view.shape[r - 1];
@@ -309,6 +320,13 @@ template <class T> void batched_gemm(const GemmOperand& a, const GemmOperand& b,
   if (folds_to_one_gemm(a, b, m)) {
     gemm<T>(a.layout, b.layout, count * m, n, k, pa + a.batch_offsets[0], pb + b.batch_offsets[0], pc, n);
     return;
+  }
+  // Small products as one batched oneDNN matmul, which pays for its call and its work split once
+  // for the batch instead of once a product. On two threads of a Xeon VM, against sgemm called
+  // per product in a parallel loop: 256 products of 17 x 33 x 9 in 0.021 ms against 0.065, 64 of
+  // 64 x 64 x 32 in 0.055 against 0.070; at 128 x 64 x 128 (past kSmallProduct) the two were even.
+  if constexpr (std::is_same_v<T, float>) {
+    if (m * n * k <= kSmallProduct && batched_primitive_f32(a, b, count, m, n, k, pa, pb, pc)) return;
   }
   auto run = [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
@@ -410,7 +428,73 @@ void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m,
   r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
   stream.wait();
 }
+
+namespace {
+
+// The distance between consecutive matrices of a batch, where they are evenly spaced in
+// ascending order; nullopt otherwise.
+std::optional<std::int64_t> batch_stride(const Extents& offsets) {
+  if (offsets.size() < 2) return std::nullopt;
+  const std::int64_t stride = offsets[1] - offsets[0];
+  if (stride <= 0) return std::nullopt;
+  for (std::size_t i = 2; i < offsets.size(); ++i)
+    if (offsets[i] - offsets[i - 1] != stride) return std::nullopt;
+  return stride;
+}
+
+// A batch of matrices [count, rows, cols], `stride` elements apart, in the layout given.
+dnnl::memory::desc batch_desc(std::int64_t count, std::int64_t rows, std::int64_t cols, std::int64_t stride,
+                              const GemmLayout& layout) {
+  using dnnl::memory;
+  return memory::desc({count, rows, cols}, memory::data_type::f32,
+                      layout.transposed ? memory::dims{stride, 1, layout.ld} : memory::dims{stride, layout.ld, 1});
+}
+
+}  // namespace
+
+bool batched_primitive_f32(const GemmOperand& a, const GemmOperand& b, std::int64_t count, std::int64_t m,
+                           std::int64_t n, std::int64_t k, const float* pa, const float* pb, float* pc) {
+  if (avx2_sgemm() || m == 0 || n == 0 || k == 0) return false;
+  const std::optional<std::int64_t> sa = batch_stride(a.batch_offsets), sb = batch_stride(b.batch_offsets);
+  if (!sa || !sb) return false;
+  const std::array<std::int64_t, 11> key{count, m, n, k, a.layout.transposed, b.layout.transposed, a.layout.ld,
+                                         b.layout.ld, *sa, *sb, prepare_team()};
+  thread_local std::map<std::array<std::int64_t, 11>, RepeatedProduct> products;
+  auto it = products.find(key);
+  if (it == products.end()) {
+    if (products.size() >= 256) products.clear();  // sizes that keep changing: at most 256 kept
+    using dnnl::memory;
+    RepeatedProduct made;
+    try {
+      const memory::desc a_desc = batch_desc(count, m, k, *sa, a.layout);
+      const memory::desc b_desc = batch_desc(count, k, n, *sb, b.layout);
+      const memory::desc c_desc({count, m, n}, memory::data_type::f32, memory::dims{m * n, n, 1});
+      dnnl::engine& engine = onednn_engine();
+      made.a = memory(a_desc, engine, nullptr);
+      made.b = memory(b_desc, engine, nullptr);
+      made.c = memory(c_desc, engine, nullptr);
+      made.product = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, c_desc), engine));
+    } catch (const dnnl::error&) {
+      // Strides oneDNN takes no kernel for: kept as such, and the products run one by one.
+      made.product.reset();
+    }
+    it = products.emplace(key, std::move(made)).first;
+  }
+  RepeatedProduct& r = it->second;
+  if (!r.product) return false;
+  r.a.set_data_handle(const_cast<float*>(pa + a.batch_offsets[0]));
+  r.b.set_data_handle(const_cast<float*>(pb + b.batch_offsets[0]));
+  r.c.set_data_handle(pc);
+  dnnl::stream& stream = onednn_stream();
+  r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
+  stream.wait();
+  return true;
+}
 #else
+bool batched_primitive_f32(const GemmOperand&, const GemmOperand&, std::int64_t, std::int64_t, std::int64_t,
+                           std::int64_t, const float*, const float*, float*) {
+  return false;
+}
 void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m, std::int64_t n, std::int64_t k,
                        const float* pa, const float* pb, float* pc, std::int64_t ldc, bool accumulate) {
   gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
