@@ -9,8 +9,9 @@ from this CPU's flags (avx512 where it has AVX-512 F/BW/VL/DQ, else avx2, else d
 glibc malloc settings that keep freed memory mapped, once with OpenMP's default wait policy
 (its threads spin a while between parallel regions) and once with OMP_WAIT_POLICY=PASSIVE
 (they sleep), and each workload keeps the faster; Kiln keeps the machine's settings. On a
-2-core Xeon VM the default policy ran PyTorch's small products 2-4x faster than PASSIVE and
-most other rows 3-16 % faster; PASSIVE won a few long attention rows by a few percent.
+2-core Xeon VM the default policy ran PyTorch's small products 1.7-3.6x faster than PASSIVE
+(an exp over 1k floats 34x) and most other rows 3-16 % faster; PASSIVE won the attention rows
+at 2048 keys by 1-8 %.
 Nothing here is needed by the build or the tests.
 
 Rows named <workload>@<backend> (bench/fusion_bench.cpp: Fusion<Cpu>, and plain Cpu beside
