@@ -226,6 +226,42 @@ TEST(CpuConv, EitherAlgorithmKeepsF32AccuracyOnATrainingSizedLayer) {
 #endif
 }
 
+// The automatic setting keeps direct sums where Winograd's algorithm costs more than it saves
+// (conv.cpp's winograd_may_pay): a first layer's forward pass and weight gradient (1 input
+// channel), and a 16 -> 16 layer's forward pass and input gradient, come out bit for bit as
+// under `direct`; the 16 -> 16 layer's weight gradient is left to oneDNN's heuristics, which
+// take Winograd's there on AVX-512.
+TEST(CpuConv, AutomaticKeepsDirectSumsWhereWinogradDoesNotPay) {
+  using T4 = Tensor<Cpu, 4>;
+  const ops::Conv2dOptions options{{1, 1}, {1, 1}, {1, 1}, 1};
+  manual_seed(11);
+  // y, dx and dw of a 3x3 layer of `in` -> `out` channels on a batch of 64 28x28 images, under `algorithm`.
+  const auto run = [&](std::int64_t in, std::int64_t out, ConvAlgorithm algorithm) {
+    manual_seed(in * 100 + out);
+    const T4 x = T4::random({64, in, 28, 28}, Distribution::normal(0, 1));
+    const T4 w = T4::random({out, in, 3, 3}, Distribution::normal(0, 0.1));
+    const T4 dy = T4::random({64, out, 28, 28}, Distribution::normal(0, 1));
+    const ConvAlgorithm before = cpu::conv_algorithm();
+    cpu::set_conv_algorithm(algorithm);
+    std::array<std::vector<float>, 3> result{
+        T4(Cpu::conv2d(x.primitive(), w.primitive(), std::nullopt, options)).into_data().to_vec<float>(),
+        T4(Cpu::conv2d_backward_input(dy.primitive(), w.primitive(), x.shape(), options)).into_data().to_vec<float>(),
+        T4(Cpu::conv2d_backward_weight(x.primitive(), dy.primitive(), w.shape(), options)).into_data().to_vec<float>()};
+    cpu::set_conv_algorithm(before);
+    return result;
+  };
+  const auto first_auto = run(1, 32, ConvAlgorithm::automatic), first_direct = run(1, 32, ConvAlgorithm::direct);
+  EXPECT_EQ(first_auto[0], first_direct[0]) << "forward of a 1 -> 32 layer";
+  EXPECT_EQ(first_auto[2], first_direct[2]) << "weight gradient of a 1 -> 32 layer";
+  const auto narrow_auto = run(16, 16, ConvAlgorithm::automatic), narrow_direct = run(16, 16, ConvAlgorithm::direct);
+  EXPECT_EQ(narrow_auto[0], narrow_direct[0]) << "forward of a 16 -> 16 layer";
+  EXPECT_EQ(narrow_auto[1], narrow_direct[1]) << "input gradient of a 16 -> 16 layer";
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f"))
+    EXPECT_NE(narrow_auto[2], narrow_direct[2]) << "the 16 -> 16 layer's weight gradient was kept direct";
+#endif
+}
+
 // ctest runs this one with KILN_CONV_ALGORITHM=direct (cpu.threads_from_environment).
 TEST(CpuRuntime, KilnConvAlgorithmSetsTheDefault) {
   const char* text = std::getenv("KILN_CONV_ALGORITHM");

@@ -66,7 +66,10 @@ void set_adaptive_threads(bool adaptive);
 // from a batch of about 16 on AVX-512: forward and input gradient up to twice as fast), at
 // a few times direct's rounding error (measured: a relative error of about 1.5e-6 of the
 // output's largest value instead of 4e-7), as cuDNN's heuristics choose for PyTorch on a
-// GPU. `direct` always sums each output's products, as PyTorch's CPU convolutions do.
+// GPU. Kiln offers it Winograd's only where it pays: for the forward pass and the input
+// gradient from 32 input and 32 output channels (per group), for the weight gradient from 8
+// input channels; narrower layers, a first layer on images among them, stay direct.
+// `direct` always sums each output's products, as PyTorch's CPU convolutions do.
 // KILN_CONV_ALGORITHM=direct starts the process with `direct`. Takes effect at the next
 // convolution; f64 and the embedded build (no oneDNN) are always direct.
 enum class ConvAlgorithm : std::uint8_t { automatic, direct };
