@@ -376,6 +376,46 @@ struct RepeatedProduct {
   dnnl::memory a, b, c;
 };
 
+// What a kept matmul is made of: its operands' descriptions and its attributes.
+struct ProductDescs {
+  dnnl::memory::desc a, b, c;
+  dnnl::primitive_attr attr;
+};
+
+// Runs the matmul kept in this thread's `products` under `key`, made from `describe()` (a
+// ProductDescs) on first use, on a, b and c. False (nothing written) where oneDNN has no kernel
+// for it, which is kept as well. At most 256 are kept: sizes that keep changing start over.
+template <std::size_t N, class Describe>
+bool run_kept_product(std::map<std::array<std::int64_t, N>, RepeatedProduct>& products,
+                      const std::array<std::int64_t, N>& key, Describe&& describe, const float* a, const float* b,
+                      float* c) {
+  auto it = products.find(key);
+  if (it == products.end()) {
+    if (products.size() >= 256) products.clear();
+    RepeatedProduct made;
+    try {
+      const ProductDescs d = describe();
+      dnnl::engine& engine = onednn_engine();
+      made.a = dnnl::memory(d.a, engine, nullptr);
+      made.b = dnnl::memory(d.b, engine, nullptr);
+      made.c = dnnl::memory(d.c, engine, nullptr);
+      made.product = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(d.a, d.b, d.c), d.attr, engine));
+    } catch (const dnnl::error&) {
+      made.product.reset();  // no kernel for these sizes, layouts or strides
+    }
+    it = products.emplace(key, std::move(made)).first;
+  }
+  RepeatedProduct& r = it->second;
+  if (!r.product) return false;
+  r.a.set_data_handle(const_cast<float*>(a));
+  r.b.set_data_handle(const_cast<float*>(b));
+  r.c.set_data_handle(c);
+  dnnl::stream& stream = onednn_stream();
+  r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
+  stream.wait();
+  return true;
+}
+
 dnnl::memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, const GemmLayout& layout) {
   using dnnl::memory;
   return memory::desc({rows, cols}, memory::data_type::f32,
@@ -396,37 +436,18 @@ void repeated_gemm_f32(const GemmLayout& a, const GemmLayout& b, std::int64_t m,
   // a matmul's thread count when it creates it.
   const std::array<std::int64_t, 9> key{m, n, k, b.transposed, a.ld, b.ld, ldc, accumulate, prepare_team()};
   thread_local std::map<std::array<std::int64_t, 9>, RepeatedProduct> products;
-  auto it = products.find(key);
-  if (it == products.end()) {
-    if (products.size() >= 256) products.clear();  // sizes that keep changing: at most 256 kept
-    using dnnl::memory;
-    const memory::desc a_desc = matrix_desc(m, k, a), b_desc = matrix_desc(k, n, b);
-    const memory::desc c_desc({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
-    dnnl::primitive_attr attr;
+  const auto describe = [&] {
+    ProductDescs d{matrix_desc(m, k, a), matrix_desc(k, n, b),
+                   dnnl::memory::desc({m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1}), {}};
     if (accumulate) {
       dnnl::post_ops sum;
       sum.append_sum(1.0f);
-      attr.set_post_ops(sum);
+      d.attr.set_post_ops(sum);
     }
-    dnnl::engine& engine = onednn_engine();
-    RepeatedProduct made{std::nullopt, memory(a_desc, engine, nullptr), memory(b_desc, engine, nullptr),
-                         memory(c_desc, engine, nullptr)};
-    try {
-      const dnnl::matmul::desc desc(a_desc, b_desc, c_desc);
-      made.product = dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine));
-    } catch (const dnnl::error&) {
-      // No kernel for these sizes or layouts: kept as such, and sgemm runs the product.
-    }
-    it = products.emplace(key, std::move(made)).first;
-  }
-  RepeatedProduct& r = it->second;
-  if (!r.product) return gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
-  r.a.set_data_handle(const_cast<float*>(pa));
-  r.b.set_data_handle(const_cast<float*>(pb));
-  r.c.set_data_handle(pc);
-  dnnl::stream& stream = onednn_stream();
-  r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
-  stream.wait();
+    return d;
+  };
+  // No kernel for these sizes or layouts: sgemm runs the product.
+  if (!run_kept_product(products, key, describe, pa, pb, pc)) gemm_f32(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
 namespace {
@@ -460,35 +481,12 @@ bool batched_primitive_f32(const GemmOperand& a, const GemmOperand& b, std::int6
   const std::array<std::int64_t, 11> key{count, m, n, k, a.layout.transposed, b.layout.transposed, a.layout.ld,
                                          b.layout.ld, *sa, *sb, prepare_team()};
   thread_local std::map<std::array<std::int64_t, 11>, RepeatedProduct> products;
-  auto it = products.find(key);
-  if (it == products.end()) {
-    if (products.size() >= 256) products.clear();  // sizes that keep changing: at most 256 kept
-    using dnnl::memory;
-    RepeatedProduct made;
-    try {
-      const memory::desc a_desc = batch_desc(count, m, k, *sa, a.layout);
-      const memory::desc b_desc = batch_desc(count, k, n, *sb, b.layout);
-      const memory::desc c_desc({count, m, n}, memory::data_type::f32, memory::dims{m * n, n, 1});
-      dnnl::engine& engine = onednn_engine();
-      made.a = memory(a_desc, engine, nullptr);
-      made.b = memory(b_desc, engine, nullptr);
-      made.c = memory(c_desc, engine, nullptr);
-      made.product = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_desc, b_desc, c_desc), engine));
-    } catch (const dnnl::error&) {
-      // Strides oneDNN takes no kernel for: kept as such, and the products run one by one.
-      made.product.reset();
-    }
-    it = products.emplace(key, std::move(made)).first;
-  }
-  RepeatedProduct& r = it->second;
-  if (!r.product) return false;
-  r.a.set_data_handle(const_cast<float*>(pa + a.batch_offsets[0]));
-  r.b.set_data_handle(const_cast<float*>(pb + b.batch_offsets[0]));
-  r.c.set_data_handle(pc);
-  dnnl::stream& stream = onednn_stream();
-  r.product->execute(stream, {{DNNL_ARG_SRC, r.a}, {DNNL_ARG_WEIGHTS, r.b}, {DNNL_ARG_DST, r.c}});
-  stream.wait();
-  return true;
+  const auto describe = [&] {
+    const dnnl::memory::desc c({count, m, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{m * n, n, 1});
+    return ProductDescs{batch_desc(count, m, k, *sa, a.layout), batch_desc(count, k, n, *sb, b.layout), c, {}};
+  };
+  // Strides oneDNN takes no kernel for: the products run one by one.
+  return run_kept_product(products, key, describe, pa + a.batch_offsets[0], pb + b.batch_offsets[0], pc);
 }
 #else
 bool batched_primitive_f32(const GemmOperand&, const GemmOperand&, std::int64_t, std::int64_t, std::int64_t,
