@@ -16,7 +16,9 @@ namespace {
 
 using kiln::Cpu;
 
-// Adam over a list of parameters, with kiln::optim::adam_step (one fused pass on the CPU).
+// Adam over a list of parameters, with kiln::optim::adam_step (one fused pass on the CPU). The
+// parameters and moments are given up to the step (std::move), which then writes over their
+// buffers, as torch.optim.Adam updates in place.
 template <class B> struct Adam {
   using AD = kiln::Autodiff<B>;
   template <std::size_t D> using T = kiln::Tensor<AD, D>;
@@ -32,9 +34,10 @@ template <class B> struct Adam {
         m.push_back(g.zeros_like());
         v.push_back(g.zeros_like());
       }
-      auto next = kiln::optim::adam_step(params[i]->inner(), g, m[i], v[i], options);
-      m[i] = next.m;
-      v[i] = next.v;
+      auto next = kiln::optim::adam_step(std::move(*params[i]).into_inner(), g, std::move(m[i]), std::move(v[i]),
+                                         options);
+      m[i] = std::move(next.m);
+      v[i] = std::move(next.v);
       *params[i] = T<2>::from_inner(next.param).require_grad();
     }
   }

@@ -1,8 +1,13 @@
 // The CPU backend's process-wide settings: the thread count (kiln::cpu::set_num_threads,
 // KILN_NUM_THREADS) reaching every thread, the caching allocator's statistics and
 // empty_cache and its huge-page placement, and the instruction set the loader chose
-// (kiln::cpu::capability).
+// (kiln::cpu::capability); the convolution algorithm; Adam's step over given-up buffers.
+#include "expect_error.hpp"
+#include "golden.hpp"
+
 #include <kiln/cpu/backend.hpp>
+#include <kiln/cpu/instances.hpp>
+#include <kiln/optim/adam.hpp>
 #include <kiln/tensor.hpp>
 
 #include <gtest/gtest.h>
@@ -282,3 +287,69 @@ TEST(CpuRuntime, ABadConvAlgorithmIsAnError) {
 }
 
 }  // namespace
+
+// Adam's fused step writes its results over the parameter and moments given up to it where
+// nothing else holds their buffers, and into fresh buffers where something does (a copy
+// kept by the caller, a strided view); the values are the same either way.
+TEST(CpuAdam, WritesOverGivenUpBuffersThatNothingElseHolds) {
+  using T1 = Tensor<Cpu, 1>;
+  const ops::AdamStep options{.lr = 0.1, .weight_decay = 0.01, .decoupled_weight_decay = true, .step = 2};
+  manual_seed(3);
+  const auto fresh = [] { return T1::random({5000}, Distribution::normal(0, 1)); };
+  const T1 p0 = fresh(), g = fresh(), m0 = fresh(), v0 = fresh().abs();
+  const auto address = [](const T1& t) { return t.primitive().data<float>(); };
+  const auto copy = [](const auto& t) { return std::remove_cvref_t<decltype(t)>::from_data(t.into_data()); };
+  // The reference: tensors passed as they are, results in fresh buffers.
+  const auto expected = optim::adam_step(p0, g, m0, v0, options);
+  for (const T1* t : {&expected.param, &expected.m, &expected.v})
+    for (const T1* input : {&p0, &m0, &v0}) EXPECT_NE(address(*t), address(*input));
+  EXPECT_FALSE(test::all_close(expected.param.into_data(), p0.into_data(), 0, 0));  // a step that moves
+
+  // Given up, held by nothing else: the same values, over the same buffers.
+  T1 p = copy(p0), m = copy(m0), v = copy(v0);
+  const float *pa = address(p), *ma = address(m), *va = address(v);
+  const auto given = optim::adam_step(std::move(p), g, std::move(m), std::move(v), options);
+  EXPECT_EQ(address(given.param), pa);
+  EXPECT_EQ(address(given.m), ma);
+  EXPECT_EQ(address(given.v), va);
+  EXPECT_TRUE(test::all_close(given.param.into_data(), expected.param.into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(given.m.into_data(), expected.m.into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(given.v.into_data(), expected.v.into_data(), 0, 0));
+
+  // Given up while a copy is kept: the copy keeps the old values, the result is elsewhere.
+  T1 p2 = copy(p0), m2 = copy(m0);
+  const T1 kept = m2;
+  const auto shared = optim::adam_step(std::move(p2), g, std::move(m2), copy(v0), options);
+  EXPECT_NE(address(shared.m), address(kept));
+  EXPECT_TRUE(test::all_close(kept.into_data(), m0.into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(shared.m.into_data(), expected.m.into_data(), 0, 0));
+
+  // A strided view given up: a fresh, dense result.
+  using T2 = Tensor<Cpu, 2>;
+  const T2 square = T2::random({50, 50}, Distribution::normal(0, 1));
+  const T2 grad2 = copy(square.transpose());
+  T2 strided = copy(square).transpose();
+  ASSERT_FALSE(strided.primitive().is_contiguous());
+  const auto transposed = optim::adam_step(std::move(strided), grad2, grad2.zeros_like(), grad2.zeros_like(), options);
+  EXPECT_TRUE(transposed.param.primitive().is_contiguous());
+  const auto dense = optim::adam_step(copy(square.transpose()), grad2, grad2.zeros_like(), grad2.zeros_like(),
+                                      options);
+  EXPECT_TRUE(test::all_close(transposed.param.into_data(), dense.param.into_data(), 0, 0));
+}
+
+// A step that fails (a gradient of another dtype) leaves the tensors given up to it whole.
+TEST(CpuAdam, AnErrorLeavesGivenUpTensorsWhole) {
+  using T1 = Tensor<Cpu, 1>;
+  const auto vec = [](std::vector<double> values, DType dtype) {
+    return T1::from_data(TensorData::from(values, Shape{3}).convert(dtype));
+  };
+  const T1 p0 = vec({1, 2, 3}, DType::f32), m0 = vec({0.5, 0.25, 0.125}, DType::f32), v0 = vec({1, 4, 9}, DType::f32);
+  const T1 g64 = vec({1, 1, 1}, DType::f64);
+  const auto copy = [](const T1& t) { return T1::from_data(t.into_data()); };
+  T1 p = copy(p0), m = copy(m0), v = copy(v0);
+  EXPECT_KILN_ERROR(optim::adam_step(std::move(p), g64, std::move(m), std::move(v), {}),
+                    "adam_step: param [3] f32, grad [3] f64");
+  EXPECT_TRUE(test::all_close(p.into_data(), p0.into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(m.into_data(), m0.into_data(), 0, 0));
+  EXPECT_TRUE(test::all_close(v.into_data(), v0.into_data(), 0, 0));
+}

@@ -6,6 +6,8 @@
 
 #include <kiln/optim/adam.hpp>
 
+#include <optional>
+
 using namespace kiln;
 using kiln::test::golden;
 
@@ -47,6 +49,37 @@ TYPED_TEST(Optim, AdamFollowsTorchOverThreeSteps) {
       }
     }
   }
+}
+
+// The same steps with the parameter and the moments given up (std::move), as an optimizer
+// passes them: a backend may write over their buffers, and the values must not change. A
+// copy of a moment kept by the caller keeps its values.
+TYPED_TEST(Optim, AdamOnGivenUpTensorsFollowsTorchAndLeavesKeptCopiesAlone) {
+  using B = TypeParam;
+  const auto& c = golden("optim", "adamw");
+  auto p = c.tensor<B, 2>("p", DType::f32);
+  auto m = p.zeros_like(), v = p.zeros_like();
+  std::optional<Tensor<B, 2>> kept;
+  TensorData kept_values;
+  for (int step = 0; step < 3; ++step) {
+    ops::AdamStep options = kAdamCases[1].options;
+    options.step = step + 1;
+    const std::string s = std::to_string(step);
+    if (step == 1) {
+      kept = m;
+      kept_values = m.into_data();
+    }
+    auto next = optim::adam_step(std::move(p), c.tensor<B, 2>("g" + s, DType::f32), std::move(m), std::move(v),
+                                 options);
+    p = std::move(next.param);
+    m = std::move(next.m);
+    v = std::move(next.v);
+    EXPECT_CLOSE(p, c["p" + s], 2e-5, 2e-5);
+    EXPECT_CLOSE(m, c["m" + s], 2e-5, 2e-5);
+    EXPECT_CLOSE(v, c["v" + s], 2e-5, 2e-5);
+  }
+  EXPECT_TRUE(test::all_close(kept->into_data(), kept_values, 0, 0));
+  EXPECT_FALSE(test::all_close(m.into_data(), kept_values, 1e-3, 0));
 }
 
 TYPED_TEST(Optim, AdamRejectsMismatchedShapesAndSteps) {

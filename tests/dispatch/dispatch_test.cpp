@@ -105,7 +105,8 @@ TEST_F(DispatchTest, EveryTargetComputesWhatItsBackendComputes) {
                                  .into_data();
   const ops::AdamStep adam{.lr = 0.1, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01,
                            .decoupled_weight_decay = true, .step = 3};
-  const auto expected_adam = Cpu::adam_step(cx.primitive(), cx.primitive(), cx.primitive(), cx.abs().primitive(), adam);
+  const auto expected_adam = Cpu::adam_step(Tensor<Cpu, 2>(cx).into_primitive(), cx.primitive(),
+                                            Tensor<Cpu, 2>(cx).into_primitive(), cx.abs().into_primitive(), adam);
   for (DispatchTarget t : runnable()) {
     SCOPED_TRACE(std::string(dispatch::target_name(t)));
     const DispatchDevice device{t};
@@ -123,7 +124,8 @@ TEST_F(DispatchTest, EveryTargetComputesWhatItsBackendComputes) {
                                                        {.kernel = {2, 2}, .stride = {2, 2}})
                                     .into_data(),
                                 expected_conv, 1e-4, 1e-5));
-    const auto got = D::adam_step(x.primitive(), x.primitive(), x.primitive(), x.abs().primitive(), adam);
+    const auto got = D::adam_step(Tensor<D, 2>(x).into_primitive(), x.primitive(), Tensor<D, 2>(x).into_primitive(),
+                                  x.abs().into_primitive(), adam);
     for (std::size_t k = 0; k < 3; ++k)
       EXPECT_TRUE(test::all_close(D::into_data(got[k]), Cpu::into_data(expected_adam[k]), 1e-5, 1e-6)) << k;
   }

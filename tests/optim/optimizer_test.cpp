@@ -203,6 +203,42 @@ TEST(AdamW, SomeOptionsKeepTheDefaultWeightDecay) {
   EXPECT_EQ(optim::adamw<Cpu>({.weight_decay = 0}).options().weight_decay, 0.0);
 }
 
+// Adam writes each step over the parameter's own buffer where nothing else holds it (as
+// torch.optim updates in place); a copy of the parameter kept by the caller keeps its values,
+// and a step that fails (a gradient of another dtype) leaves the module's parameters whole.
+TEST(Adam, UpdatesParametersOverTheirBuffersUnlessACopyIsKept) {
+  const auto& c = golden("optimizers", "adam");
+  auto model = start<Cpu>(c);
+  const auto address = [](const auto& param) { return param->inner().primitive().storage->ptr; };
+  optim::Adam<Cpu> adam;
+  const std::byte* weight = address(model.weight);
+  const std::byte* bias = address(*model.bias);
+  const TensorData first = model.weight->into_data();
+  auto grads = loss_of<Cpu>(model, c).backward();
+  adam.step(0.01, model, grads);
+  EXPECT_EQ(address(model.weight), weight);
+  EXPECT_EQ(address(*model.bias), bias);
+  EXPECT_FALSE(test::all_close(model.weight->into_data(), first, 1e-6, 0));
+
+  const auto kept = *model.weight;
+  const TensorData kept_values = kept.into_data();
+  grads = loss_of<Cpu>(model, c).backward();
+  adam.step(0.01, model, grads);
+  EXPECT_NE(address(model.weight), kept.inner().primitive().storage->ptr);
+  EXPECT_TRUE(test::all_close(kept.into_data(), kept_values, 0, 0));
+  EXPECT_FALSE(test::all_close(model.weight->into_data(), kept_values, 1e-6, 0));
+
+  const TensorData before = model.weight->into_data();
+  optim::GradientsParams<Cpu> f32_grads;
+  f32_grads.set(model.weight.id(), Tensor<Cpu, 2>::ones(model.weight->dims(), {}, DType::f32).into_primitive());
+  EXPECT_KILN_ERROR(adam.step(0.01, model, f32_grads), "adam_step: param [15] f64, grad [15] f32");
+  ASSERT_FALSE(model.weight.empty());
+  EXPECT_TRUE(test::all_close(model.weight->into_data(), before, 0, 0));
+  grads = loss_of<Cpu>(model, c).backward();
+  adam.step(0.01, model, grads);
+  EXPECT_FALSE(test::all_close(model.weight->into_data(), before, 1e-6, 0));
+}
+
 TYPED_TEST(Optimizers, AcceptTheModelsBackend) {
   using B = TypeParam;
   follows_torch<B>("adam", optim::Adam<Autodiff<B>>({.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.01}),

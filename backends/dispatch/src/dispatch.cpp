@@ -84,10 +84,9 @@ template <class B> P<B> layer_norm_backward_of(const P<B>& x, const P<B>& dy, st
 }
 
 template <class B>
-std::array<P<B>, 3> adam_step_of(const P<B>& param, const P<B>& grad, const P<B>& m, const P<B>& v,
-                                 const ops::AdamStep& options) {
+std::array<P<B>, 3> adam_step_of(P<B>&& param, const P<B>& grad, P<B>&& m, P<B>&& v, const ops::AdamStep& options) {
   if constexpr (optim::FusesAdamStep<B>) {
-    return B::adam_step(param, grad, m, v, options);
+    return B::adam_step(std::move(param), grad, std::move(m), std::move(v), options);
   } else {  // the optimizer's composition, on the flattened tensors
     const Shape shape = B::shape(param);
     auto flat = [&](const P<B>& t) { return Tensor<B, 1>(B::reshape(t, Shape{B::shape(t).numel()})); };
@@ -307,11 +306,24 @@ Dispatch::Primitive Dispatch::index_add(const Primitive& x, std::int64_t dim, co
   });
 }
 
-std::array<Dispatch::Primitive, 3> Dispatch::adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
-                                                       const Primitive& v, const ops::AdamStep& options) {
+std::array<Dispatch::Primitive, 3> Dispatch::adam_step(Primitive&& param, const Primitive& grad, Primitive&& m,
+                                                       Primitive&& v, const ops::AdamStep& options) {
   return on(target("adam_step", {&param, &grad, &m, &v}), [&]<class B>() {
-    auto [p, m2, v2] = dispatch::adam_step_of<B>(unwrap<B>(param), unwrap<B>(grad), unwrap<B>(m), unwrap<B>(v), options);
-    return std::array<Primitive, 3>{wrap<B>(std::move(p)), wrap<B>(std::move(m2)), wrap<B>(std::move(v2))};
+    // A handle nothing else holds lets go of its primitive, which the backend may then write
+    // over as the only holder of its buffer; the handles are filled again if it throws.
+    const std::array<Primitive*, 3> given{&param, &m, &v};
+    std::array<typename B::Primitive, 3> values{unwrap<B>(param), unwrap<B>(m), unwrap<B>(v)};
+    for (Primitive* h : given)
+      if (h->value.use_count() == 1) h->value.reset();
+    try {
+      auto [p, m2, v2] = dispatch::adam_step_of<B>(std::move(values[0]), unwrap<B>(grad), std::move(values[1]),
+                                                   std::move(values[2]), options);
+      return std::array<Primitive, 3>{wrap<B>(std::move(p)), wrap<B>(std::move(m2)), wrap<B>(std::move(v2))};
+    } catch (...) {
+      for (std::size_t k = 0; k < 3; ++k)
+        if (!given[k]->value) *given[k] = wrap<B>(std::move(values[k]));
+      throw;
+    }
   });
 }
 

@@ -487,11 +487,26 @@ template <FusionTarget B> struct Fusion {
     requires provided::detail::HasInterpolateBackward<B> {
     return wrap(B::interpolate_backward(value(x), value(dy), o));
   }
-  static std::array<Primitive, 3> adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
-                                            const Primitive& v, const ops::AdamStep& options)
-    requires requires(const InnerPrimitive& p) { B::adam_step(p, p, p, p, options); } {
-    auto [p, m2, v2] = B::adam_step(value(param), value(grad), value(m), value(v), options);
-    return {wrap(std::move(p)), wrap(std::move(m2)), wrap(std::move(v2))};
+  // param, m and v are given up as B's are: a handle nothing else holds (no other handle,
+  // no pending program reading it) passes its value on as the only holder of the buffer.
+  static std::array<Primitive, 3> adam_step(Primitive&& param, const Primitive& grad, Primitive&& m, Primitive&& v,
+                                            const ops::AdamStep& options)
+    requires requires(InnerPrimitive p) { B::adam_step(std::move(p), p, std::move(p), std::move(p), options); } {
+    const std::array<Primitive*, 3> given{&param, &m, &v};
+    std::array<InnerPrimitive, 3> values{value(param), value(m), value(v)};
+    const InnerPrimitive g = value(grad);
+    std::array<Primitive, 3> taken;
+    for (std::size_t k = 0; k < 3; ++k)
+      if (given[k]->node.use_count() == 1) taken[k] = std::move(*given[k]);
+    for (Primitive& t : taken) t.node.reset();
+    try {
+      auto [p, m2, v2] = B::adam_step(std::move(values[0]), g, std::move(values[1]), std::move(values[2]), options);
+      return {wrap(std::move(p)), wrap(std::move(m2)), wrap(std::move(v2))};
+    } catch (...) {  // B left the values whole
+      for (std::size_t k = 0; k < 3; ++k)
+        if (!given[k]->node) *given[k] = wrap(std::move(values[k]));
+      throw;
+    }
   }
 
   // B's hand-fused kernels, where it has them: they read materialised inputs. Softmax and

@@ -54,8 +54,17 @@ template <class T> class Param {
 
   // A new value for the same parameter (same id, same trainability).
   void replace(T value) {
-    KILN_CHECK(value_.has_value(), "nn::Param: replace on an empty parameter");
+    KILN_CHECK(id_ != 0, "nn::Param: replace on an empty parameter (the module was not initialized)");
     value_ = prepared(std::move(value), trainable_);
+  }
+  // Moves the value out and leaves the parameter empty until replace() gives it the next
+  // one: an optimizer takes it so that, nothing else holding its buffer, the update may
+  // write over it.
+  T take() {
+    KILN_CHECK(value_.has_value(), "nn::Param: take from an empty parameter (the module was not initialized)");
+    T value = std::move(*value_);
+    value_.reset();
+    return value;
   }
   // Freezes (false) or unfreezes the parameter: a frozen one gets no gradient.
   void set_trainable(bool trainable) {

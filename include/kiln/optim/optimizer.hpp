@@ -106,7 +106,6 @@ template <Backend B, class Rule> class Optimizer {
       KILN_CHECK(B::shape(*g) == shape, "{}: the gradient of {} has shape {}, the parameter {}", Rule::name, path,
                  B::shape(*g), shape);
       const Shape flat{shape.numel()};
-      const Tensor<B, 1> param(B::reshape(p->inner().primitive(), flat));
       State& state = state_[p.id()];
       ++state.step;
       const Rule* rule = &rule_;
@@ -120,15 +119,27 @@ template <Backend B, class Rule> class Optimizer {
       // torch's maximize: every rule ascends by seeing the negated gradient.
       Tensor<B, 1> grad(B::reshape(*g, flat));
       if (rule->options.maximize) grad = -grad;
+      // The parameter is taken out of the module, so that a rule that writes over it (Adam's
+      // fused step) finds its buffer held by nothing else; a rule that throws leaves it whole
+      // (optim/rules.hpp), and it is put back.
+      Tensor<B, 1> param(B::reshape(p.take().into_inner().primitive(), flat));
+      const auto put = [&](const Tensor<B, 1>& value) {
+        p.replace(T::from_inner(typename T::InnerTensor(B::reshape(value.primitive(), shape))));
+      };
       // A rule that works on the parameter's shape (Muon's matrices) is given it.
       const Tensor<B, 1> updated = [&] {
-        if constexpr (requires { rule->update(rate, param, grad, state, shape); }) {
-          return rule->update(rate, param, grad, state, shape);
-        } else {
-          return rule->update(rate, param, grad, state);
+        try {
+          if constexpr (requires { rule->update(rate, std::move(param), grad, state, shape); }) {
+            return rule->update(rate, std::move(param), grad, state, shape);
+          } else {
+            return rule->update(rate, std::move(param), grad, state);
+          }
+        } catch (...) {
+          put(param);
+          throw;
         }
       }();
-      p.replace(T::from_inner(typename T::InnerTensor(B::reshape(updated.primitive(), shape))));
+      put(updated);
     });
   }
   // The same from a backward pass's gradients (they are taken out of `grads`).

@@ -1,7 +1,9 @@
 // The update rules of Kiln's optimizers, each with torch.optim's meaning and defaults
 // (Lion, Adan and Muon: their papers' reference formulations). A rule has Options, a
 // per-parameter State, the update of one flattened parameter, and `each`, which names its
-// state tensors for saving. Every rule's Options has `maximize` (torch's: ascend the
+// state tensors for saving. `update` takes the parameter as `const Vec<B>&`, or as `Vec<B>&&`
+// where it may write the new value over the parameter's buffer (Adam's fused step); either
+// way the parameter is left whole if the update throws, and Optimizer puts it back. Every rule's Options has `maximize` (torch's: ascend the
 // objective), applied by Optimizer before the rule sees the gradient. Use them through
 // Optimizer (optim/optimizer.hpp): optim::Sgd<B>, optim::Adam<B>, optim::NAdam<B>...
 #pragma once
@@ -68,13 +70,14 @@ struct AdamRule {
   }
 
   Options options;
-  template <Backend B> Vec<B> update(double lr, const Vec<B>& p, const Vec<B>& g, State<B>& s) const {
+  // The parameter and the moments are given up to the fused step, which writes over them.
+  template <Backend B> Vec<B> update(double lr, Vec<B>&& p, const Vec<B>& g, State<B>& s) const {
     const Options& o = options;
     if (!s.exp_avg) s.exp_avg = p.zeros_like();
     if (!s.exp_avg_sq) s.exp_avg_sq = p.zeros_like();
     const ops::AdamStep step{lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay, s.step};
     if (!o.amsgrad) {
-      auto r = adam_step(p, g, *s.exp_avg, *s.exp_avg_sq, step);
+      auto r = adam_step(std::move(p), g, std::move(*s.exp_avg), std::move(*s.exp_avg_sq), step);
       s.exp_avg = std::move(r.m);
       s.exp_avg_sq = std::move(r.v);
       return std::move(r.param);
@@ -193,8 +196,9 @@ struct NAdamRule {
   double mu(std::int64_t step) const {
     return options.beta1 * (1 - 0.5 * std::pow(0.96, static_cast<double>(step) * options.momentum_decay));
   }
-  template <Backend B> Vec<B> update(double lr, Vec<B> p, Vec<B> g, State<B>& s) const {
+  template <Backend B> Vec<B> update(double lr, const Vec<B>& param, Vec<B> g, State<B>& s) const {
     const Options& o = options;
+    Vec<B> p = param;
     if (o.weight_decay != 0) {
       if (o.decoupled_weight_decay) p = p * (1 - lr * o.weight_decay);
       else g = g + p * o.weight_decay;
@@ -228,8 +232,9 @@ struct RAdamRule {
   }
 
   Options options;
-  template <Backend B> Vec<B> update(double lr, Vec<B> p, Vec<B> g, State<B>& s) const {
+  template <Backend B> Vec<B> update(double lr, const Vec<B>& param, Vec<B> g, State<B>& s) const {
     const Options& o = options;
+    Vec<B> p = param;
     if (o.weight_decay != 0) {
       if (o.decoupled_weight_decay) p = p * (1 - lr * o.weight_decay);
       else g = g + p * o.weight_decay;

@@ -52,6 +52,12 @@ class AutodiffApi<B, D, K> : public TensorMixin<B, D, K, AutodiffApi<B, D, K>> {
   // The same values, cut from the graph: no gradient flows through the result.
   Self detach() const { return wrap(B::detach(prim())); }
   InnerTensor inner() const { return InnerTensor(B::inner(prim())); }
+  // The same, from a tensor the caller gives up: the result is then the only holder of the
+  // buffer, if this tensor was (an optimizer updates a parameter in place this way).
+  InnerTensor into_inner() && {
+    const typename B::Primitive taken = std::move(this->self()).into_primitive();
+    return InnerTensor(B::inner(taken));
+  }
   static Self from_inner(const InnerTensor& tensor) { return Self(B::from_inner(tensor.primitive())); }
 };
 

@@ -16,6 +16,7 @@ template <class B, std::size_t D, class K, class Mixin> class TensorMixin {
  protected:
   using Self = Tensor<B, D, K>;
   const Self& self() const { return static_cast<const Self&>(static_cast<const Mixin&>(*this)); }
+  Self& self() { return static_cast<Self&>(static_cast<Mixin&>(*this)); }
   const typename B::Primitive& prim() const { return self().primitive(); }
   static Self wrap(typename B::Primitive p) { return Self(std::move(p)); }
 };

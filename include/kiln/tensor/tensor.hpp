@@ -68,6 +68,9 @@ class Tensor : public ElementwiseApi<B, D, K>,
   }
 
   const Primitive& primitive() const { return primitive_; }
+  // The primitive, taken out of a tensor the caller gives up (std::move(t).into_primitive()):
+  // where nothing else holds its buffer, an op may then write its result over it.
+  Primitive into_primitive() && { return std::move(primitive_); }
   Shape shape() const { return B::shape(primitive_); }
   Dims dims() const {
     const Shape s = shape();

@@ -113,9 +113,11 @@ struct Cpu {
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
-  // fused optimizer steps (backends/cpu/src/optim.cpp): {param, m, v} after one Adam/AdamW update
-  static std::array<Primitive, 3> adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
-                                            const Primitive& v, const ops::AdamStep& options);
+  // fused optimizer steps (backends/cpu/src/optim.cpp): {param, m, v} after one Adam/AdamW
+  // update. param, m and v are given up: a result goes over its input's buffer where nothing
+  // else holds that buffer. On an error they are left as they were.
+  static std::array<Primitive, 3> adam_step(Primitive&& param, const Primitive& grad, Primitive&& m, Primitive&& v,
+                                            const ops::AdamStep& options);
 
   // neural-network ops (backends/cpu/src/conv.cpp, pool.cpp, interpolate.cpp)
   static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,

@@ -118,9 +118,11 @@ struct Dispatch {
   static Primitive index_select(const Primitive& x, std::int64_t dim, const Primitive& index);
   static Primitive index_add(const Primitive& x, std::int64_t dim, const Primitive& index, const Primitive& values);
 
-  // The backend's fused Adam step, or the composition of its ops where it has none.
-  static std::array<Primitive, 3> adam_step(const Primitive& param, const Primitive& grad, const Primitive& m,
-                                            const Primitive& v, const ops::AdamStep& options);
+  // The backend's fused Adam step, or the composition of its ops where it has none. param, m
+  // and v are given up as the CPU backend's are (a handle nothing else holds passes its
+  // buffer on); on an error they are left as they were.
+  static std::array<Primitive, 3> adam_step(Primitive&& param, const Primitive& grad, Primitive&& m, Primitive&& v,
+                                            const ops::AdamStep& options);
 
   static Primitive conv2d(const Primitive& x, const Primitive& weight, const std::optional<Primitive>& bias,
                           const ops::Conv2dOptions& options);
