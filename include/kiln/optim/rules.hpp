@@ -3,8 +3,9 @@
 // per-parameter State, the update of one flattened parameter, and `each`, which names its
 // state tensors for saving. `update` takes the parameter as `const Vec<B>&`, or as `Vec<B>&&`
 // where it may write the new value over the parameter's buffer (Adam's fused step); either
-// way the parameter is left whole if the update throws, and Optimizer puts it back. Every rule's Options has `maximize` (torch's: ascend the
-// objective), applied by Optimizer before the rule sees the gradient. Use them through
+// way the parameter is left whole if the update throws, and Optimizer puts it back. Every
+// rule's Options has `maximize` (torch's: ascend the objective), applied by Optimizer before
+// the rule sees the gradient. Use them through
 // Optimizer (optim/optimizer.hpp): optim::Sgd<B>, optim::Adam<B>, optim::NAdam<B>...
 #pragma once
 
