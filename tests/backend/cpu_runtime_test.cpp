@@ -239,6 +239,13 @@ TEST(CpuConv, EitherAlgorithmKeepsF32AccuracyOnATrainingSizedLayer) {
 TEST(CpuConv, AutomaticKeepsDirectSumsWhereWinogradDoesNotPay) {
   using T4 = Tensor<Cpu, 4>;
   const ops::Conv2dOptions options{{1, 1}, {1, 1}, {1, 1}, 1};
+  // Every run on one thread: oneDNN's direct weight gradient sums in an order that follows the
+  // threads it gets, and a team gives up a thread while other processes hold the cores (ctest
+  // -j2), so two runs on two threads need not agree bit for bit.
+  cpu::set_num_threads(1);
+  const struct Restore {
+    ~Restore() { cpu::set_num_threads(0); }
+  } restore;
   manual_seed(11);
   // y, dx and dw of a 3x3 layer of `in` -> `out` channels on a batch of 64 28x28 images, under `algorithm`.
   const auto run = [&](std::int64_t in, std::int64_t out, ConvAlgorithm algorithm) {
