@@ -19,7 +19,7 @@ std::array<Cpu::Primitive, 3> Cpu::adam_step(Primitive&& param, const Primitive&
                "adam_step: param {} {}, grad {} {}, m {} {}, v {} {} must share shape and dtype", param.shape,
                param.dtype, grad.shape, grad.dtype, m.shape, m.dtype, v.shape, v.dtype);
   }
-  if (!cpu::is_native_float(param.dtype)) {
+  if (!cpu::is_native_float(param.dtype)) {  // f16, bf16: through f32 copies, into fresh buffers
     const auto f = [](const Primitive& t) { return cast(t, DType::f32); };
     auto out = adam_step(f(param), f(grad), f(m), f(v), options);
     for (auto& t : out) t = cast(t, param.dtype);
