@@ -35,9 +35,10 @@ BURN_RELEASE = "0.22"
 def decl(*names: str) -> str:
     """A declaration (not a call) of a function or method called one of `names`: the name
     follows a type (`Self cumsum(`, `Tensor<B, 4> conv2d(`, `auto movedim(`), not a `.`,
-    `::` or `return`."""
+    `::` or `return`; or a method declared by the elementwise ops' macros
+    (`KILN_UNARY_METHOD(exp, ...)`, which declares `exp` for a kept and a given-up tensor)."""
     alt = "|".join(re.escape(n) for n in names)
-    return rf"[\w>&*\]]\s+(?<!\breturn\s)(?:{alt})\s*\("
+    return rf"(?:[\w>&*\]]\s+(?<!\breturn\s)(?:{alt})\s*\(|\bKILN_(?:UNARY|BINARY)_METHOD\((?:{alt}),)"
 
 
 def fdecl(*names: str) -> str:

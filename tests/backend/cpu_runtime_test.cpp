@@ -1,7 +1,8 @@
 // The CPU backend's process-wide settings: the thread count (kiln::cpu::set_num_threads,
 // KILN_NUM_THREADS) reaching every thread, the caching allocator's statistics and
 // empty_cache and its huge-page placement, and the instruction set the loader chose
-// (kiln::cpu::capability); the convolution algorithm; Adam's step over given-up buffers.
+// (kiln::cpu::capability); the convolution algorithm; Adam's step and elementwise ops over
+// given-up buffers.
 #include "expect_error.hpp"
 #include "golden.hpp"
 
@@ -359,4 +360,62 @@ TEST(CpuAdam, AnErrorLeavesGivenUpTensorsWhole) {
   EXPECT_TRUE(test::all_close(p.into_data(), p0.into_data(), 0, 0));
   EXPECT_TRUE(test::all_close(m.into_data(), m0.into_data(), 0, 0));
   EXPECT_TRUE(test::all_close(v.into_data(), v0.into_data(), 0, 0));
+}
+
+// Elementwise ops on tensors the caller gives up (temporaries, std::move) write over their
+// buffers where nothing else holds them: a chain of temporaries allocates one result. A
+// given-up tensor that a kept copy shares, a strided view or a broadcast operand gets a
+// fresh buffer; the values are those of the kept path in every case.
+TEST(CpuElementwise, GivenUpOperandsAreWrittenOverWhereNothingElseHoldsThem) {
+  using T = Tensor<Cpu, 2>;
+  manual_seed(4);
+  const T x = T::random({64, 48}, Distribution::normal(0, 1)), w = T::random({1, 48}, Distribution::normal(0, 1));
+  const auto address = [](const T& t) { return t.primitive().data<float>(); };
+  const auto same = [](const T& a, const T& b) { return test::all_close(a.into_data(), b.into_data(), 0, 0); };
+  const T twice = x * 2.0;  // kept: each op below computes into a fresh buffer
+  const T expected = ((twice * w).exp() + 1.0).gelu();
+  EXPECT_NE(address(expected), address(twice));
+
+  // x * 2 * w, exp, + 1, gelu: the first product's buffer carries the chain.
+  T t = x * 2.0;
+  const float* buffer = address(t);
+  const T chain = ((std::move(t) * w).exp() + 1.0).gelu();
+  EXPECT_EQ(address(chain), buffer);
+  EXPECT_TRUE(same(chain, expected));
+  // The temporary on the right: w * (x * 2) writes over the product.
+  T u = x * 2.0;
+  const float* right = address(u);
+  const T product = w * std::move(u);
+  EXPECT_EQ(address(product), right);
+  EXPECT_TRUE(same(product, w * twice));
+  // Both given up: the result goes over the first that has its shape.
+  T a = x * 2.0, b = x * 2.0;
+  const float* second = address(b);
+  const T sum = std::move(a).sum_dim(1) + std::move(b);  // a's sum is [64, 1]: only b's buffer fits
+  EXPECT_EQ(address(sum), second);
+  EXPECT_TRUE(same(sum, twice.sum_dim(1) + twice));
+
+  // A copy kept: it keeps its values, the result is elsewhere.
+  T shared = x * 2.0;
+  const T kept = shared;
+  const T exp = std::move(shared).exp();
+  EXPECT_NE(address(exp), address(kept));
+  EXPECT_TRUE(same(kept, twice));
+  EXPECT_TRUE(same(exp, twice.exp()));
+  // A strided view that alone holds its buffer: a fresh, dense result.
+  T strided = (x * 2.0).transpose();
+  ASSERT_EQ(strided.primitive().storage.use_count(), 1);
+  const float* under = strided.primitive().data<float>();
+  const T transposed = std::move(strided).exp();
+  EXPECT_NE(address(transposed), under);
+  EXPECT_TRUE(transposed.primitive().is_contiguous());
+  EXPECT_TRUE(same(transposed, twice.transpose().exp()));
+  // One tensor as both operands.
+  T y = x * 2.0;
+  EXPECT_TRUE(same(std::move(y) * y, twice * twice));
+  T z = x * 2.0;
+  EXPECT_TRUE(same(std::move(z) * std::move(z), twice * twice));
+  // f16 computes in an f32 copy, which the op writes over: the kept path's values.
+  const T half = twice.cast(DType::f16);
+  EXPECT_TRUE(same(twice.cast(DType::f16).exp(), half.exp()));
 }

@@ -729,6 +729,69 @@ TYPED_TEST(Elementwise, EveryCatalogueOpRunsThroughTheBackend) {
   EXPECT_EQ(ran.size(), static_cast<std::size_t>(ops::unary_op_count + ops::binary_op_count));
 }
 
+// Every catalogue op on operands the caller gives up (rvalues), whose buffers a backend may
+// write the result over: the same values as on kept operands, for a given-up operand with a
+// broadcast partner, and a copy of a given-up operand that the caller kept keeps its values.
+TYPED_TEST(Elementwise, EveryCatalogueOpOnGivenUpOperandsMatchesKeptOnes) {
+  using B = TypeParam;
+  using P = typename B::Primitive;
+  // Operands of the op's domain, each a fresh buffer that nothing else holds: [2, 2], or its
+  // first row alone ([1, 2], which broadcasts over the rows).
+  const auto fresh = [&]<class Op>(bool second, bool row = false) -> P {
+    std::vector<double> values;
+    DType dtype = DType::f32;
+    if constexpr (Op::domain == ops::Domain::boolean) {
+      values = second ? std::vector<double>{1, 1, 0, 0} : std::vector<double>{1, 0, 1, 0};
+      dtype = DType::boolean;
+    } else if constexpr (Op::domain == ops::Domain::numeric) {
+      values = second ? std::vector<double>{2, -3, 1, 4} : std::vector<double>{3, -2, 5, 7};
+      dtype = DType::i64;
+    } else {
+      values = second ? std::vector<double>{0.5, 1.25, -0.75, 3.0} : std::vector<double>{0.25, -1.5, 2.0, 0.875};
+    }
+    if (row) values.resize(2);
+    const Shape shape{row ? 1 : 2, 2};
+    return B::from_data(TensorData::from(std::move(values), shape).convert(dtype), {});
+  };
+  const auto same = [](const P& actual, const P& expected) {
+    return test::all_close(B::into_data(actual), B::into_data(expected), 0, 0);
+  };
+#define KILN_TEST_UNARY(Op)                                                                      \
+  {                                                                                              \
+    SCOPED_TRACE(#Op);                                                                           \
+    const P x = fresh.template operator()<ops::Op>(false);                                       \
+    const P expected = provided::unary<B, ops::Op>(x);                                           \
+    EXPECT_TRUE(same(provided::unary<B, ops::Op>(fresh.template operator()<ops::Op>(false)), expected)); \
+    P shared = x;                                                                                \
+    const TensorData before = B::into_data(x);                                                   \
+    EXPECT_TRUE(same(provided::unary<B, ops::Op>(std::move(shared)), expected));                 \
+    EXPECT_TRUE(test::all_close(B::into_data(x), before, 0, 0));                                 \
+  }
+#define KILN_TEST_BINARY(Op)                                                                     \
+  {                                                                                              \
+    SCOPED_TRACE(#Op);                                                                           \
+    const P a = fresh.template operator()<ops::Op>(false), b = fresh.template operator()<ops::Op>(true); \
+    const P expected = provided::binary<B, ops::Op>(a, b);                                       \
+    EXPECT_TRUE(same(provided::binary<B, ops::Op>(fresh.template operator()<ops::Op>(false),     \
+                                                  fresh.template operator()<ops::Op>(true)), expected)); \
+    EXPECT_TRUE(same(provided::binary<B, ops::Op>(P(a), fresh.template operator()<ops::Op>(true)), expected)); \
+    EXPECT_TRUE(same(provided::binary<B, ops::Op>(fresh.template operator()<ops::Op>(false), P(b)), expected)); \
+    const P row = fresh.template operator()<ops::Op>(false, true);                              \
+    EXPECT_TRUE(same(provided::binary<B, ops::Op>(fresh.template operator()<ops::Op>(false, true),              \
+                                                  fresh.template operator()<ops::Op>(true)),    \
+                     provided::binary<B, ops::Op>(row, b)));                                    \
+    EXPECT_TRUE(test::all_close(B::into_data(a), B::into_data(fresh.template operator()<ops::Op>(false)), 0, 0)); \
+    if constexpr (ops::Op::domain != ops::Domain::boolean) {                                     \
+      EXPECT_TRUE(same(provided::binary_scalar<B, ops::Op>(fresh.template operator()<ops::Op>(false), 2.0), \
+                       provided::binary_scalar<B, ops::Op>(a, 2.0)));                           \
+    }                                                                                            \
+  }
+  KILN_UNARY_OPS(KILN_TEST_UNARY)
+  KILN_BINARY_OPS(KILN_TEST_BINARY)
+#undef KILN_TEST_UNARY
+#undef KILN_TEST_BINARY
+}
+
 // The test lists above are checked against the op catalogue: an op added to
 // ops/elementwise.hpp that no list runs, or that has no golden case from PyTorch
 // (tests/golden/gen_elementwise.py), fails here by name. Unary ops need "unary_<name>" and

@@ -14,57 +14,74 @@ template <class T> T scalar_as(std::string_view op, double value, DType dtype) {
   else return static_cast<T>(value);
 }
 
-}  // namespace
-}  // namespace kiln::cpu
-
-namespace kiln {
-
-using cpu::CpuTensor;
-
-template <class Op> Cpu::Primitive Cpu::binary(const Primitive& a, const Primitive& b) {
+// Op(a, b), written over a or b where the caller gave it up (`given`) and may be written over.
+template <class Op> CpuTensor binary_over(const CpuTensor& a, const CpuTensor& b, bool given) {
   KILN_CHECK(a.dtype == b.dtype, "{}: both operands must have the same dtype, got {} {} and {} {}", Op::name,
              a.shape, a.dtype, b.shape, b.dtype);
   ops::check_domain<Op>(a.dtype);
   constexpr bool predicate = ops::is_predicate<Op>;
-  if (cpu::is_half(a.dtype)) {
-    Primitive r = binary<Op>(cast(a, DType::f32), cast(b, DType::f32));
-    return predicate ? r : cast(r, a.dtype);
+  if (is_half(a.dtype)) {
+    CpuTensor r = binary_over<Op>(Cpu::cast(a, DType::f32), Cpu::cast(b, DType::f32), true);
+    return predicate ? r : Cpu::cast(r, a.dtype);
   }
   const Shape shape = a.shape == b.shape ? a.shape : broadcast_shapes(Op::name, a.shape, b.shape);
-  CpuTensor out = cpu::empty(shape, predicate ? DType::boolean : a.dtype);
+  const DType dtype = predicate ? DType::boolean : a.dtype;
+  CpuTensor out = given ? result_over({&a, &b}, shape, dtype) : empty(shape, dtype);
   const std::array<const CpuTensor*, 2> inputs{&a, &b};
-  cpu::dispatch_domain<Op>(a.dtype, [&]<class T>() {
+  dispatch_domain<Op>(a.dtype, [&]<class T>() {
     using R = std::conditional_t<predicate, bool, T>;
-    cpu::run_elementwise(inputs, out, cpu::binary_kernel<Op, T, R>);
+    run_elementwise(inputs, out, binary_kernel<Op, T, R>);
   });
   return out;
 }
 
-template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double b) {
+// Op(a, scalar), written over a where the caller gave it up (`given`) and may be written over.
+template <class Op> CpuTensor binary_scalar_over(const CpuTensor& a, double b, bool given) {
   ops::check_domain<Op>(a.dtype);
   constexpr bool predicate = ops::is_predicate<Op>;
-  if (cpu::is_half(a.dtype)) {
-    Primitive r = binary_scalar<Op>(cast(a, DType::f32), b);
-    return predicate ? r : cast(r, a.dtype);
+  if (is_half(a.dtype)) {
+    CpuTensor r = binary_scalar_over<Op>(Cpu::cast(a, DType::f32), b, true);
+    return predicate ? r : Cpu::cast(r, a.dtype);
   }
   if constexpr (std::is_same_v<Op, ops::Pow>) {
     // The exponents PyTorch computes as other ops, as on every backend.
     if (is_float(a.dtype))
       if (auto shortcut = defaults::pow_scalar<Cpu>(a, b)) return *shortcut;
   }
-  CpuTensor out = cpu::empty(a.shape, predicate ? DType::boolean : a.dtype);
+  const DType dtype = predicate ? DType::boolean : a.dtype;
+  CpuTensor out = given ? result_over({&a}, a.shape, dtype) : empty(a.shape, dtype);
   const std::array<const CpuTensor*, 1> inputs{&a};
-  cpu::dispatch_domain<Op>(a.dtype, [&]<class T>() {
+  dispatch_domain<Op>(a.dtype, [&]<class T>() {
     using R = std::conditional_t<predicate, bool, T>;
-    const T scalar = cpu::scalar_as<T>(Op::name, b, a.dtype);
-    cpu::run_elementwise(inputs, out, cpu::binary_scalar_kernel<Op, T, R>, &scalar);
+    const T scalar = scalar_as<T>(Op::name, b, a.dtype);
+    run_elementwise(inputs, out, binary_scalar_kernel<Op, T, R>, &scalar);
   });
   return out;
 }
 
-#define KILN_CPU_INSTANTIATE_BINARY(Op)                                                       \
+}  // namespace
+}  // namespace kiln::cpu
+
+namespace kiln {
+
+template <class Op> Cpu::Primitive Cpu::binary(const Primitive& a, const Primitive& b) {
+  return cpu::binary_over<Op>(a, b, false);
+}
+template <class Op> Cpu::Primitive Cpu::binary(Primitive&& a, Primitive&& b) {
+  return cpu::binary_over<Op>(a, b, true);
+}
+template <class Op> Cpu::Primitive Cpu::binary_scalar(const Primitive& a, double b) {
+  return cpu::binary_scalar_over<Op>(a, b, false);
+}
+template <class Op> Cpu::Primitive Cpu::binary_scalar(Primitive&& a, double b) {
+  return cpu::binary_scalar_over<Op>(a, b, true);
+}
+
+#define KILN_CPU_INSTANTIATE_BINARY(Op)                                                          \
   template Cpu::Primitive Cpu::binary<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&); \
-  template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);
+  template Cpu::Primitive Cpu::binary<ops::Op>(Cpu::Primitive&&, Cpu::Primitive&&);           \
+  template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);         \
+  template Cpu::Primitive Cpu::binary_scalar<ops::Op>(Cpu::Primitive&&, double);
 KILN_BINARY_OPS(KILN_CPU_INSTANTIATE_BINARY)
 #undef KILN_CPU_INSTANTIATE_BINARY
 

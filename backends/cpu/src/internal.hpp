@@ -22,6 +22,7 @@ inline void omp_set_num_threads(int) {}
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,18 @@ namespace kiln::cpu {
 
 // A fresh contiguous tensor (uninitialized memory from the caching allocator).
 CpuTensor empty(const Shape& shape, DType dtype);
+// Whether an op may write over `t`, an operand the caller gave up: nothing else holds its
+// buffer (no other tensor, view or saved value reads it) and its elements are dense. Writing
+// over it saves a fresh buffer and the memory traffic of bringing that buffer into the cache
+// before it is written.
+inline bool can_write_over(const CpuTensor& t) { return t.storage && t.storage.use_count() == 1 && t.is_contiguous(); }
+// The result of an elementwise op: the first of `given` (operands the caller gave up) that the
+// op may write over and that has the result's shape and dtype, else a fresh tensor.
+inline CpuTensor result_over(std::initializer_list<const CpuTensor*> given, const Shape& shape, DType dtype) {
+  for (const CpuTensor* t : given)
+    if (t->shape == shape && t->dtype == dtype && can_write_over(*t)) return *t;
+  return empty(shape, dtype);
+}
 // `x` itself when it is contiguous, else a contiguous copy.
 CpuTensor contiguous(const CpuTensor& x);
 // `x` itself when it is contiguous, else a contiguous copy held here: a kernel's input

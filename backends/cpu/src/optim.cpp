@@ -5,13 +5,6 @@
 
 namespace kiln {
 
-namespace {
-// Whether a result may go over `t`, a tensor the caller gave up: nothing else holds its
-// buffer and its elements are dense. Writing over it saves a fresh buffer and the memory
-// traffic of bringing that buffer into the cache before it is written.
-bool writable(const cpu::CpuTensor& t) { return t.storage && t.storage.use_count() == 1 && t.is_contiguous(); }
-}  // namespace
-
 std::array<Cpu::Primitive, 3> Cpu::adam_step(Primitive&& param, const Primitive& grad, Primitive&& m, Primitive&& v,
                                              const ops::AdamStep& options) {
   for (const Primitive* t : std::initializer_list<const Primitive*>{&grad, &m, &v}) {
@@ -31,7 +24,7 @@ std::array<Cpu::Primitive, 3> Cpu::adam_step(Primitive&& param, const Primitive&
   std::array<bool, 3> over{};
   std::array<Primitive, 3> out;
   for (std::size_t k = 0; k < 3; ++k) {
-    over[k] = writable(*given[k]);
+    over[k] = cpu::can_write_over(*given[k]);
     if (!over[k]) out[k] = cpu::empty(param.shape, param.dtype);
   }
   const auto target = [&](std::size_t k) -> const Primitive& { return over[k] ? *given[k] : out[k]; };

@@ -7,6 +7,7 @@ namespace kiln {
 
 using dispatch::on;
 using dispatch::target;
+using dispatch::given_up;
 using dispatch::unwrap;
 using dispatch::wrap;
 
@@ -19,6 +20,19 @@ template <class Op> Dispatch::Primitive Dispatch::binary(const Primitive& a, con
 }
 template <class Op> Dispatch::Primitive Dispatch::binary_scalar(const Primitive& a, double b) {
   return on(target(Op::name, {&a}), [&]<class B>() { return wrap<B>(provided::binary_scalar<B, Op>(unwrap<B>(a), b)); });
+}
+template <class Op> Dispatch::Primitive Dispatch::unary(Primitive&& x) {
+  return on(target(Op::name, {&x}), [&]<class B>() { return wrap<B>(provided::unary<B, Op>(given_up<B>(x))); });
+}
+template <class Op> Dispatch::Primitive Dispatch::binary(Primitive&& a, Primitive&& b) {
+  if (&a == &b) return binary<Op>(static_cast<const Primitive&>(a), static_cast<const Primitive&>(b));
+  return on(target(Op::name, {&a, &b}), [&]<class B>() {
+    typename B::Primitive first = given_up<B>(a);
+    return wrap<B>(provided::binary<B, Op>(std::move(first), given_up<B>(b)));
+  });
+}
+template <class Op> Dispatch::Primitive Dispatch::binary_scalar(Primitive&& a, double b) {
+  return on(target(Op::name, {&a}), [&]<class B>() { return wrap<B>(provided::binary_scalar<B, Op>(given_up<B>(a), b)); });
 }
 Dispatch::Primitive Dispatch::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
   return on(target("where", {&cond, &a, &b}), [&]<class B>() {
@@ -39,10 +53,14 @@ Dispatch::Primitive Dispatch::binary_backward(const Primitive& a, const Primitiv
   });
 }
 
-#define KILN_DISPATCH_UNARY(Op) template Dispatch::Primitive Dispatch::unary<ops::Op>(const Primitive&);
+#define KILN_DISPATCH_UNARY(Op)                                               \
+  template Dispatch::Primitive Dispatch::unary<ops::Op>(const Primitive&); \
+  template Dispatch::Primitive Dispatch::unary<ops::Op>(Primitive&&);
 #define KILN_DISPATCH_BINARY(Op)                                                                   \
   template Dispatch::Primitive Dispatch::binary<ops::Op>(const Primitive&, const Primitive&);      \
-  template Dispatch::Primitive Dispatch::binary_scalar<ops::Op>(const Primitive&, double);
+  template Dispatch::Primitive Dispatch::binary<ops::Op>(Primitive&&, Primitive&&);                \
+  template Dispatch::Primitive Dispatch::binary_scalar<ops::Op>(const Primitive&, double);         \
+  template Dispatch::Primitive Dispatch::binary_scalar<ops::Op>(Primitive&&, double);
 #define KILN_DISPATCH_UNARY_BACKWARD(Op)                                                           \
   template Dispatch::Primitive Dispatch::unary_backward<ops::Op>(const Primitive&, const Primitive&, \
                                                                  const Primitive&);

@@ -89,6 +89,13 @@ template <class F> decltype(auto) on(Target t, F&& f) {
 template <class B> const typename B::Primitive& unwrap(const DispatchPrimitive& p) {
   return *static_cast<const typename B::Primitive*>(p.value.get());
 }
+// The primitive of a handle the caller gives up: a copy, and the handle lets go of its own
+// where nothing else holds it, so that the copy is then the primitive's only holder.
+template <class B> typename B::Primitive given_up(DispatchPrimitive& p) {
+  typename B::Primitive inner = unwrap<B>(p);
+  if (p.value.use_count() == 1) p.value.reset();
+  return inner;
+}
 template <class B> DispatchPrimitive wrap(typename B::Primitive p) {
   DispatchPrimitive out;
   out.shape = B::shape(p);

@@ -368,8 +368,8 @@ auto Autodiff<B>::backward(const Primitive& root) -> Gradients {
              B::shape(root.value));
   InnerPrimitive seed = provided::full<B>(B::shape(root.value), 1.0, B::dtype(root.value), B::device(root.value));
   return autodiff::run_backward<InnerPrimitive>(
-      root.node, std::move(seed), [](const InnerPrimitive& a, const InnerPrimitive& b) {
-        return provided::binary<B, ops::Add>(a, b);
+      root.node, std::move(seed), [](InnerPrimitive&& a, InnerPrimitive&& b) {
+        return provided::binary<B, ops::Add>(std::move(a), std::move(b));
       },
       [](const InnerPrimitive& g) { return B::shape(g); });
 }

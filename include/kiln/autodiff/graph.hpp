@@ -166,7 +166,7 @@ template <class P> std::unordered_map<std::uint64_t, std::int64_t> count_uses(co
 }
 
 // Runs the backward pass from `root` whose gradient is `seed`. `add` sums two gradients
-// and `shape_of` reads one's shape (both from the inner backend).
+// (given up, as rvalues) and `shape_of` reads one's shape (both from the inner backend).
 template <class P, class Add, class ShapeOf>
 Gradients<P> run_backward(const std::shared_ptr<Node<P>>& root, P seed, Add&& add, ShapeOf&& shape_of) {
   KILN_CHECK(!root->released,
@@ -210,9 +210,10 @@ Gradients<P> run_backward(const std::shared_ptr<Node<P>>& root, P seed, Add&& ad
         P& g = *sink.at(i);
         KILN_CHECK(shape_of(g) == input->shape, "backward of {}: the gradient of input {} has shape {}, expected {}",
                    node->op, i, shape_of(g), input->shape);
-        auto [slot, fresh] = pending.try_emplace(input->id, g);
+        // Both gradients are given up to `add`, which may write the sum over one of them.
+        auto [slot, fresh] = pending.try_emplace(input->id, std::move(g));
         if (fresh) queue.push(input);
-        else slot->second = add(slot->second, g);
+        else slot->second = add(std::move(slot->second), std::move(g));
       }
       if (observer && --uses[input->id] == 0 && input->is_leaf()) {
         const auto ready = pending.find(input->id);

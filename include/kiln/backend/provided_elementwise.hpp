@@ -195,6 +195,22 @@ template <class B, class Op> typename B::Primitive binary_scalar(const typename 
   if constexpr (detail::HasBinaryScalar<B>) return B::template binary_scalar<Op>(a, scalar);
   else return defaults::binary_scalar<B, Op>(a, scalar);
 }
+// The same on operands the caller gives up (a temporary, or std::move(x)): a backend whose
+// override takes `Primitive&&` may write the result over a given-up operand's buffer where
+// nothing else holds it (as PyTorch's in-place ops, without the caller asking); any other
+// computes into a fresh one. A kept operand of binary is passed as a copy of its handle.
+template <class B, class Op> typename B::Primitive unary(typename B::Primitive&& x) {
+  if constexpr (detail::HasUnary<B>) return B::template unary<Op>(std::move(x));
+  else return defaults::unary<B, Op>(x);
+}
+template <class B, class Op> typename B::Primitive binary(typename B::Primitive&& a, typename B::Primitive&& b) {
+  if constexpr (detail::HasBinary<B>) return B::template binary<Op>(std::move(a), std::move(b));
+  else return defaults::binary<B, Op>(a, b);
+}
+template <class B, class Op> typename B::Primitive binary_scalar(typename B::Primitive&& a, double scalar) {
+  if constexpr (detail::HasBinaryScalar<B>) return B::template binary_scalar<Op>(std::move(a), scalar);
+  else return defaults::binary_scalar<B, Op>(a, scalar);
+}
 // cond ? a : b
 template <class B>
 typename B::Primitive where(const typename B::Primitive& cond, const typename B::Primitive& a,

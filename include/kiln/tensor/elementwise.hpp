@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,20 @@ template <class K> void check_scalar_for_kind(std::string_view op, double value)
 }
 }  // namespace detail
 
+// A unary op as two overloads: on a tensor the caller keeps, and on one it gives up (an
+// rvalue), whose buffer the backend may write the result over. A binary op as six: each
+// operand kept or given up, and the scalar forms. The requirement (`...`) picks the kinds.
+#define KILN_UNARY_METHOD(name, Op, ...)                                 \
+  Self name() const& requires __VA_ARGS__ { return unary<ops::Op>(); } \
+  Self name() && requires __VA_ARGS__ { return std::move(*this).template unary<ops::Op>(); }
+#define KILN_BINARY_METHOD(name, Op, ...)                                                                         \
+  Self name(const Self& o) const& requires __VA_ARGS__ { return binary_of<ops::Op>(self(), o); }                 \
+  Self name(const Self& o) && requires __VA_ARGS__ { return binary_of<ops::Op>(std::move(self()), o); }          \
+  Self name(Self&& o) const& requires __VA_ARGS__ { return binary_of<ops::Op>(self(), std::move(o)); }           \
+  Self name(Self&& o) && requires __VA_ARGS__ { return binary_of<ops::Op>(std::move(self()), std::move(o)); }    \
+  Self name(double s) const& requires __VA_ARGS__ { return binary<ops::Op>(s); }                                 \
+  Self name(double s) && requires __VA_ARGS__ { return std::move(*this).template binary<ops::Op>(s); }
+
 template <class B, std::size_t D, class K> class ElementwiseApi : public TensorMixin<B, D, K, ElementwiseApi<B, D, K>> {
   using Base = TensorMixin<B, D, K, ElementwiseApi<B, D, K>>;
   using typename Base::Self;
@@ -33,11 +48,32 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   using Base::wrap;
   using BoolTensor = Tensor<B, D, Bool>;
 
-  template <class Op> Self unary() const { return wrap(provided::unary<B, Op>(prim())); }
-  template <class Op> Self binary(const Self& other) const {
-    return wrap(provided::binary<B, Op>(prim(), other.primitive()));
+  // An op on a tensor the caller keeps, or on one it gives up (an rvalue: a temporary or
+  // std::move(x)), whose handle goes to the backend: the Cpu backend writes the result over
+  // a given-up buffer that nothing else holds, so that x * r * w allocates one result.
+  template <class Op> Self unary() const& { return wrap(provided::unary<B, Op>(prim())); }
+  template <class Op> Self unary() && { return wrap(provided::unary<B, Op>(this->given_up())); }
+  template <class Op> Self binary(double scalar) const& { return wrap(provided::binary_scalar<B, Op>(prim(), scalar)); }
+  template <class Op> Self binary(double scalar) && {
+    return wrap(provided::binary_scalar<B, Op>(this->given_up(), scalar));
   }
-  template <class Op> Self binary(double scalar) const { return wrap(provided::binary_scalar<B, Op>(prim(), scalar)); }
+  // a op b, either of them given up: its handle is taken out (a kept one's is copied), so the
+  // backend may write the result over its buffer. One tensor as both operands (std::move(x) *
+  // x) is read as kept.
+  template <class Op, class A, class C> static Self binary_of(A&& a, C&& b) {
+    if constexpr (std::is_lvalue_reference_v<A> && std::is_lvalue_reference_v<C>) {
+      return wrap(provided::binary<B, Op>(a.primitive(), b.primitive()));
+    } else {
+      if (static_cast<const void*>(&a) == static_cast<const void*>(&b))
+        return wrap(provided::binary<B, Op>(a.primitive(), b.primitive()));
+      const auto handle = []<class T>(T&& t) -> typename B::Primitive {
+        if constexpr (std::is_lvalue_reference_v<T>) return t.primitive();
+        else return std::move(t).into_primitive();
+      };
+      typename B::Primitive first = handle(std::forward<A>(a));
+      return wrap(provided::binary<B, Op>(std::move(first), handle(std::forward<C>(b))));
+    }
+  }
   template <class Op> BoolTensor predicate() const { return BoolTensor(provided::unary<B, Op>(prim())); }
   template <class Op> BoolTensor compare(const Self& other) const {
     return BoolTensor(provided::binary<B, Op>(prim(), other.primitive()));
@@ -72,93 +108,85 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
 
  public:
   // ---- arithmetic (Float and Int); NumPy broadcasting between tensors of the same rank
-  Self add(const Self& o) const requires Numeric<K> { return binary<ops::Add>(o); }
-  Self add(double s) const requires Numeric<K> { return binary<ops::Add>(s); }
-  Self sub(const Self& o) const requires Numeric<K> { return binary<ops::Sub>(o); }
-  Self sub(double s) const requires Numeric<K> { return binary<ops::Sub>(s); }
-  Self mul(const Self& o) const requires Numeric<K> { return binary<ops::Mul>(o); }
-  Self mul(double s) const requires Numeric<K> { return binary<ops::Mul>(s); }
+  KILN_BINARY_METHOD(add, Add, Numeric<K>)
+  KILN_BINARY_METHOD(sub, Sub, Numeric<K>)
+  KILN_BINARY_METHOD(mul, Mul, Numeric<K>)
   // Float: true division. Int: floor division (Python's //).
-  Self div(const Self& o) const requires Numeric<K> { return binary<ops::Div>(o); }
-  Self div(double s) const requires Numeric<K> { return binary<ops::Div>(s); }
+  KILN_BINARY_METHOD(div, Div, Numeric<K>)
   // Remainder with the divisor's sign (Python's %, torch.remainder).
-  Self rem(const Self& o) const requires Numeric<K> { return binary<ops::Rem>(o); }
-  Self rem(double s) const requires Numeric<K> { return binary<ops::Rem>(s); }
-  Self pow(const Self& o) const requires Numeric<K> { return binary<ops::Pow>(o); }
-  Self pow(double s) const requires Numeric<K> { return binary<ops::Pow>(s); }
+  KILN_BINARY_METHOD(rem, Rem, Numeric<K>)
+  KILN_BINARY_METHOD(pow, Pow, Numeric<K>)
   // atan2(self, o): the angle of the point (o, self), as torch.atan2.
-  Self atan2(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Atan2>(o); }
-  Self atan2(double s) const requires std::same_as<K, Float> { return binary<ops::Atan2>(s); }
-  Self asin() const requires std::same_as<K, Float> { return unary<ops::Asin>(); }
-  Self acos() const requires std::same_as<K, Float> { return unary<ops::Acos>(); }
-  Self atan() const requires std::same_as<K, Float> { return unary<ops::Atan>(); }
-  Self sinh() const requires std::same_as<K, Float> { return unary<ops::Sinh>(); }
-  Self cosh() const requires std::same_as<K, Float> { return unary<ops::Cosh>(); }
-  Self asinh() const requires std::same_as<K, Float> { return unary<ops::Asinh>(); }
-  Self acosh() const requires std::same_as<K, Float> { return unary<ops::Acosh>(); }
-  Self atanh() const requires std::same_as<K, Float> { return unary<ops::Atanh>(); }
-  Self log2() const requires std::same_as<K, Float> { return unary<ops::Log2>(); }
-  Self log10() const requires std::same_as<K, Float> { return unary<ops::Log10>(); }
-  Self exp2() const requires std::same_as<K, Float> { return unary<ops::Exp2>(); }
+  KILN_BINARY_METHOD(atan2, Atan2, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(asin, Asin, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(acos, Acos, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(atan, Atan, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(sinh, Sinh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(cosh, Cosh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(asinh, Asinh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(acosh, Acosh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(atanh, Atanh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(log2, Log2, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(log10, Log10, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(exp2, Exp2, std::same_as<K, Float>)
   // Rounds toward zero; frac is x - trunc(x).
-  Self trunc() const requires std::same_as<K, Float> { return unary<ops::Trunc>(); }
-  Self frac() const requires std::same_as<K, Float> { return unary<ops::Frac>(); }
+  KILN_UNARY_METHOD(trunc, Trunc, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(frac, Frac, std::same_as<K, Float>)
   // sqrt(self^2 + o^2) without overflow, as torch.hypot.
-  Self hypot(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Hypot>(o); }
-  Self hypot(double s) const requires std::same_as<K, Float> { return binary<ops::Hypot>(s); }
+  KILN_BINARY_METHOD(hypot, Hypot, std::same_as<K, Float>)
   // |self| with the sign of o (of -0 too), as torch.copysign.
-  Self copysign(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Copysign>(o); }
-  Self copysign(double s) const requires std::same_as<K, Float> { return binary<ops::Copysign>(s); }
+  KILN_BINARY_METHOD(copysign, Copysign, std::same_as<K, Float>)
   // log(exp(self) + exp(o)) without overflow, as torch.logaddexp.
-  Self logaddexp(const Self& o) const requires std::same_as<K, Float> { return binary<ops::Logaddexp>(o); }
-  Self logaddexp(double s) const requires std::same_as<K, Float> { return binary<ops::Logaddexp>(s); }
-  Self maximum(const Self& o) const requires Numeric<K> { return binary<ops::Maximum>(o); }
-  Self maximum(double s) const requires Numeric<K> { return binary<ops::Maximum>(s); }
-  Self minimum(const Self& o) const requires Numeric<K> { return binary<ops::Minimum>(o); }
-  Self minimum(double s) const requires Numeric<K> { return binary<ops::Minimum>(s); }
+  KILN_BINARY_METHOD(logaddexp, Logaddexp, std::same_as<K, Float>)
+  KILN_BINARY_METHOD(maximum, Maximum, Numeric<K>)
+  KILN_BINARY_METHOD(minimum, Minimum, Numeric<K>)
   Self clamp(double lo, double hi) const requires Numeric<K> { return maximum(lo).minimum(hi); }
   Self clamp_min(double lo) const requires Numeric<K> { return maximum(lo); }
   Self clamp_max(double hi) const requires Numeric<K> { return minimum(hi); }
-  Self neg() const requires Numeric<K> { return unary<ops::Neg>(); }
-  Self abs() const requires Numeric<K> { return unary<ops::Abs>(); }
-  Self sign() const requires Numeric<K> { return unary<ops::Sign>(); }
+  KILN_UNARY_METHOD(neg, Neg, Numeric<K>)
+  KILN_UNARY_METHOD(abs, Abs, Numeric<K>)
+  KILN_UNARY_METHOD(sign, Sign, Numeric<K>)
 
   // ---- math (Float)
-  Self recip() const requires std::same_as<K, Float> { return unary<ops::Recip>(); }
-  Self exp() const requires std::same_as<K, Float> { return unary<ops::Exp>(); }
-  Self log() const requires std::same_as<K, Float> { return unary<ops::Log>(); }
-  Self log1p() const requires std::same_as<K, Float> { return unary<ops::Log1p>(); }
-  Self expm1() const requires std::same_as<K, Float> { return unary<ops::Expm1>(); }
-  Self sqrt() const requires std::same_as<K, Float> { return unary<ops::Sqrt>(); }
-  Self rsqrt() const requires std::same_as<K, Float> { return unary<ops::Rsqrt>(); }
-  Self sin() const requires std::same_as<K, Float> { return unary<ops::Sin>(); }
-  Self cos() const requires std::same_as<K, Float> { return unary<ops::Cos>(); }
-  Self tan() const requires std::same_as<K, Float> { return unary<ops::Tan>(); }
-  Self tanh() const requires std::same_as<K, Float> { return unary<ops::Tanh>(); }
-  Self erf() const requires std::same_as<K, Float> { return unary<ops::Erf>(); }
-  Self floor() const requires std::same_as<K, Float> { return unary<ops::Floor>(); }
-  Self ceil() const requires std::same_as<K, Float> { return unary<ops::Ceil>(); }
+  KILN_UNARY_METHOD(recip, Recip, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(exp, Exp, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(log, Log, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(log1p, Log1p, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(expm1, Expm1, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(sqrt, Sqrt, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(rsqrt, Rsqrt, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(sin, Sin, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(cos, Cos, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(tan, Tan, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(tanh, Tanh, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(erf, Erf, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(floor, Floor, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(ceil, Ceil, std::same_as<K, Float>)
   // Halves round to even, as in PyTorch.
-  Self round() const requires std::same_as<K, Float> { return unary<ops::Round>(); }
+  KILN_UNARY_METHOD(round, Round, std::same_as<K, Float>)
   Self square() const requires Numeric<K> { return mul(self()); }
 
   // ---- activations (Float)
-  Self relu() const requires std::same_as<K, Float> { return unary<ops::Relu>(); }
+  KILN_UNARY_METHOD(relu, Relu, std::same_as<K, Float>)
   Self leaky_relu(double negative_slope = 0.01) const requires std::same_as<K, Float> {
     return mask_where(self().lt(0.0), mul(negative_slope));
   }
-  Self sigmoid() const requires std::same_as<K, Float> { return unary<ops::Sigmoid>(); }
-  Self silu() const requires std::same_as<K, Float> { return unary<ops::Silu>(); }
+  KILN_UNARY_METHOD(sigmoid, Sigmoid, std::same_as<K, Float>)
+  KILN_UNARY_METHOD(silu, Silu, std::same_as<K, Float>)
   // softplus(x) = log(1 + exp(beta x)) / beta, linear above threshold / beta (torch's defaults).
   Self softplus(double beta = 1.0, double threshold = 20.0) const requires std::same_as<K, Float> {
     if (beta == 1.0 && threshold == 20.0) return unary<ops::Softplus>();
     const Self scaled = mul(beta);
     return mask_where(scaled.gt(threshold).logical_not(), scaled.template unary<ops::Softplus>().div(beta));
   }
-  Self hard_sigmoid() const requires std::same_as<K, Float> { return unary<ops::HardSigmoid>(); }
+  KILN_UNARY_METHOD(hard_sigmoid, HardSigmoid, std::same_as<K, Float>)
   // The exact (erf) GELU, or its tanh approximation.
-  Self gelu(bool tanh_approximation = false) const requires std::same_as<K, Float> {
+  Self gelu(bool tanh_approximation = false) const& requires std::same_as<K, Float> {
     return tanh_approximation ? unary<ops::GeluTanh>() : unary<ops::GeluErf>();
+  }
+  Self gelu(bool tanh_approximation = false) && requires std::same_as<K, Float> {
+    if (tanh_approximation) return std::move(*this).template unary<ops::GeluTanh>();
+    return std::move(*this).template unary<ops::GeluErf>();
   }
   // elu(x) = x where x > 0, alpha (e^x - 1) elsewhere (torch.nn.functional.elu).
   Self elu(double alpha = 1.0) const requires std::same_as<K, Float> { return exponential_unit(alpha, 1.0, 1.0); }
@@ -264,10 +292,10 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
   BoolTensor isinf() const requires std::same_as<K, Float> { return predicate<ops::IsInf>(); }
 
   // ---- Bool logic
-  Self logical_and(const Self& o) const requires std::same_as<K, Bool> { return binary<ops::LogicalAnd>(o); }
-  Self logical_or(const Self& o) const requires std::same_as<K, Bool> { return binary<ops::LogicalOr>(o); }
-  Self logical_xor(const Self& o) const requires std::same_as<K, Bool> { return binary<ops::LogicalXor>(o); }
-  Self logical_not() const requires std::same_as<K, Bool> { return unary<ops::LogicalNot>(); }
+  Self logical_and(const Self& o) const requires std::same_as<K, Bool> { return binary_of<ops::LogicalAnd>(self(), o); }
+  Self logical_or(const Self& o) const requires std::same_as<K, Bool> { return binary_of<ops::LogicalOr>(self(), o); }
+  Self logical_xor(const Self& o) const requires std::same_as<K, Bool> { return binary_of<ops::LogicalXor>(self(), o); }
+  KILN_UNARY_METHOD(logical_not, LogicalNot, std::same_as<K, Bool>)
 
   // ---- selection
   // Takes `value` where mask is true, this tensor elsewhere (Burn's mask_where).
@@ -288,6 +316,9 @@ template <class B, std::size_t D, class K> class ElementwiseApi : public TensorM
 
 };
 
+#undef KILN_UNARY_METHOD
+#undef KILN_BINARY_METHOD
+
 // cond ? a : b, elementwise with broadcasting.
 template <class B, std::size_t D, class K>
 Tensor<B, D, K> where(const Tensor<B, D, Bool>& cond, const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) {
@@ -295,11 +326,23 @@ Tensor<B, D, K> where(const Tensor<B, D, Bool>& cond, const Tensor<B, D, K>& a, 
 }
 
 // ---- operators (Float and Int)
-#define KILN_TENSOR_OPERATOR(op, method)                                                                  \
-  template <class B, std::size_t D, Numeric K>                                                            \
-  Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) { return a.method(b); } \
-  template <class B, std::size_t D, Numeric K>                                                            \
-  Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, double s) { return a.method(s); }
+// A temporary operand (x * r * w: the product x * r) is given up, so the backend may write
+// the result over it.
+#define KILN_TENSOR_OPERATOR(op, method)                                                                           \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) { return a.method(b); }          \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(Tensor<B, D, K>&& a, const Tensor<B, D, K>& b) { return std::move(a).method(b); }    \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, Tensor<B, D, K>&& b) { return a.method(std::move(b)); }    \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(Tensor<B, D, K>&& a, Tensor<B, D, K>&& b) {                                          \
+    return std::move(a).method(std::move(b));                                                                      \
+  }                                                                                                                \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, double s) { return a.method(s); }                          \
+  template <class B, std::size_t D, Numeric K>                                                                     \
+  Tensor<B, D, K> operator op(Tensor<B, D, K>&& a, double s) { return std::move(a).method(s); }
 KILN_TENSOR_OPERATOR(+, add)
 KILN_TENSOR_OPERATOR(-, sub)
 KILN_TENSOR_OPERATOR(*, mul)
@@ -310,18 +353,33 @@ KILN_TENSOR_OPERATOR(%, rem)
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator+(double s, const Tensor<B, D, K>& a) {
   return a.add(s);
 }
+template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator+(double s, Tensor<B, D, K>&& a) {
+  return std::move(a).add(s);
+}
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator*(double s, const Tensor<B, D, K>& a) {
   return a.mul(s);
+}
+template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator*(double s, Tensor<B, D, K>&& a) {
+  return std::move(a).mul(s);
 }
 // s - a and s / a take a broadcast one-element tensor on the left: one pass, and no
 // tensor of a's size filled with s.
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(double s, const Tensor<B, D, K>& a) {
   return a.scalar_like("sub", s).sub(a);
 }
+template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(double s, Tensor<B, D, K>&& a) {
+  return a.scalar_like("sub", s).sub(std::move(a));
+}
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator/(double s, const Tensor<B, D, K>& a) {
   return a.scalar_like("div", s).div(a);
 }
+template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator/(double s, Tensor<B, D, K>&& a) {
+  return a.scalar_like("div", s).div(std::move(a));
+}
 template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(const Tensor<B, D, K>& a) { return a.neg(); }
+template <class B, std::size_t D, Numeric K> Tensor<B, D, K> operator-(Tensor<B, D, K>&& a) {
+  return std::move(a).neg();
+}
 
 // ---- Bool operators
 template <class B, std::size_t D> Tensor<B, D, Bool> operator&(const Tensor<B, D, Bool>& a, const Tensor<B, D, Bool>& b) {

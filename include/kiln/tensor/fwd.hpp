@@ -5,6 +5,7 @@
 #include "kiln/tensor/kind.hpp"
 
 #include <cstddef>
+#include <utility>
 
 namespace kiln {
 
@@ -18,6 +19,8 @@ template <class B, std::size_t D, class K, class Mixin> class TensorMixin {
   const Self& self() const { return static_cast<const Self&>(static_cast<const Mixin&>(*this)); }
   Self& self() { return static_cast<Self&>(static_cast<Mixin&>(*this)); }
   const typename B::Primitive& prim() const { return self().primitive(); }
+  // The primitive taken out of this tensor, which the caller gives up (an rvalue's method).
+  typename B::Primitive given_up() { return std::move(self()).into_primitive(); }
   static Self wrap(typename B::Primitive p) { return Self(std::move(p)); }
 };
 

@@ -82,6 +82,12 @@ struct Cpu {
   template <class Op> static Primitive unary(const Primitive& x);
   template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
   template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
+  // The same on operands the caller gave up (provided::unary and its siblings on rvalues):
+  // the result is written over a given-up operand's buffer where nothing else holds it and
+  // it has the result's shape, dtype and a dense layout, else into a fresh one.
+  template <class Op> static Primitive unary(Primitive&& x);
+  template <class Op> static Primitive binary(Primitive&& a, Primitive&& b);
+  template <class Op> static Primitive binary_scalar(Primitive&& a, double b);
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
   // gradient formulas of the catalogue (backends/cpu/src/elementwise_backward.cpp)
   template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
@@ -170,10 +176,14 @@ static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu> && FusedAttention<Cpu> &&
               "kiln::Cpu provides fused softmax, layer norm and attention, and row programs");
 
 // The kernels are instantiated once, in the library, for every op of the catalogue.
-#define KILN_CPU_EXTERN_UNARY(Op) extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&);
-#define KILN_CPU_EXTERN_BINARY(Op)                                                                \
+#define KILN_CPU_EXTERN_UNARY(Op)                                                 \
+  extern template Cpu::Primitive Cpu::unary<ops::Op>(const Cpu::Primitive&); \
+  extern template Cpu::Primitive Cpu::unary<ops::Op>(Cpu::Primitive&&);
+#define KILN_CPU_EXTERN_BINARY(Op)                                                                   \
   extern template Cpu::Primitive Cpu::binary<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&); \
-  extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);
+  extern template Cpu::Primitive Cpu::binary<ops::Op>(Cpu::Primitive&&, Cpu::Primitive&&);           \
+  extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(const Cpu::Primitive&, double);         \
+  extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(Cpu::Primitive&&, double);
 #define KILN_CPU_EXTERN_UNARY_BACKWARD(Op)                                                                \
   extern template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
                                                               const Cpu::Primitive&);

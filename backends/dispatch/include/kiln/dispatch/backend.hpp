@@ -93,6 +93,11 @@ struct Dispatch {
   template <class Op> static Primitive unary(const Primitive& x);
   template <class Op> static Primitive binary(const Primitive& a, const Primitive& b);
   template <class Op> static Primitive binary_scalar(const Primitive& a, double b);
+  // The same on operands the caller gives up: a handle nothing else holds lets go of its
+  // primitive, which the backend may then write the result over.
+  template <class Op> static Primitive unary(Primitive&& x);
+  template <class Op> static Primitive binary(Primitive&& a, Primitive&& b);
+  template <class Op> static Primitive binary_scalar(Primitive&& a, double b);
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
   template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy);
   template <class Op>
