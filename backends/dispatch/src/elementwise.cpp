@@ -32,7 +32,8 @@ template <class Op> Dispatch::Primitive Dispatch::binary(Primitive&& a, Primitiv
   });
 }
 template <class Op> Dispatch::Primitive Dispatch::binary_scalar(Primitive&& a, double b) {
-  return on(target(Op::name, {&a}), [&]<class B>() { return wrap<B>(provided::binary_scalar<B, Op>(given_up<B>(a), b)); });
+  return on(target(Op::name, {&a}),
+            [&]<class B>() { return wrap<B>(provided::binary_scalar<B, Op>(given_up<B>(a), b)); });
 }
 Dispatch::Primitive Dispatch::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
   return on(target("where", {&cond, &a, &b}), [&]<class B>() {
