@@ -199,12 +199,17 @@ void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::
   else gemm_f64(a, b, m, n, k, pa, pb, pc, ldc, accumulate);
 }
 
-// Forward: one work item per (head, query tile).
+// Forward: one work item per (head, query tile). The first key tile's product P V is written,
+// not added, so the accumulator is never cleared; where that tile is the only one (every key
+// at once, as at 128 or 512 keys), it goes straight into the output rows, which are then
+// scaled by 1 / sum in place: no accumulator and no pass copying it out. At 128 keys that
+// and scaling by the reciprocal instead of dividing took the kernel from ~0.19 to ~0.17 ms
+// on a 2-core AVX-512 Xeon.
 template <class T>
 void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T scale, T* out, T* lse) {
   const std::int64_t tiles = p.query_tiles();
   parallel_for(p.n * p.h * tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-    Matrix<T> scaled_q(kForwardQueryTile, p.d), scores(kForwardQueryTile, kForwardKeyTile), acc(kForwardQueryTile, p.dv);
+    Matrix<T> scaled_q(kForwardQueryTile, p.d), scores(kForwardQueryTile, kForwardKeyTile), acc;
     std::vector<T> row_shift(kForwardQueryTile), row_sum(kForwardQueryTile);
     T* const running_shift = row_shift.data();  // each row's shift and sum of exp(score - shift)
     T* const running_sum = row_sum.data();
@@ -214,11 +219,15 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
       // The scale is applied to q once, not to every score.
       auto qt = scaled_q.topRows(rows);
       qt = ConstRowsMap<T>(q + p.head(p.q, bh) + i0 * p.q.ld, rows, p.d, Eigen::OuterStride<>(p.q.ld)) * scale;
-      auto o = acc.topRows(rows);
-      o.setZero();
+      T* const out_rows = out + p.head(p.out, bh) + i0 * p.out.ld;
+      const std::int64_t key_end = p.key_end(i0, rows);
+      // P V accumulates here: the output rows themselves where one key tile covers every key.
+      const bool one_tile = key_end <= kForwardKeyTile;
+      if (!one_tile && acc.size() == 0) acc.resize(kForwardQueryTile, p.dv);
+      T* const o = one_tile ? out_rows : acc.data();
+      const std::int64_t o_ld = one_tile ? p.out.ld : p.dv;
       std::fill(row_shift.begin(), row_shift.end(), -std::numeric_limits<T>::infinity());
       std::fill(row_sum.begin(), row_sum.end(), T(0));
-      const std::int64_t key_end = p.key_end(i0, rows);
       for (std::int64_t j0 = 0; j0 < key_end; j0 += kForwardKeyTile) {
         const std::int64_t cols = std::min(kForwardKeyTile, key_end - j0);
         const T* const kt = k + p.head(p.k, bh) + j0 * p.k.ld;
@@ -231,7 +240,8 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
         // and keeps its shift unless the tile's max passes it by more than kShiftSlack (then
         // its scores, overwritten by that pass, are recomputed): the weights stay below
         // e^kShiftSlack, and a separate pass for each tile's max is spared (5 % of the time
-        // at 2048 keys). When the shift moves, what the row holds is rescaled by exp(old - new).
+        // at 2048 keys). When the shift moves, what the row holds is rescaled by exp(old - new)
+        // (from the second key tile on: the first one's product is written over the rows).
         for (std::int64_t r = 0; r < rows; ++r) {
           T* const row = &st(r, 0);
           const T shift = running_shift[r];
@@ -253,17 +263,21 @@ void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T s
           }
           const T correction = std::exp(shift - new_shift);
           running_sum[r] = running_sum[r] * correction + shifted_weights<false>(row, new_shift, cols);
-          if (correction != T(1)) o.row(r) *= correction;
+          if (j0 > 0 && correction != T(1)) RowsMap<T>(o + r * o_ld, 1, p.dv, Eigen::OuterStride<>(o_ld)) *= correction;
           running_shift[r] = new_shift;
         }
-        tile_gemm<T>({false, kForwardKeyTile}, {false, p.v.ld}, rows, p.dv, cols, scores.data(), vt, acc.data(), p.dv,
-                     /*accumulate=*/true);
+        tile_gemm<T>({false, kForwardKeyTile}, {false, p.v.ld}, rows, p.dv, cols, scores.data(), vt, o, o_ld,
+                     /*accumulate=*/j0 > 0);
       }
-      // A row that saw no key has a sum of 0: its output is 0 / 0 = NaN and its lse -inf, as
-      // the composition's softmax over -inf gives.
-      RowsMap<T> ot(out + p.head(p.out, bh) + i0 * p.out.ld, rows, p.dv, Eigen::OuterStride<>(p.out.ld));
+      // A row that saw no key has a sum of 0: its output is 0 · (1 / 0) = NaN and its lse
+      // -inf, as the composition's softmax over -inf gives. (With no key at all, no product
+      // wrote the rows: they are zeroed first.)
+      RowsMap<T> ot(out_rows, rows, p.dv, Eigen::OuterStride<>(p.out.ld));
+      if (key_end == 0) ot.setZero();
       for (std::int64_t r = 0; r < rows; ++r) {
-        ot.row(r) = o.row(r) / running_sum[r];
+        const T by = T(1) / running_sum[r];
+        if (one_tile) ot.row(r) *= by;
+        else ot.row(r) = RowsMap<T>(o + r * o_ld, 1, p.dv, Eigen::OuterStride<>(o_ld)) * by;
         lse[bh * p.l + i0 + r] = running_shift[r] + std::log(running_sum[r]);
       }
     }
