@@ -321,3 +321,31 @@ TYPED_TEST(AutodiffGraph, AnObserverHearsOfEachLeafOnceWithItsFinalGradient) {
   (void)(w1 * 2.0).sum().backward();
   EXPECT_EQ(recorder.order.size(), 3u);
 }
+
+// Each rule is given its dy (an rvalue), and an elementwise gradient may be written over it
+// where nothing else holds it. Where something does, it must keep its values: Add passes one
+// dy to both branches (relu's and tanh's rules each see the other's handle), and Mul needing
+// both gradients reads dy twice (the first product must not write over it). Against the
+// derivatives in double.
+TYPED_TEST(AutodiffGraph, GradientsGivenUpToRulesKeepSharedOnesIntact) {
+  using AD = Autodiff<TypeParam>;
+  const auto x = Tensor<AD, 1>::from({-1.5, 0.5, 2.0, -0.25}).require_grad();
+  const auto w = Tensor<AD, 1>::from({0.75, -2.0, 1.25, 3.0}).require_grad();
+  const auto c = Tensor<AD, 1>::from({1.0, 2.0, -3.0, 4.0});  // a constant: Mul's rule reads dy once
+  // d/dx sum(c (relu(x) + tanh(x))) = c (relu'(x) + 1 - tanh²(x)); the product with c gives
+  // the branches a dense dy of their own.
+  const auto branches = ((x.relu() + x.tanh()) * c).sum().backward();
+  // d/dx sum(c x w) = c w, d/dw = c x; then exp and sigmoid in a chain, each over its dy:
+  // d/dx sum(sigmoid(exp(x w))) = s (1 - s) e w, with e = exp(x w), s = sigmoid(e).
+  const auto product = (x * w * c).sum().backward();
+  const auto chain = (x * w).exp().sigmoid().sum().backward();
+  const std::vector<double> xs = values(x), ws = values(w), cs = values(c);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double t = std::tanh(xs[i]), e = std::exp(xs[i] * ws[i]), s = 1 / (1 + std::exp(-e));
+    EXPECT_NEAR(values(*x.grad(branches))[i], cs[i] * ((xs[i] > 0 ? 1 : 0) + 1 - t * t), 1e-5) << i;
+    EXPECT_NEAR(values(*x.grad(product))[i], cs[i] * ws[i], 1e-6) << i;
+    EXPECT_NEAR(values(*w.grad(product))[i], cs[i] * xs[i], 1e-6) << i;
+    EXPECT_NEAR(values(*x.grad(chain))[i], s * (1 - s) * e * ws[i], 1e-5 * (1 + std::abs(e))) << i;
+    EXPECT_NEAR(values(*w.grad(chain))[i], s * (1 - s) * e * xs[i], 1e-5 * (1 + std::abs(e))) << i;
+  }
+}

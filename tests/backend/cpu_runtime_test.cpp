@@ -419,3 +419,53 @@ TEST(CpuElementwise, GivenUpOperandsAreWrittenOverWhereNothingElseHoldsThem) {
   const T half = twice.cast(DType::f16);
   EXPECT_TRUE(same(twice.cast(DType::f16).exp(), half.exp()));
 }
+
+// The gradient formulas on a given-up dy (Autodiff's rules pass each dy on as an rvalue):
+// written over dy's buffer where nothing else holds it, into a fresh one otherwise, and the
+// same values either way.
+TEST(CpuElementwise, GivenUpGradientsAreWrittenOverWhereNothingElseHoldsThem) {
+  using T = Tensor<Cpu, 2>;
+  using P = Cpu::Primitive;
+  manual_seed(5);
+  const T x = T::random({32, 40}, Distribution::normal(0, 1)), b = T::random({1, 40}, Distribution::uniform(1, 2));
+  const T y = x.tanh(), dy = T::random({32, 40}, Distribution::normal(0, 1));
+  const auto same = [](const P& a, const P& b) { return test::all_close(T(a).into_data(), T(b).into_data(), 0, 0); };
+  const P kept_tanh = Cpu::unary_backward<ops::Tanh>(x.primitive(), y.primitive(), dy.primitive());
+  const P kept_div = Cpu::binary_backward<ops::Div>(x.primitive(), b.primitive(), (x / b).primitive(),
+                                                    dy.primitive(), ops::Operand::lhs);
+
+  // dy alone on its buffer: the gradient goes over it.
+  P given = (dy * 1.0).primitive();
+  const float* buffer = given.data<float>();
+  const P tanh = Cpu::unary_backward<ops::Tanh>(x.primitive(), y.primitive(), std::move(given));
+  EXPECT_EQ(tanh.data<float>(), buffer);
+  EXPECT_TRUE(same(tanh, kept_tanh));
+  P given_div = (dy * 1.0).primitive();
+  const float* div_buffer = given_div.data<float>();
+  const P div = Cpu::binary_backward<ops::Div>(x.primitive(), b.primitive(), (x / b).primitive(),
+                                               std::move(given_div), ops::Operand::lhs);
+  EXPECT_EQ(div.data<float>(), div_buffer);
+  EXPECT_TRUE(same(div, kept_div));
+
+  // Another holder: it keeps its values, the gradient is elsewhere.
+  P shared = (dy * 1.0).primitive();
+  const P holder = shared;
+  const P elsewhere = Cpu::unary_backward<ops::Tanh>(x.primitive(), y.primitive(), std::move(shared));
+  EXPECT_NE(elsewhere.data<float>(), holder.data<float>());
+  EXPECT_TRUE(same(holder, dy.primitive()));
+  EXPECT_TRUE(same(elsewhere, kept_tanh));
+  // A strided dy alone on its buffer: a fresh, dense gradient.
+  P strided = (dy.transpose() * 1.0).transpose().primitive();
+  ASSERT_EQ(strided.storage.use_count(), 1);
+  ASSERT_FALSE(strided.is_contiguous());
+  const float* under = strided.data<float>();
+  const P dense = Cpu::unary_backward<ops::Tanh>(x.primitive(), y.primitive(), std::move(strided));
+  EXPECT_NE(dense.data<float>(), under);
+  EXPECT_TRUE(dense.is_contiguous());
+  EXPECT_TRUE(same(dense, kept_tanh));
+  // f16 computes over dy's f32 copy: the kept path's values.
+  const auto half = [](const T& t) { return t.cast(DType::f16).primitive(); };
+  const P half_dy = half(dy);
+  EXPECT_TRUE(same(Cpu::unary_backward<ops::Tanh>(half(x), half(y), half_dy),
+                   Cpu::unary_backward<ops::Tanh>(half(x), half(y), half(dy))));
+}

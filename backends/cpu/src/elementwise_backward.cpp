@@ -49,6 +49,49 @@ void check_float_operands(std::string_view op, std::initializer_list<const CpuTe
   }
 }
 
+// Op's gradient dx from (x, y, dy), written over dy where the caller gave it up (`given`) and
+// it may be written over: each element of dy is read before the same element of dx is
+// written.
+template <class Op>
+CpuTensor unary_backward_over(const CpuTensor& x, const CpuTensor& y, const CpuTensor& dy, bool given) {
+  check_float_operands(Op::name, {&x, &y, &dy});
+  if (is_half(dy.dtype))
+    // f16 and bf16 compute in f32, over dy's f32 copy.
+    return Cpu::cast(unary_backward_over<Op>(Cpu::cast(x, DType::f32), Cpu::cast(y, DType::f32),
+                                             Cpu::cast(dy, DType::f32), true),
+                     dy.dtype);
+  KILN_CHECK(x.shape == dy.shape && y.shape == dy.shape,
+             "{} backward: x {}, y {} and dy {} must have the same shape", Op::name, x.shape, y.shape, dy.shape);
+  CpuTensor out = given ? result_over({&dy}, dy.shape, dy.dtype) : empty(dy.shape, dy.dtype);
+  const std::array<const CpuTensor*, 3> inputs{&x, &y, &dy};
+  dispatch_float(Op::name, dy.dtype, [&]<class T>() { run_elementwise(inputs, out, unary_backward_kernel<Op, T>); });
+  return out;
+}
+
+// The gradient of `operand` at dy's shape, written over dy as unary_backward_over's.
+template <class Op>
+CpuTensor binary_backward_over(const CpuTensor& a, const CpuTensor& b, const CpuTensor& y, const CpuTensor& dy,
+                               ops::Operand operand, bool given) {
+  check_float_operands(Op::name, {&a, &b, &y, &dy});
+  if (is_half(dy.dtype)) {
+    const auto f = [](const CpuTensor& p) { return Cpu::cast(p, DType::f32); };
+    return Cpu::cast(binary_backward_over<Op>(f(a), f(b), f(y), f(dy), operand, true), dy.dtype);
+  }
+  const Shape shape = broadcast_shapes(Op::name, a.shape, b.shape);
+  KILN_CHECK(shape == dy.shape && y.shape == dy.shape,
+             "{} backward: operands {} and {} broadcast to {}, but y is {} and dy is {}", Op::name, a.shape, b.shape,
+             shape, y.shape, dy.shape);
+  CpuTensor out = given ? result_over({&dy}, dy.shape, dy.dtype) : empty(dy.shape, dy.dtype);
+  const std::array<const CpuTensor*, 4> inputs{&a, &b, &y, &dy};
+  dispatch_float(Op::name, dy.dtype, [&]<class T>() {
+    if (operand == ops::Operand::lhs)
+      run_elementwise(inputs, out, binary_backward_kernel<Op, ops::Operand::lhs, T>);
+    else
+      run_elementwise(inputs, out, binary_backward_kernel<Op, ops::Operand::rhs, T>);
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace kiln::cpu
 
@@ -57,48 +100,33 @@ namespace kiln {
 using cpu::CpuTensor;
 
 template <class Op> Cpu::Primitive Cpu::unary_backward(const Primitive& x, const Primitive& y, const Primitive& dy) {
-  cpu::check_float_operands(Op::name, {&x, &y, &dy});
-  if (cpu::is_half(dy.dtype))
-    return cast(unary_backward<Op>(cast(x, DType::f32), cast(y, DType::f32), cast(dy, DType::f32)), dy.dtype);
-  KILN_CHECK(x.shape == dy.shape && y.shape == dy.shape,
-             "{} backward: x {}, y {} and dy {} must have the same shape", Op::name, x.shape, y.shape, dy.shape);
-  CpuTensor out = cpu::empty(dy.shape, dy.dtype);
-  const std::array<const CpuTensor*, 3> inputs{&x, &y, &dy};
-  cpu::dispatch_float(Op::name, dy.dtype,
-                      [&]<class T>() { cpu::run_elementwise(inputs, out, cpu::unary_backward_kernel<Op, T>); });
-  return out;
+  return cpu::unary_backward_over<Op>(x, y, dy, false);
 }
-
+template <class Op> Cpu::Primitive Cpu::unary_backward(const Primitive& x, const Primitive& y, Primitive&& dy) {
+  return cpu::unary_backward_over<Op>(x, y, dy, true);
+}
 template <class Op>
 Cpu::Primitive Cpu::binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
                                     ops::Operand operand) {
-  cpu::check_float_operands(Op::name, {&a, &b, &y, &dy});
-  if (cpu::is_half(dy.dtype)) {
-    const auto f = [](const Primitive& p) { return cast(p, DType::f32); };
-    return cast(binary_backward<Op>(f(a), f(b), f(y), f(dy), operand), dy.dtype);
-  }
-  const Shape shape = broadcast_shapes(Op::name, a.shape, b.shape);
-  KILN_CHECK(shape == dy.shape && y.shape == dy.shape,
-             "{} backward: operands {} and {} broadcast to {}, but y is {} and dy is {}", Op::name, a.shape, b.shape,
-             shape, y.shape, dy.shape);
-  CpuTensor out = cpu::empty(dy.shape, dy.dtype);
-  const std::array<const CpuTensor*, 4> inputs{&a, &b, &y, &dy};
-  cpu::dispatch_float(Op::name, dy.dtype, [&]<class T>() {
-    if (operand == ops::Operand::lhs)
-      cpu::run_elementwise(inputs, out, cpu::binary_backward_kernel<Op, ops::Operand::lhs, T>);
-    else
-      cpu::run_elementwise(inputs, out, cpu::binary_backward_kernel<Op, ops::Operand::rhs, T>);
-  });
-  return out;
+  return cpu::binary_backward_over<Op>(a, b, y, dy, operand, false);
+}
+template <class Op>
+Cpu::Primitive Cpu::binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, Primitive&& dy,
+                                    ops::Operand operand) {
+  return cpu::binary_backward_over<Op>(a, b, y, dy, operand, true);
 }
 
 #define KILN_CPU_INSTANTIATE_UNARY_BACKWARD(Op)                                                                \
   template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&,         \
-                                                       const Cpu::Primitive&);
+                                                       const Cpu::Primitive&);                                \
+  template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&,         \
+                                                       Cpu::Primitive&&);
 #define KILN_CPU_INSTANTIATE_BINARY_BACKWARD(Op)                                                               \
   template Cpu::Primitive Cpu::binary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&,        \
                                                         const Cpu::Primitive&, const Cpu::Primitive&,        \
-                                                        ops::Operand);
+                                                        ops::Operand);                                       \
+  template Cpu::Primitive Cpu::binary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&,        \
+                                                        const Cpu::Primitive&, Cpu::Primitive&&, ops::Operand);
 KILN_DIFFERENTIABLE_UNARY_OPS(KILN_CPU_INSTANTIATE_UNARY_BACKWARD)
 KILN_DIFFERENTIABLE_BINARY_OPS(KILN_CPU_INSTANTIATE_BINARY_BACKWARD)
 #undef KILN_CPU_INSTANTIATE_UNARY_BACKWARD

@@ -53,6 +53,26 @@ Dispatch::Primitive Dispatch::binary_backward(const Primitive& a, const Primitiv
     return wrap<B>(provided::binary_backward<B, Op>(unwrap<B>(a), unwrap<B>(b), unwrap<B>(y), unwrap<B>(dy), operand));
   });
 }
+// dy given up: its primitive is taken before the kept operands are read, and a dy that is also
+// one of them (the same handle) is read as kept.
+template <class Op>
+Dispatch::Primitive Dispatch::unary_backward(const Primitive& x, const Primitive& y, Primitive&& dy) {
+  if (&dy == &x || &dy == &y) return unary_backward<Op>(x, y, static_cast<const Primitive&>(dy));
+  return on(target(Op::name, {&x, &y, &dy}), [&]<class B>() {
+    typename B::Primitive d = given_up<B>(dy);
+    return wrap<B>(provided::unary_backward<B, Op>(unwrap<B>(x), unwrap<B>(y), std::move(d)));
+  });
+}
+template <class Op>
+Dispatch::Primitive Dispatch::binary_backward(const Primitive& a, const Primitive& b, const Primitive& y,
+                                              Primitive&& dy, ops::Operand operand) {
+  if (&dy == &a || &dy == &b || &dy == &y)
+    return binary_backward<Op>(a, b, y, static_cast<const Primitive&>(dy), operand);
+  return on(target(Op::name, {&a, &b, &y, &dy}), [&]<class B>() {
+    typename B::Primitive d = given_up<B>(dy);
+    return wrap<B>(provided::binary_backward<B, Op>(unwrap<B>(a), unwrap<B>(b), unwrap<B>(y), std::move(d), operand));
+  });
+}
 
 #define KILN_DISPATCH_UNARY(Op)                                               \
   template Dispatch::Primitive Dispatch::unary<ops::Op>(const Primitive&); \
@@ -64,10 +84,14 @@ Dispatch::Primitive Dispatch::binary_backward(const Primitive& a, const Primitiv
   template Dispatch::Primitive Dispatch::binary_scalar<ops::Op>(Primitive&&, double);
 #define KILN_DISPATCH_UNARY_BACKWARD(Op)                                                           \
   template Dispatch::Primitive Dispatch::unary_backward<ops::Op>(const Primitive&, const Primitive&, \
-                                                                 const Primitive&);
+                                                                 const Primitive&);                 \
+  template Dispatch::Primitive Dispatch::unary_backward<ops::Op>(const Primitive&, const Primitive&, \
+                                                                 Primitive&&);
 #define KILN_DISPATCH_BINARY_BACKWARD(Op)                                                          \
   template Dispatch::Primitive Dispatch::binary_backward<ops::Op>(                                 \
-      const Primitive&, const Primitive&, const Primitive&, const Primitive&, ops::Operand);
+      const Primitive&, const Primitive&, const Primitive&, const Primitive&, ops::Operand);       \
+  template Dispatch::Primitive Dispatch::binary_backward<ops::Op>(                                 \
+      const Primitive&, const Primitive&, const Primitive&, Primitive&&, ops::Operand);
 KILN_UNARY_OPS(KILN_DISPATCH_UNARY)
 KILN_BINARY_OPS(KILN_DISPATCH_BINARY)
 KILN_DIFFERENTIABLE_UNARY_OPS(KILN_DISPATCH_UNARY_BACKWARD)

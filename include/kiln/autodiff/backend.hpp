@@ -651,7 +651,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
     return from_inner(std::move(y));
   } else if constexpr (std::same_as<Op, ops::Neg>) {
     return record(Op::name, std::move(y), {x.node},
-                  [](const InnerPrimitive& dy, Sink& s) { s.put(0, provided::unary<B, ops::Neg>(dy)); });
+                  [](InnerPrimitive&& dy, Sink& s) { s.put(0, provided::unary<B, ops::Neg>(std::move(dy))); });
   } else {
     InnerPrimitive saved = y;
     // Where Op's gradient does not read x (relu's reads y), y stands in for it (same shape
@@ -663,8 +663,8 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(const Primitive& x) {
     }();
     InnerPrimitive kept = reads_x ? x.value : saved;
     return record(Op::name, std::move(y), {x.node},
-                  [x = keep(std::move(kept)), y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
-                    s.put(0, provided::unary_backward<B, Op>(x, y, dy));
+                  [x = keep(std::move(kept)), y = keep(std::move(saved))](InnerPrimitive&& dy, Sink& s) {
+                    s.put(0, provided::unary_backward<B, Op>(x, y, std::move(dy)));
                   });
   }
 }
@@ -686,18 +686,28 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary(const Primitive& a, const Pr
                   });
   } else if constexpr (std::same_as<Op, ops::Mul>) {
     return record(Op::name, std::move(y), {a.node, b.node},
-                  [a = keep(a.value), b = keep(b.value)](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0)) s.put(0, sum_to(provided::binary<B, ops::Mul>(dy, b), B::shape(a)));
-                    if (s.needs(1)) s.put(1, sum_to(provided::binary<B, ops::Mul>(dy, a), B::shape(b)));
+                  [a = keep(a.value), b = keep(b.value)](InnerPrimitive&& dy, Sink& s) {
+                    // dy is given up to the last product that reads it; the kept operand goes
+                    // as a copy of its handle, which the product never writes over.
+                    if (s.needs(0)) {
+                      InnerPrimitive d = s.needs(1) ? dy : std::move(dy);
+                      s.put(0, sum_to(provided::binary<B, ops::Mul>(std::move(d), InnerPrimitive(b)), B::shape(a)));
+                    }
+                    if (s.needs(1))
+                      s.put(1, sum_to(provided::binary<B, ops::Mul>(std::move(dy), InnerPrimitive(a)), B::shape(b)));
                   });
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {a.node, b.node},
-                  [a = keep(a.value), b = keep(b.value), y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
-                    if (s.needs(0))
-                      s.put(0, sum_to(provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::lhs), B::shape(a)));
+                  [a = keep(a.value), b = keep(b.value), y = keep(std::move(saved))](InnerPrimitive&& dy, Sink& s) {
+                    if (s.needs(0)) {  // dy is given up to the last gradient that reads it
+                      InnerPrimitive d = s.needs(1) ? dy : std::move(dy);
+                      s.put(0, sum_to(provided::binary_backward<B, Op>(a, b, y, std::move(d), ops::Operand::lhs),
+                                      B::shape(a)));
+                    }
                     if (s.needs(1))
-                      s.put(1, sum_to(provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::rhs), B::shape(b)));
+                      s.put(1, sum_to(provided::binary_backward<B, Op>(a, b, y, std::move(dy), ops::Operand::rhs),
+                                      B::shape(b)));
                   });
   }
 }
@@ -711,18 +721,18 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary_scalar(const Primitive& a, d
   } else if constexpr (std::same_as<Op, ops::Add> || std::same_as<Op, ops::Sub>) {
     return record(Op::name, std::move(y), {a.node}, [](const InnerPrimitive& dy, Sink& s) { s.put(0, dy); });
   } else if constexpr (std::same_as<Op, ops::Mul> || std::same_as<Op, ops::Div>) {
-    return record(Op::name, std::move(y), {a.node}, [scalar](const InnerPrimitive& dy, Sink& s) {
-      s.put(0, provided::binary_scalar<B, Op>(dy, scalar));
+    return record(Op::name, std::move(y), {a.node}, [scalar](InnerPrimitive&& dy, Sink& s) {
+      s.put(0, provided::binary_scalar<B, Op>(std::move(dy), scalar));
     });
   } else {
     InnerPrimitive saved = y;
     return record(Op::name, std::move(y), {a.node},
-                  [a = keep(a.value), scalar, y = keep(std::move(saved))](const InnerPrimitive& dy, Sink& s) {
+                  [a = keep(a.value), scalar, y = keep(std::move(saved))](InnerPrimitive&& dy, Sink& s) {
                     // The scalar as a one-element tensor that broadcasts against a.
                     const InnerPrimitive b =
                         provided::full<B>(Shape(std::vector<std::int64_t>(B::shape(a).rank(), 1)), scalar, B::dtype(a),
                                 B::device(a));
-                    s.put(0, provided::binary_backward<B, Op>(a, b, y, dy, ops::Operand::lhs));
+                    s.put(0, provided::binary_backward<B, Op>(a, b, y, std::move(dy), ops::Operand::lhs));
                   });
   }
 }

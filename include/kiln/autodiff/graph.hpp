@@ -56,7 +56,10 @@ template <class P> class GradSink {
 };
 
 template <class P> struct Node {
-  using Backward = std::function<void(const P& dy, GradSink<P>& sink)>;
+  // dy is given up to the rule (an rvalue): a rule may pass it on as one (provided::unary,
+  // unary_backward), so that the backend writes the input's gradient over it where nothing
+  // else holds it. A rule taking `const P&` binds to it as well.
+  using Backward = std::function<void(P&& dy, GradSink<P>& sink)>;
 
   std::uint64_t id = next_node_id();
   std::string_view op;                          // names the op in errors
@@ -202,7 +205,7 @@ Gradients<P> run_backward(const std::shared_ptr<Node<P>>& root, P seed, Add&& ad
     std::vector<bool> needed(node->inputs.size());
     for (std::size_t i = 0; i < needed.size(); ++i) needed[i] = node->inputs[i] != nullptr;
     GradSink<P> sink(std::move(needed));
-    node->backward(grad, sink);
+    node->backward(std::move(grad), sink);
     for (std::size_t i = 0; i < node->inputs.size(); ++i) {
       auto& input = node->inputs[i];
       if (!input) continue;

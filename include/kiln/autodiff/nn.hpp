@@ -150,13 +150,13 @@ auto Autodiff<B>::linear(const Primitive& x, const Primitive& weight, const std:
   std::optional<InnerPrimitive> saved_y;
   if (relu) saved_y = keep(y);
   return record("linear", std::move(y), {x.node, weight.node, bias ? bias->node : nullptr},
-                [x = keep(x.value), w = keep(weight.value), y = std::move(saved_y)](const InnerPrimitive& dy, Sink& s) {
+                [x = keep(x.value), w = keep(weight.value), y = std::move(saved_y)](InnerPrimitive&& dy, Sink& s) {
                   const Shape xs = B::shape(x), ws = B::shape(w);
                   const std::int64_t out = ws[0], in = ws[1];
                   std::int64_t rows = 1;
                   for (std::size_t d = 0; d + 1 < xs.rank(); ++d) rows *= xs[d];
-                  const InnerPrimitive dz =
-                      B::reshape(y ? provided::unary_backward<B, ops::Relu>(*y, *y, dy) : dy, Shape({rows, out}));
+                  const InnerPrimitive dz = B::reshape(
+                      y ? provided::unary_backward<B, ops::Relu>(*y, *y, std::move(dy)) : dy, Shape({rows, out}));
                   if (s.needs(0)) s.put(0, B::reshape(B::matmul(dz, w), xs));
                   if (s.needs(1)) {
                     // dzᵀ x, or (xᵀ dz)ᵀ where that has fewer rows (transposed_product's reason).

@@ -233,6 +233,23 @@ typename B::Primitive binary_backward(const typename B::Primitive& a, const type
   if constexpr (detail::HasBinaryBackward<B>) return B::template binary_backward<Op>(a, b, y, dy, operand);
   else return defaults::binary_backward<B, Op>(a, b, y, dy, operand);
 }
+// The same on a dy the caller gives up (Autodiff's rules, at dy's last use): a backend whose
+// override takes `Primitive&& dy` may write the gradient over dy's buffer where nothing else
+// holds it, as the elementwise ops do over given-up operands; any other computes into a
+// fresh one.
+template <class B, class Op>
+typename B::Primitive unary_backward(const typename B::Primitive& x, const typename B::Primitive& y,
+                                     typename B::Primitive&& dy) {
+  if constexpr (detail::HasUnaryBackward<B>) return B::template unary_backward<Op>(x, y, std::move(dy));
+  else return defaults::unary_backward<B, Op>(x, y, dy);
+}
+template <class B, class Op>
+typename B::Primitive binary_backward(const typename B::Primitive& a, const typename B::Primitive& b,
+                                      const typename B::Primitive& y, typename B::Primitive&& dy,
+                                      ops::Operand operand) {
+  if constexpr (detail::HasBinaryBackward<B>) return B::template binary_backward<Op>(a, b, y, std::move(dy), operand);
+  else return defaults::binary_backward<B, Op>(a, b, y, dy, operand);
+}
 
 }  // namespace provided
 

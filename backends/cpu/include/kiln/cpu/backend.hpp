@@ -94,6 +94,13 @@ struct Cpu {
   template <class Op>
   static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
                                    ops::Operand operand);
+  // The same on a dy the caller gave up (provided::unary_backward and binary_backward on an
+  // rvalue dy): the gradient is written over dy's buffer where nothing else holds it and it
+  // is dense, else into a fresh one.
+  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, Primitive&& dy);
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, Primitive&& dy,
+                                   ops::Operand operand);
 
   // reductions, scans, sorting (backends/cpu/src/reduce.cpp, sort.cpp)
   static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
@@ -186,10 +193,15 @@ static_assert(FusedSoftmax<Cpu> && FusedLayerNorm<Cpu> && FusedAttention<Cpu> &&
   extern template Cpu::Primitive Cpu::binary_scalar<ops::Op>(Cpu::Primitive&&, double);
 #define KILN_CPU_EXTERN_UNARY_BACKWARD(Op)                                                                \
   extern template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
-                                                              const Cpu::Primitive&);
+                                                              const Cpu::Primitive&);                     \
+  extern template Cpu::Primitive Cpu::unary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                              Cpu::Primitive&&);
 #define KILN_CPU_EXTERN_BINARY_BACKWARD(Op)                                                                \
   extern template Cpu::Primitive Cpu::binary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
                                                                const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                               ops::Operand);                                \
+  extern template Cpu::Primitive Cpu::binary_backward<ops::Op>(const Cpu::Primitive&, const Cpu::Primitive&, \
+                                                               const Cpu::Primitive&, Cpu::Primitive&&,      \
                                                                ops::Operand);
 KILN_UNARY_OPS(KILN_CPU_EXTERN_UNARY)
 KILN_BINARY_OPS(KILN_CPU_EXTERN_BINARY)

@@ -103,6 +103,11 @@ struct Dispatch {
   template <class Op>
   static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, const Primitive& dy,
                                    ops::Operand operand);
+  // The same on a dy the caller gives up, which the backend may write the gradient over.
+  template <class Op> static Primitive unary_backward(const Primitive& x, const Primitive& y, Primitive&& dy);
+  template <class Op>
+  static Primitive binary_backward(const Primitive& a, const Primitive& b, const Primitive& y, Primitive&& dy,
+                                   ops::Operand operand);
   static Primitive reduce(const Primitive& x, ops::ReduceOp op, std::int64_t dim);
   static Primitive reduce_all(const Primitive& x, ops::ReduceOp op);
   static Primitive arg_reduce(const Primitive& x, ops::ArgReduceOp op, std::int64_t dim);
