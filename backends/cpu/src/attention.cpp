@@ -202,9 +202,10 @@ void tile_gemm(GemmLayout a, GemmLayout b, std::int64_t m, std::int64_t n, std::
 // Forward: one work item per (head, query tile). The first key tile's product P V is written,
 // not added, so the accumulator is never cleared; where that tile is the only one (every key
 // at once, as at 128 or 512 keys), it goes straight into the output rows, which are then
-// scaled by 1 / sum in place: no accumulator and no pass copying it out. At 128 keys that
-// and scaling by the reciprocal instead of dividing took the kernel from ~0.19 to ~0.17 ms
-// on a 2-core AVX-512 Xeon.
+// scaled by 1 / sum in place: no accumulator and no pass copying it out. Rows are scaled by
+// the reciprocal of their sum: a profile at 128 keys had put ~9 % of this kernel's own time
+// in the division pass. On a noisy 2-core AVX-512 VM the 128-key row's time moved within its
+// run-to-run spread (docs/benchmarks.md, the tenth session of 2026-12-07).
 template <class T>
 void attention_forward(const Problem& p, const T* q, const T* k, const T* v, T scale, T* out, T* lse) {
   const std::int64_t tiles = p.query_tiles();
